@@ -1,0 +1,17 @@
+//go:build !generate
+
+package v1alpha1
+
+import "github.com/crossplane/crossplane-runtime/v2/pkg/resource"
+
+// These assertions live in their own file, excluded while generating: the
+// methods they need are written by angryjet, which cannot load a package that
+// does not compile yet.
+var (
+	_ resource.ProviderConfig           = &ProviderConfig{}
+	_ resource.ProviderConfig           = &ClusterProviderConfig{}
+	_ resource.TypedProviderConfigUsage = &ProviderConfigUsage{}
+	_ resource.ProviderConfigUsageList  = &ProviderConfigUsageList{}
+	_ resource.ModernManaged            = &Database{}
+	_ resource.ManagedList              = &DatabaseList{}
+)

@@ -1,0 +1,242 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+)
+
+// SSLMode is libpq's sslmode, limited to the modes this provider supports.
+// The provider never downgrades: the mode named here is the mode used.
+// +kubebuilder:validation:Enum=disable;require;verify-ca;verify-full
+type SSLMode string
+
+// The supported SSL modes, with libpq's meanings.
+const (
+	// SSLModeDisable sends everything in clear. Only for loopback test servers.
+	SSLModeDisable SSLMode = "disable"
+	// SSLModeRequire encrypts but does not verify the server certificate.
+	SSLModeRequire SSLMode = "require"
+	// SSLModeVerifyCA encrypts and verifies the chain against the CA bundle.
+	SSLModeVerifyCA SSLMode = "verify-ca"
+	// SSLModeVerifyFull also verifies that the certificate names the server.
+	SSLModeVerifyFull SSLMode = "verify-full"
+)
+
+// Endpoint locates one PostgreSQL server.
+type Endpoint struct {
+	// Host is the server's DNS name. With sslMode verify-full the server
+	// certificate must carry it as a DNS SAN.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?)*$`
+	Host string `json:"host"`
+
+	// Hostaddr is one IPv4 or IPv6 literal the provider connects to, so that
+	// no DNS lookup decides which server receives the admin credential. The
+	// server certificate must carry it as an IP SAN.
+	// +kubebuilder:validation:MinLength=2
+	// +kubebuilder:validation:MaxLength=45
+	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="hostaddr must be an IPv4 or IPv6 literal, not a DNS name"
+	Hostaddr string `json:"hostaddr"`
+
+	// Port is the server's TCP port.
+	// +kubebuilder:default=5432
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	Port int32 `json:"port,omitempty"`
+
+	// Database is the admin database the provider connects to.
+	// +kubebuilder:default=postgres
+	// +kubebuilder:validation:Pattern=`^[a-z][a-z0-9_]{0,62}$`
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Database string `json:"database,omitempty"`
+
+	// SSLMode is libpq's sslmode: disable, require (encrypt without
+	// verification), verify-ca or verify-full. Never silently downgraded.
+	// +kubebuilder:default=verify-full
+	// +optional
+	SSLMode SSLMode `json:"sslMode,omitempty"`
+}
+
+// CredentialsSource names where the admin credential comes from.
+// +kubebuilder:validation:Enum=Secret
+type CredentialsSource string
+
+// CredentialsSourceSecret reads the admin credential from a Kubernetes Secret.
+const CredentialsSourceSecret CredentialsSource = "Secret"
+
+// SecretReference names a Secret. For a ClusterProviderConfig the namespace
+// is required and must be the provider's own namespace; for a ProviderConfig
+// it defaults to, and must be, the ProviderConfig's own namespace.
+type SecretReference struct {
+	// Name of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// Namespace of the Secret.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// Credentials of the admin role the provider logs in as. The provider only
+// reads the Secret; it never writes it.
+type Credentials struct {
+	// Source of the admin credential. Only Secret is supported.
+	// +kubebuilder:default=Secret
+	// +optional
+	Source CredentialsSource `json:"source,omitempty"`
+
+	// SecretRef names the Secret holding the admin username and password.
+	SecretRef SecretReference `json:"secretRef"`
+
+	// UsernameKey is the Secret key holding the admin role name.
+	// +kubebuilder:default=username
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	UsernameKey string `json:"usernameKey,omitempty"`
+
+	// PasswordKey is the Secret key holding the admin password.
+	// +kubebuilder:default=password
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	PasswordKey string `json:"passwordKey,omitempty"`
+}
+
+// A ProviderConfigSpec registers one existing PostgreSQL server and the admin
+// credential the provider uses on it.
+type ProviderConfigSpec struct {
+	// Endpoint of the PostgreSQL server.
+	Endpoint Endpoint `json:"endpoint"`
+
+	// Credentials of the admin role.
+	Credentials Credentials `json:"credentials"`
+}
+
+// ConfigPhase is the lifecycle phase of a (Cluster)ProviderConfig.
+// +kubebuilder:validation:Enum=Pending;Validating;Ready;Deleting
+type ConfigPhase string
+
+// Config phases.
+const (
+	ConfigPhasePending    ConfigPhase = "Pending"
+	ConfigPhaseValidating ConfigPhase = "Validating"
+	ConfigPhaseReady      ConfigPhase = "Ready"
+	ConfigPhaseDeleting   ConfigPhase = "Deleting"
+)
+
+// A ProviderConfigStatus is the observed health of a registered server.
+type ProviderConfigStatus struct {
+	xpv2.ProviderConfigStatus `json:",inline"`
+
+	// Phase is Pending, Validating, Ready or Deleting.
+	// +optional
+	Phase ConfigPhase `json:"phase,omitempty"`
+
+	// PostgreSQLVersion is the server_version the server reported.
+	// +optional
+	PostgreSQLVersion string `json:"postgresqlVersion,omitempty"`
+
+	// ObservedGeneration is the generation the status was computed for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// A ClusterProviderConfig registers one existing PostgreSQL server for the
+// whole cluster (the Instance). Its admin Secret lives in the provider's
+// namespace.
+// +kubebuilder:printcolumn:name="HOST",type="string",JSONPath=".spec.endpoint.host"
+// +kubebuilder:printcolumn:name="HOSTADDR",type="string",JSONPath=".spec.endpoint.hostaddr",priority=1
+// +kubebuilder:printcolumn:name="SSLMODE",type="string",JSONPath=".spec.endpoint.sslMode",priority=1
+// +kubebuilder:printcolumn:name="PHASE",type="string",JSONPath=".status.phase"
+// +kubebuilder:printcolumn:name="VERSION",type="string",JSONPath=".status.postgresqlVersion"
+// +kubebuilder:printcolumn:name="READY",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].status"
+// +kubebuilder:printcolumn:name="REASON",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].reason",priority=1
+// +kubebuilder:printcolumn:name="USERS",type="integer",JSONPath=".status.users"
+// +kubebuilder:printcolumn:name="AGE",type="date",JSONPath=".metadata.creationTimestamp"
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,categories={crossplane,provider,postgresql}
+type ClusterProviderConfig struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +kubebuilder:validation:XValidation:rule="has(self.credentials.secretRef.__namespace__)",message="spec.credentials.secretRef.namespace is required for a ClusterProviderConfig: name the provider's own namespace",fieldPath=".credentials.secretRef.namespace"
+	Spec   ProviderConfigSpec   `json:"spec"`
+	Status ProviderConfigStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// ClusterProviderConfigList contains a list of ClusterProviderConfigs.
+type ClusterProviderConfigList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ClusterProviderConfig `json:"items"`
+}
+
+// +kubebuilder:object:root=true
+
+// A ProviderConfig registers one existing PostgreSQL server for the
+// Databases of its own namespace. Its admin Secret lives in that namespace.
+// +kubebuilder:printcolumn:name="HOST",type="string",JSONPath=".spec.endpoint.host"
+// +kubebuilder:printcolumn:name="HOSTADDR",type="string",JSONPath=".spec.endpoint.hostaddr",priority=1
+// +kubebuilder:printcolumn:name="SSLMODE",type="string",JSONPath=".spec.endpoint.sslMode",priority=1
+// +kubebuilder:printcolumn:name="PHASE",type="string",JSONPath=".status.phase"
+// +kubebuilder:printcolumn:name="VERSION",type="string",JSONPath=".status.postgresqlVersion"
+// +kubebuilder:printcolumn:name="READY",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].status"
+// +kubebuilder:printcolumn:name="REASON",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].reason",priority=1
+// +kubebuilder:printcolumn:name="USERS",type="integer",JSONPath=".status.users"
+// +kubebuilder:printcolumn:name="AGE",type="date",JSONPath=".metadata.creationTimestamp"
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Namespaced,categories={crossplane,provider,postgresql}
+type ProviderConfig struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   ProviderConfigSpec   `json:"spec"`
+	Status ProviderConfigStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// ProviderConfigList contains a list of ProviderConfigs.
+type ProviderConfigList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ProviderConfig `json:"items"`
+}
+
+// +kubebuilder:object:root=true
+
+// A ProviderConfigUsage records that a Database uses a ProviderConfig or a
+// ClusterProviderConfig. It lives in the Database's namespace; the config
+// cannot be deleted while usages of it exist.
+// +kubebuilder:printcolumn:name="CONFIG-KIND",type="string",JSONPath=".providerConfigRef.kind"
+// +kubebuilder:printcolumn:name="CONFIG-NAME",type="string",JSONPath=".providerConfigRef.name"
+// +kubebuilder:printcolumn:name="RESOURCE-KIND",type="string",JSONPath=".resourceRef.kind"
+// +kubebuilder:printcolumn:name="RESOURCE-NAME",type="string",JSONPath=".resourceRef.name"
+// +kubebuilder:printcolumn:name="AGE",type="date",JSONPath=".metadata.creationTimestamp"
+// +kubebuilder:resource:scope=Namespaced,categories={crossplane,provider,postgresql}
+type ProviderConfigUsage struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	xpv2.TypedProviderConfigUsage `json:",inline"`
+}
+
+// +kubebuilder:object:root=true
+
+// ProviderConfigUsageList contains a list of ProviderConfigUsages.
+type ProviderConfigUsageList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ProviderConfigUsage `json:"items"`
+}
