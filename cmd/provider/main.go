@@ -1,0 +1,180 @@
+// Command provider runs provider-postgresql-tenant: the controllers that
+// register shared PostgreSQL servers and provision tenant databases whose
+// credentials live only in OpenBao.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/controller"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/feature"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/gate"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/logging"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/ratelimiter"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/reconciler/customresourcesgate"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/reconciler/managed"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/statemetrics"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"ddupan.top/provider-postgresql-tenant/apis"
+	pctrl "ddupan.top/provider-postgresql-tenant/internal/controller"
+	"ddupan.top/provider-postgresql-tenant/internal/options"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "provider-postgresql-tenant:", err)
+		os.Exit(1)
+	}
+}
+
+type flags struct {
+	debug, leaderElection       bool
+	sync, poll, pollStateMetric time.Duration
+	maxReconcileRate            int
+	metricsAddr, healthAddr     string
+	opts                        options.Options
+}
+
+func parse(args []string) (*flags, error) {
+	f := &flags{}
+	fs := flag.NewFlagSet("provider", flag.ContinueOnError)
+	// --kubeconfig, for running out of cluster; ctrl.GetConfig reads it.
+	fs.String("kubeconfig", "", "Path to a kubeconfig. Only required out of cluster.")
+
+	fs.BoolVar(&f.debug, "debug", false, "Run with debug logging.")
+	fs.BoolVar(&f.leaderElection, "leader-election", false, "Use leader election for the controller manager.")
+	fs.DurationVar(&f.sync, "sync", time.Hour, "How often all resources are re-listed from the API server.")
+	fs.DurationVar(&f.poll, "poll", time.Minute, "How often each resource is checked for drift from its desired state.")
+	fs.DurationVar(&f.pollStateMetric, "poll-state-metric", 5*time.Second, "How often the managed resource state metrics are recorded.")
+	fs.IntVar(&f.maxReconcileRate, "max-reconcile-rate", 10, "The global maximum rate per second at which resources may be checked for drift.")
+	fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to (0 disables it).")
+	fs.StringVar(&f.healthAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz endpoints bind to.")
+
+	o := &f.opts
+	fs.StringVar(&o.Namespace, "namespace", options.DefaultNamespaceFromEnv(), "The provider's own namespace (default $POD_NAMESPACE); ClusterProviderConfig admin Secrets must live here.")
+	fs.StringVar(&o.CABundle, "ca-bundle", "", "PEM file of CAs trusted for PostgreSQL and OpenBao TLS.")
+	fs.StringVar(&o.OpenBao.Address, "openbao-address", "", "OpenBao address the provider uses, e.g. https://openbao.openbao.svc:8200.")
+	fs.StringVar(&o.OpenBao.ConsumerAddress, "openbao-consumer-address", "", "OpenBao address consumers use, shown in status (default: --openbao-address).")
+	fs.StringVar(&o.OpenBao.AuthMount, "openbao-auth-mount", options.DefaultAuthMount, "Mount of OpenBao's Kubernetes auth method.")
+	fs.StringVar(&o.OpenBao.AuthRole, "openbao-auth-role", "", "OpenBao Kubernetes auth role of the provider.")
+	fs.StringVar(&o.OpenBao.KVMount, "openbao-kv-mount", options.DefaultKVMount, "KV v2 mount holding tenant credentials (a dev server uses 'secret').")
+	fs.StringVar(&o.OpenBao.TenantBasePath, "openbao-tenant-base-path", options.DefaultTenantBasePath, "Path under the KV mount below which tenant records are derived as <base>/<namespace>/<name>.")
+	fs.StringVar(&o.OpenBao.ServiceAccountTokenFile, "openbao-sa-token-file", options.DefaultSATokenFile, "Service-account token file used for OpenBao Kubernetes auth.")
+	fs.StringVar(&o.OpenBao.TokenFile, "openbao-token-file", "", "LOCAL DEVELOPMENT ONLY: read an OpenBao token from this file instead of Kubernetes auth.")
+
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if kc := fs.Lookup("kubeconfig").Value.String(); kc != "" {
+		// ctrl.GetConfig honours $KUBECONFIG; the flag wins over it.
+		if err := os.Setenv("KUBECONFIG", kc); err != nil {
+			return nil, err
+		}
+	}
+	if f.maxReconcileRate < 1 {
+		return nil, fmt.Errorf("--max-reconcile-rate must be at least 1")
+	}
+	o.Complete()
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func run(args []string) error {
+	f, err := parse(args)
+	if err != nil {
+		return err
+	}
+
+	zl := zap.New(zap.UseDevMode(f.debug))
+	log := logging.NewLogrLogger(zl.WithName("provider-postgresql-tenant"))
+	if f.debug {
+		ctrl.SetLogger(zl)
+	} else {
+		// controller-runtime is very verbose at info level.
+		ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
+	}
+	if f.opts.OpenBao.TokenFile != "" {
+		log.Info("Using an OpenBao token file instead of Kubernetes auth: for local development only")
+	}
+
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("cannot get the API server configuration: %w", err)
+	}
+
+	leaseDuration, renewDeadline := 60*time.Second, 50*time.Second
+	mgr, err := ctrl.NewManager(ratelimiter.LimitRESTConfig(cfg, f.maxReconcileRate), ctrl.Options{
+		Cache:                      cache.Options{SyncPeriod: &f.sync},
+		Metrics:                    metricsserver.Options{BindAddress: f.metricsAddr},
+		HealthProbeBindAddress:     f.healthAddr,
+		LeaderElection:             f.leaderElection,
+		LeaderElectionID:           "crossplane-leader-election-provider-postgresql-tenant",
+		LeaderElectionNamespace:    f.opts.Namespace,
+		LeaderElectionResourceLock: resourcelock.LeasesResourceLock,
+		LeaseDuration:              &leaseDuration,
+		RenewDeadline:              &renewDeadline,
+	})
+	if err != nil {
+		return fmt.Errorf("cannot create the controller manager: %w", err)
+	}
+	if err := apis.AddToScheme(mgr.GetScheme()); err != nil {
+		return fmt.Errorf("cannot add the provider's APIs to the scheme: %w", err)
+	}
+	if err := apiextensionsv1.AddToScheme(mgr.GetScheme()); err != nil {
+		return fmt.Errorf("cannot add CustomResourceDefinitions to the scheme: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+
+	mrMetrics := managed.NewMRMetricRecorder()
+	stateMetrics := statemetrics.NewMRStateMetrics()
+	metrics.Registry.MustRegister(mrMetrics, stateMetrics)
+
+	o := controller.Options{
+		Logger:                  log,
+		MaxConcurrentReconciles: f.maxReconcileRate,
+		PollInterval:            f.poll,
+		GlobalRateLimiter:       ratelimiter.NewGlobal(f.maxReconcileRate),
+		Features:                &feature.Flags{},
+		Gate:                    new(gate.Gate[schema.GroupVersionKind]),
+		MetricOptions: &controller.MetricOptions{
+			PollStateMetricInterval: f.pollStateMetric,
+			MRMetrics:               mrMetrics,
+			MRStateMetrics:          stateMetrics,
+		},
+	}
+	// Always on: a Database's default policies (no Delete) only mean
+	// something when management policies are honoured.
+	o.Features.Enable(feature.EnableBetaManagementPolicies)
+
+	if err := customresourcesgate.Setup(mgr, o); err != nil {
+		return fmt.Errorf("cannot set up the CRD gate: %w", err)
+	}
+	if err := pctrl.SetupGated(mgr, o, f.opts); err != nil {
+		return fmt.Errorf("cannot set up the controllers: %w", err)
+	}
+	log.Info("Starting", "namespace", f.opts.Namespace, "poll", f.poll.String(), "maxReconcileRate", f.maxReconcileRate)
+	return mgr.Start(ctrl.SetupSignalHandler())
+}

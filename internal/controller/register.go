@@ -1,0 +1,20 @@
+// Package controller wires every controller of the provider.
+package controller
+
+import (
+	"github.com/crossplane/crossplane-runtime/v2/pkg/controller"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"ddupan.top/provider-postgresql-tenant/internal/controller/config"
+	"ddupan.top/provider-postgresql-tenant/internal/controller/database"
+	"ddupan.top/provider-postgresql-tenant/internal/options"
+)
+
+// SetupGated registers every controller with safe-start support: each one
+// starts only once the CRDs it needs are established.
+func SetupGated(mgr ctrl.Manager, o controller.Options, opts options.Options) error {
+	if err := config.SetupGated(mgr, o); err != nil {
+		return err
+	}
+	return database.SetupGated(mgr, o, opts)
+}

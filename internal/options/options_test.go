@@ -1,0 +1,82 @@
+package options
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func valid() Options {
+	return Options{
+		Namespace: "crossplane-system",
+		OpenBao: OpenBao{
+			Address:        "https://openbao.example:8200/",
+			AuthMount:      DefaultAuthMount,
+			AuthRole:       "provider",
+			KVMount:        DefaultKVMount,
+			TenantBasePath: DefaultTenantBasePath,
+		},
+	}
+}
+
+func TestComplete(t *testing.T) {
+	o := valid()
+	o.Complete()
+	want := OpenBao{
+		Address:         "https://openbao.example:8200",
+		ConsumerAddress: "https://openbao.example:8200",
+		AuthMount:       DefaultAuthMount,
+		AuthRole:        "provider",
+		KVMount:         DefaultKVMount,
+		TenantBasePath:  DefaultTenantBasePath,
+	}
+	if diff := cmp.Diff(want, o.OpenBao); diff != "" {
+		t.Errorf("Complete(): -want +got:\n%s", diff)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	cases := map[string]struct {
+		mutate  func(*Options)
+		wantErr []string
+	}{
+		"Valid":            {mutate: func(*Options) {}},
+		"TokenFileNoRole":  {mutate: func(o *Options) { o.OpenBao.AuthRole = ""; o.OpenBao.TokenFile = "/tmp/token" }},
+		"NoAddress":        {mutate: func(o *Options) { o.OpenBao.Address = "" }, wantErr: []string{"--openbao-address is required"}},
+		"BadScheme":        {mutate: func(o *Options) { o.OpenBao.Address = "ftp://x" }, wantErr: []string{"--openbao-address", "http:// or https://"}},
+		"CredentialsInURL": {mutate: func(o *Options) { o.OpenBao.Address = "https://u:p@x" }, wantErr: []string{"without credentials"}},
+		"NoRole":           {mutate: func(o *Options) { o.OpenBao.AuthRole = "" }, wantErr: []string{"--openbao-auth-role is required"}},
+		"BadBasePath":      {mutate: func(o *Options) { o.OpenBao.TenantBasePath = "a/../b" }, wantErr: []string{"--openbao-tenant-base-path", `".." segment`}},
+		"DataLayer":        {mutate: func(o *Options) { o.OpenBao.TenantBasePath = "data/x" }, wantErr: []string{`"data" API layer`}},
+		"EmptyMount":       {mutate: func(o *Options) { o.OpenBao.KVMount = "" }, wantErr: []string{"--openbao-kv-mount must not be empty"}},
+		"NoNamespace":      {mutate: func(o *Options) { o.Namespace = "" }, wantErr: []string{"--namespace"}},
+		"MissingCABundle":  {mutate: func(o *Options) { o.CABundle = "/nonexistent/ca.pem" }, wantErr: []string{"--ca-bundle"}},
+		"SeveralAtOnce": {
+			mutate:  func(o *Options) { o.OpenBao.Address = ""; o.OpenBao.KVMount = "/kv" },
+			wantErr: []string{"--openbao-address is required", "--openbao-kv-mount"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			o := valid()
+			tc.mutate(&o)
+			o.Complete()
+			err := o.Validate()
+			if len(tc.wantErr) == 0 {
+				if err != nil {
+					t.Fatalf("Validate() = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Validate() = nil, want errors containing %q", tc.wantErr)
+			}
+			for _, w := range tc.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Validate() = %q, want it to contain %q", err, w)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,53 @@
+// Package tenancy is the provider's pure decision core: names, paths,
+// ownership and conflict rules, phases. Nothing in it performs I/O.
+package tenancy
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// identifier is the rule for every PostgreSQL name the provider accepts. The
+// CRD schema enforces the same pattern (apis/v1alpha1.IdentifierPattern); it
+// is checked again here before any external call.
+var identifier = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
+
+// ValidIdentifier reports whether s is an acceptable database, role or
+// extension name.
+func ValidIdentifier(s string) bool { return identifier.MatchString(s) }
+
+// ValidateIdentifier returns an error naming what is wrong with s, or nil.
+func ValidateIdentifier(field, s string) error {
+	if !ValidIdentifier(s) {
+		return fmt.Errorf("%s %q is not a valid identifier: it must match %s", field, s, identifier)
+	}
+	return nil
+}
+
+// ValidatePath checks a KV v2 path (or mount) relative to OpenBao's API: no
+// leading or trailing slash, no empty, "." or ".." segment, and no data/ or
+// metadata/ API layer, which the client adds itself.
+func ValidatePath(field, p string) error {
+	switch {
+	case p == "":
+		return fmt.Errorf("%s must not be empty", field)
+	case strings.HasPrefix(p, "/"):
+		return fmt.Errorf("%s %q must not start with '/'", field, p)
+	case strings.HasSuffix(p, "/"):
+		return fmt.Errorf("%s %q must not end with '/'", field, p)
+	}
+	segs := strings.Split(p, "/")
+	for _, s := range segs {
+		switch s {
+		case "":
+			return fmt.Errorf("%s %q must not contain an empty segment", field, p)
+		case ".", "..":
+			return fmt.Errorf("%s %q must not contain a %q segment", field, p, s)
+		}
+	}
+	if segs[0] == "data" || segs[0] == "metadata" {
+		return fmt.Errorf("%s %q must not include the KV v2 %q API layer", field, p, segs[0])
+	}
+	return nil
+}

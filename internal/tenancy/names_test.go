@@ -1,0 +1,62 @@
+package tenancy
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestValidIdentifier(t *testing.T) {
+	cases := map[string]bool{
+		"netbox":                true,
+		"a":                     true,
+		"app_1":                 true,
+		strings.Repeat("a", 63): true,
+		strings.Repeat("a", 64): false,
+		"":                      false,
+		"1app":                  false,
+		"_app":                  false,
+		"App":                   false,
+		"my-app":                false,
+		"app;drop":              false,
+		"app\"x":                false,
+		"ünï":                   false,
+	}
+	for in, want := range cases {
+		if got := ValidIdentifier(in); got != want {
+			t.Errorf("ValidIdentifier(%q) = %v, want %v", in, got, want)
+		}
+		if err := ValidateIdentifier("loginRole", in); (err == nil) != want {
+			t.Errorf("ValidateIdentifier(%q) = %v, want valid=%v", in, err, want)
+		}
+	}
+}
+
+func TestValidatePath(t *testing.T) {
+	cases := []struct {
+		path    string
+		wantErr string
+	}{
+		{path: "postgresql-tenants", wantErr: ""},
+		{path: "postgresql-tenants/netbox/netbox", wantErr: ""},
+		{path: "a.b/c_d/e-f", wantErr: ""},
+		{path: "", wantErr: "must not be empty"},
+		{path: "/abs", wantErr: "must not start with '/'"},
+		{path: "trailing/", wantErr: "must not end with '/'"},
+		{path: "a//b", wantErr: "empty segment"},
+		{path: "a/./b", wantErr: `"." segment`},
+		{path: "a/../b", wantErr: `".." segment`},
+		{path: "..", wantErr: `".." segment`},
+		{path: "data/tenants", wantErr: `"data" API layer`},
+		{path: "metadata/tenants", wantErr: `"metadata" API layer`},
+		{path: "tenants/data", wantErr: ""},
+	}
+	for _, tc := range cases {
+		err := ValidatePath("path", tc.path)
+		switch {
+		case tc.wantErr == "" && err != nil:
+			t.Errorf("ValidatePath(%q) = %v, want nil", tc.path, err)
+		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("ValidatePath(%q) = %v, want an error containing %q", tc.path, err, tc.wantErr)
+		}
+	}
+}
