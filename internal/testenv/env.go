@@ -1,0 +1,144 @@
+// Package testenv starts the real components the tests run against, once per
+// test package: a PostgreSQL server with TLS, an OpenBao server with a KV v2
+// mount and Kubernetes auth, and a kube-apiserver with etcd and the
+// project's CRDs. Nothing is mocked. A missing component fails the test run
+// with the command that installs it; nothing is skipped.
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// Options selects the components to start.
+type Options struct {
+	Postgres bool
+	OpenBao  bool
+	Kube     bool
+	// ExtraCRDDirs are installed next to package/crds.
+	ExtraCRDDirs []string
+}
+
+// All starts every component.
+var All = Options{Postgres: true, OpenBao: true, Kube: true}
+
+// Env is a running test environment.
+type Env struct {
+	// Dir holds every file of the run: certificates, data, logs.
+	Dir string
+	// BinDir holds the binaries built by hack/install-*.sh.
+	BinDir string
+	// CA signed the PostgreSQL and OpenBao server certificates.
+	CA *CA
+	// OtherCA signed nothing the servers present: a bundle of it alone must
+	// fail verification.
+	OtherCA *CA
+
+	Postgres *Postgres
+	OpenBao  *OpenBao
+	Kube     *Kube
+}
+
+// BinDir returns where hack/install-*.sh put the binaries: $PPT_BIN, else
+// $PPT_CACHE/bin, else ~/.cache/provider-postgresql-tenant/bin.
+func BinDir() string {
+	if d := os.Getenv("PPT_BIN"); d != "" {
+		return d
+	}
+	cache := os.Getenv("PPT_CACHE")
+	if cache == "" {
+		home, _ := os.UserHomeDir()
+		cache = filepath.Join(home, ".cache", "provider-postgresql-tenant")
+	}
+	return filepath.Join(cache, "bin")
+}
+
+// ErrMissing is returned when a component's binary is not installed.
+type ErrMissing struct{ What, Path, Install string }
+
+func (e *ErrMissing) Error() string {
+	return fmt.Sprintf("%s not found at %s: install it with `%s` (or set PPT_BIN)", e.What, e.Path, e.Install)
+}
+
+func missing(what, path, install string) error { return &ErrMissing{What: what, Path: path, Install: install} }
+
+// Start starts the selected components. Stop the Env when done, even after
+// an error (Start stops what it started when it fails).
+func Start(ctx context.Context, o Options) (*Env, error) {
+	dir, err := os.MkdirTemp("", "ppt-env-")
+	if err != nil {
+		return nil, err
+	}
+	e := &Env{Dir: dir, BinDir: BinDir()}
+	fail := func(err error) (*Env, error) { e.Stop(); return nil, err }
+	if e.CA, err = newCA(dir, "test-ca"); err != nil {
+		return fail(err)
+	}
+	if e.OtherCA, err = newCA(dir, "other-ca"); err != nil {
+		return fail(err)
+	}
+	if o.Kube {
+		crds := append([]string{filepath.Join(RepoRoot(), "package", "crds")}, o.ExtraCRDDirs...)
+		if e.Kube, err = startKube(ctx, dir, e.BinDir, crds); err != nil {
+			return fail(err)
+		}
+	}
+	if o.Postgres {
+		if e.Postgres, err = startPostgres(ctx, dir, e.CA); err != nil {
+			return fail(err)
+		}
+	}
+	if o.OpenBao {
+		if e.OpenBao, err = startOpenBao(ctx, dir, e.BinDir, e.CA); err != nil {
+			return fail(err)
+		}
+		if e.Kube != nil {
+			if err := e.OpenBao.configureKubernetesAuth(ctx, e.Kube); err != nil {
+				return fail(err)
+			}
+		}
+	}
+	return e, nil
+}
+
+// Stop stops every component and removes the run's files, unless
+// PPT_KEEP_TESTENV is set (then it says where they are).
+func (e *Env) Stop() {
+	if e == nil {
+		return
+	}
+	if e.OpenBao != nil {
+		e.OpenBao.Stop()
+	}
+	if e.Postgres != nil {
+		e.Postgres.Stop()
+	}
+	e.Kube.Stop()
+	if os.Getenv("PPT_KEEP_TESTENV") != "" {
+		fmt.Fprintf(os.Stderr, "testenv: kept %s\n", e.Dir)
+		return
+	}
+	_ = os.RemoveAll(e.Dir)
+}
+
+// Main is a TestMain body: it starts the components, runs the package's
+// tests, stops the components and exits. A component that cannot start
+// fails the whole package with the reason (and the install command when a
+// binary is missing).
+func Main(m *testing.M, o Options, env **Env) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	e, err := Start(ctx, o)
+	cancel()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: test environment: %v\n", err)
+		os.Exit(1)
+	}
+	*env = e
+	code := m.Run()
+	e.Stop()
+	os.Exit(code)
+}

@@ -1,0 +1,152 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	"ddupan.top/provider-postgresql-tenant/apis"
+)
+
+// Kube is a real kube-apiserver with etcd, started through envtest from
+// binaries built from the Go module proxy, with the project's CRDs installed.
+type Kube struct {
+	// Config is an admin rest config.
+	Config *rest.Config
+	// Client is an uncached admin client with the project's scheme.
+	Client client.Client
+	// Clientset is a typed admin clientset.
+	Clientset kubernetes.Interface
+	// KubeconfigFile is an admin kubeconfig, for processes under test.
+	KubeconfigFile string
+
+	env *envtest.Environment
+}
+
+// Scheme has the core Kubernetes types, CRDs and the project's APIs.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, apis.AddToScheme} {
+		if err := add(s); err != nil {
+			panic(err)
+		}
+	}
+	return s
+}
+
+func startKube(ctx context.Context, root, binDir string, crdDirs []string) (*Kube, error) {
+	for _, b := range []string{"kube-apiserver", "etcd"} {
+		if _, err := os.Stat(filepath.Join(binDir, b)); err != nil {
+			return nil, missing(b, filepath.Join(binDir, b), "make tools (hack/install-k8s.sh)")
+		}
+	}
+	env := &envtest.Environment{
+		BinaryAssetsDirectory: binDir,
+		CRDDirectoryPaths:     crdDirs,
+		ErrorIfCRDPathMissing: true,
+		Scheme:                Scheme(),
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("cannot start kube-apiserver and etcd: %w", err)
+	}
+	k := &Kube{Config: cfg, env: env}
+	fail := func(err error) (*Kube, error) { k.Stop(); return nil, err }
+
+	user, err := env.AddUser(envtest.User{Name: "harness-admin", Groups: []string{"system:masters"}}, cfg)
+	if err != nil {
+		return fail(err)
+	}
+	kc, err := user.KubeConfig()
+	if err != nil {
+		return fail(err)
+	}
+	k.KubeconfigFile = filepath.Join(root, "kubeconfig")
+	if err := os.WriteFile(k.KubeconfigFile, kc, 0o600); err != nil {
+		return fail(err)
+	}
+	if k.Client, err = client.New(cfg, client.Options{Scheme: env.Scheme}); err != nil {
+		return fail(err)
+	}
+	if k.Clientset, err = kubernetes.NewForConfig(cfg); err != nil {
+		return fail(err)
+	}
+	if err := k.EnsureServiceAccount(ctx, ProviderNamespace, ProviderServiceAccount); err != nil {
+		return fail(err)
+	}
+	return k, nil
+}
+
+// Stop stops the apiserver and etcd.
+func (k *Kube) Stop() {
+	if k != nil && k.env != nil {
+		_ = k.env.Stop()
+	}
+}
+
+// EnsureNamespace creates a namespace if it does not exist.
+func (k *Kube) EnsureNamespace(ctx context.Context, ns string) error {
+	err := k.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+// EnsureServiceAccount creates a namespace and a service account in it.
+func (k *Kube) EnsureServiceAccount(ctx context.Context, ns, name string) error {
+	if err := k.EnsureNamespace(ctx, ns); err != nil {
+		return err
+	}
+	err := k.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+// ServiceAccountToken mints a short-lived token for a service account with
+// the TokenRequest API, as the kubelet does for a projected volume.
+func (k *Kube) ServiceAccountToken(ctx context.Context, ns, name string) (string, error) {
+	ttl := int64(3600)
+	tr, err := k.Clientset.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &ttl},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("cannot request a token for %s/%s: %w", ns, name, err)
+	}
+	return tr.Status.Token, nil
+}
+
+// reviewerToken returns a token of a service account allowed to review
+// tokens (system:auth-delegator), which OpenBao's Kubernetes auth uses.
+func (k *Kube) reviewerToken(ctx context.Context) (string, error) {
+	const ns, name = "kube-system", "openbao-token-reviewer"
+	if err := k.EnsureServiceAccount(ctx, ns, name); err != nil {
+		return "", err
+	}
+	crb := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "openbao-token-reviewer"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "system:auth-delegator"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: name}},
+	}
+	if err := k.Client.Create(ctx, crb); err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", err
+	}
+	return k.ServiceAccountToken(ctx, ns, name)
+}

@@ -1,0 +1,247 @@
+package testenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/openbao/openbao/api/v2"
+)
+
+// OpenBao is a real OpenBao server started for one test package: TLS on
+// loopback with a certificate from the run's CA, in-memory storage,
+// initialised and unsealed, with a KV v2 mount and (once Kubernetes is up)
+// the Kubernetes auth method configured against the test kube-apiserver.
+type OpenBao struct {
+	// Address is https://127.0.0.1:<port>.
+	Address string
+	// CA signed the server certificate.
+	CA *CA
+	// RootToken is for the test harness only; it is never printed.
+	RootToken string
+	// KVMount is the KV v2 mount for tenant records ("kv", the provider's
+	// default).
+	KVMount string
+	// AuthMount is the Kubernetes auth mount ("kubernetes").
+	AuthMount string
+	// TenantBasePath is the provider's default tenant base path.
+	TenantBasePath string
+	// ProviderRole is the Kubernetes auth role the provider logs in as,
+	// bound to ProviderServiceAccount in ProviderNamespace.
+	ProviderRole string
+
+	logFile string
+	proc    *process
+	bin     string
+	cfgFile string
+	unseal  string
+}
+
+// The provider's identity in tests.
+const (
+	ProviderNamespace      = "crossplane-system"
+	ProviderServiceAccount = "provider-postgresql-tenant"
+)
+
+func startOpenBao(ctx context.Context, root, binDir string, ca *CA) (*OpenBao, error) {
+	bin := filepath.Join(binDir, "bao")
+	if _, err := os.Stat(bin); err != nil {
+		return nil, missing("OpenBao server", bin, "make tools (hack/install-tools.sh bao)")
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(root, "openbao")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	kp, err := ca.issue(dir, "openbao", []string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1")})
+	if err != nil {
+		return nil, err
+	}
+	b := &OpenBao{
+		Address:        fmt.Sprintf("https://127.0.0.1:%d", port),
+		CA:             ca,
+		KVMount:        "kv",
+		AuthMount:      "kubernetes",
+		TenantBasePath: "postgresql-tenants",
+		ProviderRole:   "provider-postgresql-tenant",
+		logFile:        filepath.Join(root, "openbao.log"),
+		bin:            bin,
+		cfgFile:        filepath.Join(dir, "config.hcl"),
+	}
+	cfg := fmt.Sprintf(`storage "inmem" {}
+listener "tcp" {
+  address       = "127.0.0.1:%d"
+  tls_cert_file = %q
+  tls_key_file  = %q
+}
+disable_mlock = true
+api_addr      = %q
+log_level     = "warn"
+`, port, kp.CertFile, kp.KeyFile, b.Address)
+	if err := os.WriteFile(b.cfgFile, []byte(cfg), 0o600); err != nil {
+		return nil, err
+	}
+	if err := b.start(ctx); err != nil {
+		return nil, err
+	}
+	if err := b.initialise(ctx); err != nil {
+		b.Stop()
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *OpenBao) start(ctx context.Context) error {
+	proc, err := startProcess("openbao", b.logFile, exec.Command(b.bin, "server", "-config="+b.cfgFile))
+	if err != nil {
+		return err
+	}
+	b.proc = proc
+	c, err := b.Client("")
+	if err != nil {
+		return err
+	}
+	err = waitFor(ctx, 60*time.Second, func(ctx context.Context) error {
+		if proc.exited() {
+			return errors.New("openbao exited")
+		}
+		_, err := c.Sys().SealStatusWithContext(ctx)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("openbao did not start: %w\n%s", err, tail(b.logFile, 20))
+	}
+	return nil
+}
+
+func (b *OpenBao) initialise(ctx context.Context) error {
+	c, err := b.Client("")
+	if err != nil {
+		return err
+	}
+	init, err := c.Sys().InitWithContext(ctx, &api.InitRequest{SecretShares: 1, SecretThreshold: 1})
+	if err != nil {
+		return fmt.Errorf("cannot initialise openbao: %w", err)
+	}
+	b.RootToken, b.unseal = init.RootToken, init.Keys[0]
+	if _, err := c.Sys().UnsealWithContext(ctx, b.unseal); err != nil {
+		return fmt.Errorf("cannot unseal openbao: %w", err)
+	}
+	c.SetToken(b.RootToken)
+	err = waitFor(ctx, 30*time.Second, func(ctx context.Context) error {
+		_, err := c.Sys().ListMountsWithContext(ctx)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("openbao not active after unseal: %w", err)
+	}
+	if err := c.Sys().MountWithContext(ctx, b.KVMount, &api.MountInput{Type: "kv", Options: map[string]string{"version": "2"}}); err != nil {
+		return fmt.Errorf("cannot mount KV v2 at %s: %w", b.KVMount, err)
+	}
+	// A new KV v2 mount upgrades itself in the background; wait until it
+	// answers.
+	return waitFor(ctx, 30*time.Second, func(ctx context.Context) error {
+		_, err := c.Logical().ReadWithContext(ctx, b.KVMount+"/config")
+		return err
+	})
+}
+
+// Stop stops the server. Its storage is in memory: a stopped OpenBao comes
+// back empty, so tests that need an outage use Pause/Resume.
+func (b *OpenBao) Stop() {
+	if b.proc != nil {
+		b.proc.stop(syscall.SIGTERM)
+	}
+}
+
+// Pause freezes the server (SIGSTOP): connections hang, as with a network
+// outage, and Resume continues with all state intact.
+func (b *OpenBao) Pause() error { return b.proc.cmd.Process.Signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server.
+func (b *OpenBao) Resume() error { return b.proc.cmd.Process.Signal(syscall.SIGCONT) }
+
+// LogFile is the server's log.
+func (b *OpenBao) LogFile() string { return b.logFile }
+
+// Client returns an API client that trusts only the run's CA, with token set
+// when not empty.
+func (b *OpenBao) Client(token string) (*api.Client, error) {
+	cfg := api.DefaultConfig()
+	cfg.Address = b.Address
+	cfg.Timeout = 10 * time.Second
+	cfg.MaxRetries = 0
+	if err := cfg.ConfigureTLS(&api.TLSConfig{CACert: b.CA.CertFile}); err != nil {
+		return nil, err
+	}
+	c, err := api.NewClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	// api.NewClient reads BAO_TOKEN/VAULT_TOKEN from the environment; a test
+	// must only ever use the token it asked for.
+	c.ClearToken()
+	if token != "" {
+		c.SetToken(token)
+	}
+	return c, nil
+}
+
+// ProviderPolicy is the OpenBao policy of the provider: tenant records under
+// the base path only, data and metadata, nothing else.
+func (b *OpenBao) ProviderPolicy() string {
+	return fmt.Sprintf(`path "%[1]s/data/%[2]s/*" {
+  capabilities = ["create", "read", "update", "delete"]
+}
+path "%[1]s/metadata/%[2]s/*" {
+  capabilities = ["create", "read", "update", "delete", "list"]
+}
+`, b.KVMount, b.TenantBasePath)
+}
+
+// configureKubernetesAuth enables Kubernetes auth against the test apiserver:
+// OpenBao reviews tokens with a reviewer service account bound to
+// system:auth-delegator, and the provider role is bound to the provider's
+// service account.
+func (b *OpenBao) configureKubernetesAuth(ctx context.Context, k *Kube) error {
+	reviewer, err := k.reviewerToken(ctx)
+	if err != nil {
+		return err
+	}
+	c, err := b.Client(b.RootToken)
+	if err != nil {
+		return err
+	}
+	if err := c.Sys().EnableAuthWithOptionsWithContext(ctx, b.AuthMount, &api.EnableAuthOptions{Type: "kubernetes"}); err != nil {
+		return fmt.Errorf("cannot enable kubernetes auth: %w", err)
+	}
+	if _, err := c.Logical().WriteWithContext(ctx, "auth/"+b.AuthMount+"/config", map[string]any{
+		"kubernetes_host":      k.Config.Host,
+		"kubernetes_ca_cert":   string(k.Config.CAData),
+		"token_reviewer_jwt":   reviewer,
+		"disable_local_ca_jwt": true,
+	}); err != nil {
+		return fmt.Errorf("cannot configure kubernetes auth: %w", err)
+	}
+	if err := c.Sys().PutPolicyWithContext(ctx, b.ProviderRole, b.ProviderPolicy()); err != nil {
+		return fmt.Errorf("cannot write the provider policy: %w", err)
+	}
+	if _, err := c.Logical().WriteWithContext(ctx, "auth/"+b.AuthMount+"/role/"+b.ProviderRole, map[string]any{
+		"bound_service_account_names":      []string{ProviderServiceAccount},
+		"bound_service_account_namespaces": []string{ProviderNamespace},
+		"token_policies":                   []string{b.ProviderRole},
+		"token_ttl":                        "1h",
+	}); err != nil {
+		return fmt.Errorf("cannot write the provider role: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,124 @@
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// freePort asks the kernel for a free loopback TCP port.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close() //nolint:errcheck // only used to pick a port
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// RandomSecret returns a random hex string, usable as a password or token.
+func RandomSecret(prefix string) string {
+	b := make([]byte, 18)
+	if _, err := rand.Read(b); err != nil {
+		panic(fmt.Sprintf("crypto/rand failed: %v", err))
+	}
+	return prefix + hex.EncodeToString(b)
+}
+
+// RepoRoot returns the repository root (the directory holding go.mod).
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// waitFor polls fn until it succeeds or the timeout ends, returning the last
+// error then.
+func waitFor(ctx context.Context, timeout time.Duration, fn func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var err error
+	for {
+		if err = fn(ctx); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("timed out after %s: %w", timeout, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// process is a long-running child process whose output goes to a log file.
+type process struct {
+	name string
+	cmd  *exec.Cmd
+	log  *os.File
+	done chan struct{}
+	err  error
+}
+
+func startProcess(name, logFile string, cmd *exec.Cmd) (*process, error) {
+	f, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		f.Close() //nolint:errcheck // already failing
+		return nil, fmt.Errorf("cannot start %s: %w", name, err)
+	}
+	p := &process{name: name, cmd: cmd, log: f, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		f.Close() //nolint:errcheck // best effort
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// exited reports whether the process has ended.
+func (p *process) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop sends sig, waits up to 20 s, then kills.
+func (p *process) stop(sig os.Signal) {
+	if p == nil || p.exited() {
+		return
+	}
+	_ = p.cmd.Process.Signal(sig)
+	select {
+	case <-p.done:
+	case <-time.After(20 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// tail returns the last lines of a log file, for error messages. Component
+// logs never hold credentials: no statement logging, no token output.
+func tail(file string, lines int) string {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return ""
+	}
+	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return strings.Join(all, "\n")
+}
