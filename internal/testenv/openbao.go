@@ -54,7 +54,7 @@ func startOpenBao(ctx context.Context, root, binDir string, ca *CA) (*OpenBao, e
 	if _, err := os.Stat(bin); err != nil {
 		return nil, missing("OpenBao server", bin, "make tools (hack/install-tools.sh bao)")
 	}
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		return nil, err
 	}

@@ -61,7 +61,7 @@ func startPostgres(ctx context.Context, root string, ca *CA) (*Postgres, error) 
 			return nil, missing("PostgreSQL "+b, filepath.Join(bin, b), "make tools (hack/install-postgres.sh)")
 		}
 	}
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		return nil, err
 	}

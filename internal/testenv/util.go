@@ -14,8 +14,9 @@ import (
 	"time"
 )
 
-// freePort asks the kernel for a free loopback TCP port.
-func freePort() (int, error) {
+
+// FreePort asks the kernel for a free loopback TCP port.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
