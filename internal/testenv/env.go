@@ -64,7 +64,9 @@ func (e *ErrMissing) Error() string {
 	return fmt.Sprintf("%s not found at %s: install it with `%s` (or set PPT_BIN)", e.What, e.Path, e.Install)
 }
 
-func missing(what, path, install string) error { return &ErrMissing{What: what, Path: path, Install: install} }
+func missing(what, path, install string) error {
+	return &ErrMissing{What: what, Path: path, Install: install}
+}
 
 // Start starts the selected components. Stop the Env when done, even after
 // an error (Start stops what it started when it fails).

@@ -14,7 +14,6 @@ import (
 	"time"
 )
 
-
 // FreePort asks the kernel for a free loopback TCP port.
 func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
