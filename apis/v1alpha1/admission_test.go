@@ -3,6 +3,7 @@ package v1alpha1_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -326,5 +327,32 @@ func TestDatabaseAllowedChanges(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"citext", "pg_trgm"}, d.Spec.ForProvider.Extensions); diff != "" {
 		t.Errorf("extensions after update: -want +got:\n%s", diff)
+	}
+}
+
+// Every example under examples/ is accepted as written.
+func TestExamplesAreAccepted(t *testing.T) {
+	ctx, c := setup(t)
+	objs, err := testenv.ReadManifests(filepath.Join(testenv.RepoRoot(), "examples"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objs) < 4 {
+		t.Fatalf("found %d example objects, want at least 4", len(objs))
+	}
+	for _, o := range objs {
+		if o.GetKind() == "Namespace" {
+			if err := env.Kube.EnsureNamespace(ctx, o.GetName()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, o := range objs {
+		if o.GetKind() == "Namespace" {
+			continue
+		}
+		if err := c.Create(ctx, o, client.DryRunAll); err != nil {
+			t.Errorf("example %s %s rejected: %v", o.GetKind(), o.GetName(), err)
+		}
 	}
 }

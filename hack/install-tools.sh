@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# install-tools.sh [TOOL ...] - builds Go tools from the Go module proxy into
+# $PPT_BIN, idempotently (skipped when the stamp matches).
+#   tools: bao crossplane crossplane-core function-patch-and-transform
+#          function-auto-ready crane   (default: all)
+#
+# Why wrapper modules and not `go install pkg@version`: the proxy answers 403
+# to the version list of most crossplane/openbao modules, which `go install`
+# consults, and several of these modules carry replace directives that
+# `go install` refuses. A throw-away module requiring the exact version,
+# seeded with the tool's own go.sum, avoids both.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+export GOFLAGS="-mod=mod" CGO_ENABLED=${CGO_ENABLED:-0}
+
+# name | module | version | package | extra "module version" require | ldflags | replacement "module version"
+TOOLS=(
+  # Tags v2.x are not valid versions of github.com/openbao/openbao (no /v2
+  # suffix), so only the pseudo-version of tag v2.4.0 resolves.
+  "bao|github.com/openbao/openbao|$BAO_MODULE_VERSION|github.com/openbao/openbao||-X github.com/openbao/openbao/version.fullVersion=$BAO_VERSION"
+  # The CLI moved out of crossplane/crossplane in v2.3.
+  "crossplane|github.com/crossplane/cli/v2|$CROSSPLANE_CLI_VERSION|github.com/crossplane/cli/v2/cmd/crossplane||-X github.com/crossplane/crossplane-runtime/v2/pkg/version.version=$CROSSPLANE_CLI_VERSION"
+  # Core, for `crossplane render --crossplane-binary` (no Docker). Its go.mod
+  # replaces apis/v2 => ./apis, so the released apis module is pinned.
+  "crossplane-core|github.com/crossplane/crossplane/v2|$CROSSPLANE_CORE_VERSION|github.com/crossplane/crossplane/v2/cmd/crossplane|github.com/crossplane/crossplane/apis/v2 $CROSSPLANE_CORE_VERSION|-X github.com/crossplane/crossplane-runtime/v2/pkg/version.version=$CROSSPLANE_CORE_VERSION"
+  "function-patch-and-transform|github.com/crossplane-contrib/function-patch-and-transform|$FN_PAT_VERSION|github.com/crossplane-contrib/function-patch-and-transform||"
+  # Its go.mod names github.com/crossplane/function-auto-ready, which the
+  # proxy does not serve; the same code is served under crossplane-contrib.
+  "function-auto-ready|github.com/crossplane/function-auto-ready|$FN_AUTO_READY_VERSION|github.com/crossplane/function-auto-ready|||github.com/crossplane-contrib/function-auto-ready $FN_AUTO_READY_VERSION"
+  "crane|github.com/google/go-containerregistry|$CRANE_VERSION|github.com/google/go-containerregistry/cmd/crane||"
+)
+
+build_tool() {
+  local name=$1 mod=$2 ver=$3 pkg=$4 extra=$5 ldflags=$6 repl=${7:-}
+  local stamp="$mod@$ver $pkg $extra $ldflags $repl"
+  if stamp_ok "$name" "$stamp"; then
+    log "$name present ($mod@$ver)"
+    return 0
+  fi
+  log "building $name from $mod@$ver"
+  local src="$mod@$ver" dir gover d=$PPT_BUILD/$name t0=$SECONDS
+  [ -n "$repl" ] && src="${repl% *}@${repl##* }"
+  dir=$(go mod download -json "$src" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$/\1/p')
+  [ -d "$dir" ] || { log "cannot download $src"; return 1; }
+  gover=$(awk '$1=="go"{print $2; exit}' "$dir/go.mod")
+  rm -rf "$d"; mkdir -p "$d"
+  {
+    printf 'module ppt.local/%s\n\ngo %s\n\nrequire %s %s\n' "$name" "${gover:-1.25.0}" "$mod" "$ver"
+    [ -n "$extra" ] && echo "require $extra"
+    [ -n "$repl" ] && echo "replace $mod => $repl"
+  } > "$d/go.mod"
+  cp "$dir/go.sum" "$d/go.sum"; chmod u+w "$d/go.sum"
+  mkdir -p "$PPT_BIN"
+  (cd "$d" && go build -trimpath -ldflags "-s -w $ldflags" -o "$PPT_BIN/.$name.tmp" "$pkg")
+  mv -f "$PPT_BIN/.$name.tmp" "$PPT_BIN/$name"
+  write_stamp "$name" "$stamp"
+  log "built $name in $((SECONDS - t0))s"
+}
+
+want=("$@")
+rc=0
+for spec in "${TOOLS[@]}"; do
+  IFS='|' read -r name mod ver pkg extra ldflags repl <<<"$spec"
+  if [ ${#want[@]} -gt 0 ] && [[ ! " ${want[*]} " =~ " $name " ]]; then continue; fi
+  build_tool "$name" "$mod" "$ver" "$pkg" "$extra" "$ldflags" "$repl" || { log "FAILED: $name"; rc=1; }
+done
+exit $rc

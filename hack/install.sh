@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# install.sh [SET] - installs, idempotently, every real component a set needs,
+# building the slow ones in parallel.
+#   test (default)  what `make test` uses: etcd, kube-apiserver, OpenBao, PostgreSQL
+#   all             also kube-controller-manager, kubectl, ESO, the Crossplane
+#                   CLI and core, the composition functions and crane
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. hack/lib.sh
+set_=${1:-test}
+case "$set_" in
+  test) k8s=(etcd kube-apiserver); tools=(bao) ;;
+  all)  k8s=(etcd kube-apiserver kube-controller-manager kubectl external-secrets)
+        tools=(bao crossplane crossplane-core function-patch-and-transform function-auto-ready crane) ;;
+  *) echo "usage: $0 [test|all]" >&2; exit 2 ;;
+esac
+mkdir -p "$PPT_CACHE/logs"
+t0=$SECONDS
+hack/install-postgres.sh
+# Two build queues, one per core: the Kubernetes binaries and the rest.
+hack/install-k8s.sh "${k8s[@]}" > "$PPT_CACHE/logs/install-k8s.log" 2>&1 & k8s_pid=$!
+hack/install-tools.sh "${tools[@]}" > "$PPT_CACHE/logs/install-tools.log" 2>&1 & tools_pid=$!
+rc=0
+wait $k8s_pid || { echo "install-k8s.sh failed; last lines of $PPT_CACHE/logs/install-k8s.log:" >&2; tail -n 30 "$PPT_CACHE/logs/install-k8s.log" >&2; rc=1; }
+wait $tools_pid || { echo "install-tools.sh failed; last lines of $PPT_CACHE/logs/install-tools.log:" >&2; tail -n 30 "$PPT_CACHE/logs/install-tools.log" >&2; rc=1; }
+grep -h '^\[' "$PPT_CACHE/logs/install-k8s.log" "$PPT_CACHE/logs/install-tools.log" >&2 || true
+log "component set '$set_' ready in $PPT_BIN after $((SECONDS - t0))s"
+exit $rc
