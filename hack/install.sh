@@ -2,6 +2,7 @@
 # install.sh [SET] - installs, idempotently, every real component a set needs,
 # building the slow ones in parallel.
 #   test (default)  what `make test` uses: etcd, kube-apiserver, OpenBao, PostgreSQL
+#   dev             what `make dev` uses: the test set and kubectl
 #   all             also kube-controller-manager, kubectl, ESO, the Crossplane
 #                   CLI and core, the composition functions and crane
 set -euo pipefail
@@ -10,9 +11,10 @@ cd "$(dirname "$0")/.."
 set_=${1:-test}
 case "$set_" in
   test) k8s=(etcd kube-apiserver); tools=(bao) ;;
+  dev)  k8s=(etcd kube-apiserver kubectl); tools=(bao) ;;
   all)  k8s=(etcd kube-apiserver kube-controller-manager kubectl external-secrets)
         tools=(bao crossplane crossplane-core function-patch-and-transform function-auto-ready crane) ;;
-  *) echo "usage: $0 [test|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 [test|dev|all]" >&2; exit 2 ;;
 esac
 mkdir -p "$PPT_CACHE/logs"
 t0=$SECONDS

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# dev.sh up|down|status - the local development environment of `make dev`.
+# up:   installs what is missing, starts hack/devenv in the background
+#       (kube-apiserver + etcd, PostgreSQL with TLS, OpenBao, the provider,
+#       the examples), waits until it is ready and prints how to use it.
+# down: stops it; nothing it started keeps running.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. hack/lib.sh
+STATE=${DEV_STATE:-$PWD/_output/dev}
+PIDFILE=$STATE/devenv.pid
+
+running() { [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; }
+
+up() {
+  if running; then
+    echo "The dev environment is already running (pid $(cat "$PIDFILE")); 'make dev-down' stops it."
+    print_usage; return 0
+  fi
+  hack/install.sh dev
+  mkdir -p "$STATE"
+  rm -f "$STATE/ready"
+  go build -o "$STATE/devenv" ./hack/devenv
+  setsid "$STATE/devenv" -state "$STATE" > "$STATE/devenv.log" 2>&1 < /dev/null &
+  echo $! > "$PIDFILE"
+  local shown=0 t0=$SECONDS
+  while [ ! -f "$STATE/ready" ]; do
+    if ! running; then
+      sed -n "$((shown + 1)),\$p" "$STATE/devenv.log"
+      echo "The dev environment failed to start (log: $STATE/devenv.log)." >&2
+      rm -f "$PIDFILE"; return 1
+    fi
+    local n; n=$(wc -l < "$STATE/devenv.log")
+    if [ "$n" -gt "$shown" ]; then sed -n "$((shown + 1)),${n}p" "$STATE/devenv.log"; shown=$n; fi
+    if [ $((SECONDS - t0)) -gt 600 ]; then echo "Timed out after 10 minutes (log: $STATE/devenv.log)." >&2; down; return 1; fi
+    sleep 1
+  done
+  sed -n "$((shown + 1)),\$p" "$STATE/devenv.log"
+  echo "Up in $((SECONDS - t0))s."
+  print_usage
+}
+
+print_usage() {
+  local kc=$STATE/kubeconfig st=$STATE/state.json
+  local bao port ns db
+  bao=$(sed -n 's/.*"openBaoAddress": "\(.*\)".*/\1/p' "$st")
+  port=$(sed -n 's/.*"postgresPort": \([0-9]*\).*/\1/p' "$st")
+  ns=$(sed -n 's/.*"namespace": "\(.*\)".*/\1/p' "$st")
+  db=$(sed -n 's/.*"database": "\(.*\)".*/\1/p' "$st")
+  cat <<EOT
+
+Local control plane, PostgreSQL, OpenBao and the provider are running.
+
+  export KUBECONFIG=$kc
+  export PATH=$PPT_BIN:\$PATH        # kubectl $K8S_VERSION built by hack/install-k8s.sh
+  kubectl get clusterproviderconfigs
+  kubectl get databases -n $ns
+  kubectl describe database -n $ns $db
+
+  PostgreSQL: host localhost (127.0.0.1), port $port, TLS verify-full with CA $STATE/ca.crt
+  OpenBao:    $bao (CA $STATE/ca.crt)
+  Provider log: $STATE/provider.log
+
+Stop everything with: make dev-down
+EOT
+}
+
+down() {
+  if running; then
+    local pid; pid=$(cat "$PIDFILE")
+    kill -TERM "$pid"
+    for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+    if kill -0 "$pid" 2>/dev/null; then kill -KILL -- -"$pid" 2>/dev/null || kill -KILL "$pid"; fi
+    echo "Stopped the dev environment (pid $pid)."
+  else
+    echo "The dev environment is not running."
+  fi
+  # Anything left in its process group (it was started with setsid) goes too.
+  [ -f "$PIDFILE" ] && kill -KILL -- -"$(cat "$PIDFILE")" 2>/dev/null || true
+  rm -f "$PIDFILE" "$STATE/ready"
+}
+
+case "${1:-}" in
+  up) up ;;
+  down) down ;;
+  status) if running; then print_usage; else echo "not running"; exit 1; fi ;;
+  *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
+esac
