@@ -260,4 +260,3 @@ func copyFile(from, to string) error {
 	}
 	return os.WriteFile(to, b, 0o600)
 }
-

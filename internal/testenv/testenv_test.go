@@ -166,3 +166,21 @@ func TestOpenBaoRejectsOtherServiceAccount(t *testing.T) {
 		t.Errorf("login as another service account: got %v, want a not-authorized error", err)
 	}
 }
+
+// A missing binary fails with the command that installs it.
+func TestMissingBinaryNamesInstallCommand(t *testing.T) {
+	t.Setenv("PPT_BIN", t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, o := range []Options{{Kube: true}, {OpenBao: true}} {
+		e, err := Start(ctx, o)
+		if err == nil {
+			e.Stop()
+			t.Fatalf("Start(%+v) with an empty binary directory succeeded", o)
+		}
+		var m *ErrMissing
+		if !errors.As(err, &m) || !strings.Contains(err.Error(), "install it with `make tools") {
+			t.Errorf("Start(%+v) = %v, want an ErrMissing naming make tools", o, err)
+		}
+	}
+}
