@@ -20,11 +20,11 @@ mkdir -p "$PPT_CACHE/logs"
 t0=$SECONDS
 hack/install-postgres.sh
 # Two build queues, one per core: the Kubernetes binaries and the rest.
-hack/install-k8s.sh "${k8s[@]}" > "$PPT_CACHE/logs/install-k8s.log" 2>&1 & k8s_pid=$!
-hack/install-tools.sh "${tools[@]}" > "$PPT_CACHE/logs/install-tools.log" 2>&1 & tools_pid=$!
+hack/install-k8s.sh "${k8s[@]}" > "$PPT_CACHE/logs/install-k8s-$set_.log" 2>&1 & k8s_pid=$!
+hack/install-tools.sh "${tools[@]}" > "$PPT_CACHE/logs/install-tools-$set_.log" 2>&1 & tools_pid=$!
 rc=0
-wait $k8s_pid || { echo "install-k8s.sh failed; last lines of $PPT_CACHE/logs/install-k8s.log:" >&2; tail -n 30 "$PPT_CACHE/logs/install-k8s.log" >&2; rc=1; }
-wait $tools_pid || { echo "install-tools.sh failed; last lines of $PPT_CACHE/logs/install-tools.log:" >&2; tail -n 30 "$PPT_CACHE/logs/install-tools.log" >&2; rc=1; }
-grep -h '^\[' "$PPT_CACHE/logs/install-k8s.log" "$PPT_CACHE/logs/install-tools.log" >&2 || true
+wait $k8s_pid || { echo "install-k8s.sh failed; last lines of $PPT_CACHE/logs/install-k8s-$set_.log:" >&2; tail -n 30 "$PPT_CACHE/logs/install-k8s-$set_.log" >&2; rc=1; }
+wait $tools_pid || { echo "install-tools.sh failed; last lines of $PPT_CACHE/logs/install-tools-$set_.log:" >&2; tail -n 30 "$PPT_CACHE/logs/install-tools-$set_.log" >&2; rc=1; }
+grep -h '^\[' "$PPT_CACHE/logs/install-k8s-$set_.log" "$PPT_CACHE/logs/install-tools-$set_.log" >&2 || true
 log "component set '$set_' ready in $PPT_BIN after $((SECONDS - t0))s"
 exit $rc
