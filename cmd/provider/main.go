@@ -29,6 +29,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"ddupan.top/provider-postgresql-tenant/apis"
+	"ddupan.top/provider-postgresql-tenant/internal/clients/postgres"
 	pctrl "ddupan.top/provider-postgresql-tenant/internal/controller"
 	"ddupan.top/provider-postgresql-tenant/internal/options"
 )
@@ -44,6 +45,8 @@ type flags struct {
 	debug, leaderElection       bool
 	sync, poll, pollStateMetric time.Duration
 	maxReconcileRate            int
+	maxPoolConns                int
+	connectTimeout              time.Duration
 	metricsAddr, healthAddr     string
 	opts                        options.Options
 }
@@ -60,6 +63,8 @@ func parse(args []string) (*flags, error) {
 	fs.DurationVar(&f.poll, "poll", time.Minute, "How often each resource is checked for drift from its desired state.")
 	fs.DurationVar(&f.pollStateMetric, "poll-state-metric", 5*time.Second, "How often the managed resource state metrics are recorded.")
 	fs.IntVar(&f.maxReconcileRate, "max-reconcile-rate", 10, "The global maximum rate per second at which resources may be checked for drift.")
+	fs.IntVar(&f.maxPoolConns, "max-pool-conns", int(postgres.DefaultOptions.MaxConns), "Maximum admin connections per registered PostgreSQL server.")
+	fs.DurationVar(&f.connectTimeout, "connect-timeout", postgres.DefaultOptions.ConnectTimeout, "Timeout for opening one PostgreSQL connection, TLS included.")
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to (0 disables it).")
 	fs.StringVar(&f.healthAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz endpoints bind to.")
 
@@ -89,6 +94,12 @@ func parse(args []string) (*flags, error) {
 	}
 	if f.maxReconcileRate < 1 {
 		return nil, fmt.Errorf("--max-reconcile-rate must be at least 1")
+	}
+	if f.maxPoolConns < 1 || f.maxPoolConns > 1000 {
+		return nil, fmt.Errorf("--max-pool-conns must be between 1 and 1000")
+	}
+	if f.connectTimeout <= 0 {
+		return nil, fmt.Errorf("--connect-timeout must be positive")
 	}
 	o.Complete()
 	if err := o.Validate(); err != nil {
@@ -172,7 +183,14 @@ func run(args []string) error {
 	if err := customresourcesgate.Setup(mgr, o); err != nil {
 		return fmt.Errorf("cannot set up the CRD gate: %w", err)
 	}
-	if err := pctrl.SetupGated(mgr, o, f.opts); err != nil {
+	pools := postgres.NewManager(postgres.Options{
+		MaxConns:       int32(f.maxPoolConns), //nolint:gosec // bounded above
+		ConnectTimeout: f.connectTimeout,
+		CallTimeout:    postgres.DefaultOptions.CallTimeout,
+		CABundleFile:   f.opts.CABundle,
+	})
+	defer pools.Close()
+	if err := pctrl.SetupGated(mgr, o, f.opts, pools); err != nil {
 		return fmt.Errorf("cannot set up the controllers: %w", err)
 	}
 	log.Info("Starting", "namespace", f.opts.Namespace, "poll", f.poll.String(), "maxReconcileRate", f.maxReconcileRate)

@@ -5,6 +5,7 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/controller"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"ddupan.top/provider-postgresql-tenant/internal/clients/postgres"
 	"ddupan.top/provider-postgresql-tenant/internal/controller/config"
 	"ddupan.top/provider-postgresql-tenant/internal/controller/database"
 	"ddupan.top/provider-postgresql-tenant/internal/options"
@@ -12,9 +13,12 @@ import (
 
 // SetupGated registers every controller with safe-start support: each one
 // starts only once the CRDs it needs are established.
-func SetupGated(mgr ctrl.Manager, o controller.Options, opts options.Options) error {
-	if err := config.SetupGated(mgr, o); err != nil {
+// The pool manager is shared: the config controllers build and validate one
+// pool per config, the Database controller only looks them up.
+func SetupGated(mgr ctrl.Manager, o controller.Options, opts options.Options, pools *postgres.Manager) error {
+	so := config.StatusOptions{Namespace: opts.Namespace, Pools: pools, Interval: o.PollInterval}
+	if err := config.SetupGated(mgr, o, so); err != nil {
 		return err
 	}
-	return database.SetupGated(mgr, o, opts)
+	return database.SetupGated(mgr, o, opts, pools)
 }

@@ -127,11 +127,12 @@ func (e *Env) Stop() {
 	_ = os.RemoveAll(e.Dir)
 }
 
-// Main is a TestMain body: it starts the components, runs the package's
-// tests, stops the components and exits. A component that cannot start
-// fails the whole package with the reason (and the install command when a
-// binary is missing).
-func Main(m *testing.M, o Options, env **Env) {
+// Main is a TestMain body: it starts the components, runs each hook (which
+// may start more, e.g. controllers, and returns how to stop them), runs the
+// package's tests, stops everything and exits. A component that cannot
+// start fails the whole package with the reason (and the install command
+// when a binary is missing).
+func Main(m *testing.M, o Options, env **Env, hooks ...func(*Env) (func(), error)) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	e, err := Start(ctx, o)
 	cancel()
@@ -140,7 +141,23 @@ func Main(m *testing.M, o Options, env **Env) {
 		os.Exit(1)
 	}
 	*env = e
+	var stops []func()
+	for _, h := range hooks {
+		stop, err := h(e)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "FAIL: test environment hook: %v\n", err)
+			for i := len(stops) - 1; i >= 0; i-- {
+				stops[i]()
+			}
+			e.Stop()
+			os.Exit(1)
+		}
+		stops = append(stops, stop)
+	}
 	code := m.Run()
+	for i := len(stops) - 1; i >= 0; i-- {
+		stops[i]()
+	}
 	e.Stop()
 	os.Exit(code)
 }

@@ -233,6 +233,21 @@ func (p *Postgres) CreateRole(ctx context.Context, name, password, attrs string)
 	return err
 }
 
+// AlterPassword sets a role's password (as a SCRAM verifier).
+func (p *Postgres) AlterPassword(ctx context.Context, name, password string) error {
+	v, err := scram.Verifier(password)
+	if err != nil {
+		return err
+	}
+	c, err := p.SuperConn(ctx, "postgres")
+	if err != nil {
+		return err
+	}
+	defer c.Close(ctx) //nolint:errcheck // best effort
+	_, err = c.Exec(ctx, fmt.Sprintf("ALTER ROLE %s PASSWORD '%s'", pgx.Identifier{name}.Sanitize(), v))
+	return err
+}
+
 func (p *Postgres) bootstrap(ctx context.Context) error {
 	if err := p.CreateRole(ctx, p.AdminUser, p.AdminPassword, "NOSUPERUSER CREATEDB CREATEROLE"); err != nil {
 		return fmt.Errorf("cannot create the admin role: %w", err)

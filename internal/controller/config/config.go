@@ -13,11 +13,15 @@ import (
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 )
 
-// SetupGated registers the usage controllers once the config CRDs exist.
-func SetupGated(mgr ctrl.Manager, o controller.Options) error {
+// SetupGated registers the usage and status controllers once the config
+// CRDs exist.
+func SetupGated(mgr ctrl.Manager, o controller.Options, so StatusOptions) error {
 	o.Gate.Register(func() {
 		if err := Setup(mgr, o); err != nil {
 			mgr.GetLogger().Error(err, "cannot set up the ProviderConfig usage controllers")
+		}
+		if err := SetupStatus(mgr, o, so); err != nil {
+			mgr.GetLogger().Error(err, "cannot set up the ProviderConfig status controllers")
 		}
 	}, v1alpha1.ClusterProviderConfigGroupVersionKind, v1alpha1.ProviderConfigGroupVersionKind, v1alpha1.ProviderConfigUsageGroupVersionKind)
 	return nil

@@ -1,0 +1,268 @@
+// Package postgres is the provider's only door to PostgreSQL: pooled admin
+// connections per registered server, TLS with libpq's sslmode meanings,
+// failure classification, and (the only place with) SQL text.
+package postgres
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// ApplicationName identifies the provider's sessions in pg_stat_activity.
+const ApplicationName = "provider-postgresql-tenant"
+
+// Target is where a pool connects: the server of one config.
+type Target struct {
+	Host     string
+	Hostaddr string
+	Port     int
+	Database string
+	SSLMode  SSLMode
+}
+
+// Credential is a role and its password.
+type Credential struct {
+	Username string
+	Password string
+}
+
+// Options bound every pool and every call.
+type Options struct {
+	// MaxConns bounds each config's pool.
+	MaxConns int32
+	// ConnectTimeout bounds establishing one connection, TLS included.
+	ConnectTimeout time.Duration
+	// CallTimeout bounds every call made through a pool when the caller's
+	// context has no earlier deadline.
+	CallTimeout time.Duration
+	// CABundleFile is the PEM file of trusted CAs (--ca-bundle). It is read
+	// on every Get, so a rotated bundle takes effect without a restart.
+	CABundleFile string
+}
+
+// DefaultOptions are the defaults of the provider's flags.
+var DefaultOptions = Options{MaxConns: 4, ConnectTimeout: 10 * time.Second, CallTimeout: 30 * time.Second}
+
+// Manager holds one pool per config, shared by every Database of that
+// config, and replaces it when the config's UID, target, effective
+// credential or CA bundle changes.
+type Manager struct {
+	opts Options
+
+	mu    sync.Mutex
+	pools map[string]*Pool
+
+	// closed counts pools closed because they were replaced or removed.
+	closed int
+}
+
+// NewManager returns an empty pool manager.
+func NewManager(o Options) *Manager {
+	if o.MaxConns < 1 {
+		o.MaxConns = DefaultOptions.MaxConns
+	}
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = DefaultOptions.ConnectTimeout
+	}
+	if o.CallTimeout <= 0 {
+		o.CallTimeout = DefaultOptions.CallTimeout
+	}
+	return &Manager{opts: o, pools: map[string]*Pool{}}
+}
+
+// Pool is the admin connection pool of one config.
+type Pool struct {
+	// Ref names the config (kind/namespace/name).
+	Ref string
+	// UID of the config the pool was built for.
+	UID types.UID
+
+	key    string
+	target Target
+	pool   *pgxpool.Pool
+	redact []string
+	call   time.Duration
+}
+
+// Get returns the pool for a config, building it (lazily: no connection is
+// opened here) when there is none or when anything that identifies it has
+// changed. A replaced pool is closed once its in-flight calls finish.
+// rebuilt reports whether a new pool was made.
+func (m *Manager) Get(ref string, uid types.UID, t Target, c Credential) (p *Pool, rebuilt bool, err error) {
+	ca, err := m.readCA()
+	if err != nil {
+		return nil, false, err
+	}
+	key := poolKey(uid, t, c, ca)
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old, ok := m.pools[ref]; ok && old.key == key {
+		return old, false, nil
+	}
+	np, err := m.newPool(ref, uid, key, t, c, ca)
+	if err != nil {
+		return nil, false, err
+	}
+	if old, ok := m.pools[ref]; ok {
+		m.closeLocked(old)
+	}
+	m.pools[ref] = np
+	return np, true, nil
+}
+
+// Lookup returns the current pool of a config if it exists and was built for
+// uid. It never builds one: only the config controller, which validates the
+// server, does.
+func (m *Manager) Lookup(ref string, uid types.UID) (*Pool, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p, ok := m.pools[ref]
+	if !ok || p.UID != uid {
+		return nil, false
+	}
+	return p, true
+}
+
+// Remove closes and forgets the pool of a config.
+func (m *Manager) Remove(ref string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p, ok := m.pools[ref]; ok {
+		m.closeLocked(p)
+		delete(m.pools, ref)
+	}
+}
+
+// Close closes every pool.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for ref, p := range m.pools {
+		m.closeLocked(p)
+		delete(m.pools, ref)
+	}
+}
+
+// Closed returns how many pools were closed after being replaced or removed.
+func (m *Manager) Closed() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.closed
+}
+
+func (m *Manager) closeLocked(p *Pool) {
+	m.closed++
+	// pgxpool.Close waits for acquired connections to be released.
+	go p.pool.Close()
+}
+
+func (m *Manager) readCA() ([]byte, error) {
+	if m.opts.CABundleFile == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(m.opts.CABundleFile)
+	if err != nil {
+		return nil, &Error{Class: ClassInvalid, msg: fmt.Sprintf("cannot read the CA bundle --ca-bundle=%s: %v", m.opts.CABundleFile, err)}
+	}
+	return b, nil
+}
+
+func (m *Manager) newPool(ref string, uid types.UID, key string, t Target, c Credential, ca []byte) (*Pool, error) {
+	roots, err := ParseCABundle(ca)
+	if err != nil {
+		return nil, &Error{Class: ClassInvalid, msg: fmt.Sprintf("--ca-bundle=%s: %v", m.opts.CABundleFile, err)}
+	}
+	tlsCfg, err := TLSConfig(t.SSLMode, t.Host, t.Hostaddr, roots)
+	if err != nil {
+		return nil, &Error{Class: ClassInvalid, msg: err.Error()}
+	}
+	// Every field is set explicitly, so no PG* environment variable or
+	// service file can change where or how the provider connects. The
+	// password is set on the config, never placed in a connection string.
+	cfg, err := pgxpool.ParseConfig(fmt.Sprintf(
+		"host=%s port=%d dbname=%s user=%s sslmode=disable application_name=%s connect_timeout=%d",
+		quote(t.Hostaddr), t.Port, quote(t.Database), quote(c.Username), ApplicationName, int(m.opts.ConnectTimeout.Seconds())))
+	if err != nil {
+		return nil, &Error{Class: ClassInvalid, msg: "invalid connection parameters"}
+	}
+	cfg.ConnConfig.Password = c.Password
+	cfg.ConnConfig.TLSConfig = tlsCfg
+	cfg.ConnConfig.Fallbacks = nil
+	cfg.ConnConfig.ConnectTimeout = m.opts.ConnectTimeout
+	cfg.MaxConns = m.opts.MaxConns
+	cfg.MinConns = 0
+	cfg.MaxConnIdleTime = 30 * time.Minute
+	cfg.MaxConnLifetime = 2 * time.Hour
+	cfg.MaxConnLifetimeJitter = 10 * time.Minute
+	cfg.HealthCheckPeriod = time.Minute
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		return nil, Classify(err, c.Username, c.Password)
+	}
+	return &Pool{Ref: ref, UID: uid, key: key, target: t, pool: pool, redact: []string{c.Username, c.Password}, call: m.opts.CallTimeout}, nil
+}
+
+// quote makes a libpq key/value connection-string value.
+func quote(s string) string {
+	r := []rune{'\''}
+	for _, c := range s {
+		if c == '\'' || c == '\\' {
+			r = append(r, '\\')
+		}
+		r = append(r, c)
+	}
+	return string(append(r, '\''))
+}
+
+// poolKey identifies a pool: a change of any input gives another key. The
+// credential is hashed, never kept in clear outside the pgx config.
+func poolKey(uid types.UID, t Target, c Credential, ca []byte) string {
+	h := sha256.New()
+	for _, s := range []string{string(uid), t.Host, t.Hostaddr, strconv.Itoa(t.Port), t.Database, string(t.SSLMode), c.Username, c.Password} {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	h.Write(ca)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Target returns where the pool connects.
+func (p *Pool) Target() Target { return p.target }
+
+// Stats of a pool, for tests and benchmarks.
+type Stats struct {
+	// NewConns is how many connections the pool has opened in its life.
+	NewConns int64
+	// TotalConns is how many it holds now.
+	TotalConns int32
+}
+
+// Stats returns the pool's connection counters.
+func (p *Pool) Stats() Stats {
+	s := p.pool.Stat()
+	return Stats{NewConns: s.NewConnsCount(), TotalConns: s.TotalConns()}
+}
+
+// withTimeout bounds a call by the pool's call timeout unless ctx ends
+// earlier.
+func (p *Pool) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, p.call)
+}
+
+// classify classifies err with this pool's credential redacted.
+func (p *Pool) classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	return Classify(err, p.redact...)
+}

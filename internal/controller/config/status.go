@@ -1,0 +1,346 @@
+package config
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/controller"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/event"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/logging"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/meta"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/resource"
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+	corev1 "k8s.io/api/core/v1"
+	kerrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
+	"ddupan.top/provider-postgresql-tenant/internal/clients/postgres"
+	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
+)
+
+// Object is what both config kinds offer the status controller.
+type Object interface {
+	resource.ProviderConfig
+	ConfigSpec() *v1alpha1.ProviderConfigSpec
+	ConfigStatus() *v1alpha1.ProviderConfigStatus
+}
+
+// Ref names a config in the pool manager: kind/namespace/name.
+func Ref(kind, namespace, name string) string { return kind + "/" + namespace + "/" + name }
+
+// TargetOf returns the pool target of an endpoint.
+func TargetOf(e v1alpha1.Endpoint) postgres.Target {
+	return postgres.Target{Host: e.Host, Hostaddr: e.Hostaddr, Port: int(e.Port), Database: e.Database, SSLMode: postgres.SSLMode(e.SSLMode)}
+}
+
+// StatusOptions configure the status controllers.
+type StatusOptions struct {
+	// Namespace is the provider's own namespace.
+	Namespace string
+	// Pools holds the admin pools shared with the Database controller.
+	Pools *postgres.Manager
+	// Interval between health checks of a Ready config.
+	Interval time.Duration
+	// RetryInterval between health checks of a config that is not Ready.
+	RetryInterval time.Duration
+}
+
+// SetupStatus adds a health/status controller per config kind, beside
+// Crossplane's usage controllers.
+func SetupStatus(mgr ctrl.Manager, o controller.Options, so StatusOptions) error {
+	if so.Interval <= 0 {
+		so.Interval = time.Minute
+	}
+	if so.RetryInterval <= 0 || so.RetryInterval > so.Interval {
+		so.RetryInterval = min(so.Interval, 15*time.Second)
+	}
+	for _, k := range []struct {
+		kind string
+		new  func() Object
+		list func(context.Context, client.Reader) ([]Object, error)
+	}{
+		{kind: v1alpha1.ClusterProviderConfigKind, new: func() Object { return &v1alpha1.ClusterProviderConfig{} }, list: listCluster},
+		{kind: v1alpha1.ProviderConfigKind, new: func() Object { return &v1alpha1.ProviderConfig{} }, list: listNamespaced},
+	} {
+		name := "status/" + strings.ToLower(k.kind) + "." + v1alpha1.Group
+		r := &statusReconciler{
+			kube:     mgr.GetClient(),
+			secrets:  mgr.GetAPIReader(),
+			kind:     k.kind,
+			newObj:   k.new,
+			opts:     so,
+			log:      o.Logger.WithValues("controller", name),
+			record:   event.NewAPIRecorder(mgr.GetEventRecorderFor(name)), //nolint:staticcheck // crossplane-runtime's event package still takes the legacy recorder.
+			warnedSU: map[string]bool{},
+		}
+		list := k.list
+		err := ctrl.NewControllerManagedBy(mgr).
+			Named(name).
+			WithOptions(o.ForControllerRuntime()).
+			For(k.new()).
+			// Only the metadata of Secrets is cached: every change of a
+			// Secret bumps its resourceVersion, which is all the trigger
+			// needs; the data is read directly when reconciling.
+			WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, s client.Object) []reconcile.Request {
+				return configsUsingSecret(ctx, mgr.GetClient(), list, so.Namespace, s.GetNamespace(), s.GetName())
+			})).
+			Complete(r)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func listCluster(ctx context.Context, c client.Reader) ([]Object, error) {
+	l := &v1alpha1.ClusterProviderConfigList{}
+	if err := c.List(ctx, l); err != nil {
+		return nil, err
+	}
+	out := make([]Object, 0, len(l.Items))
+	for i := range l.Items {
+		out = append(out, &l.Items[i])
+	}
+	return out, nil
+}
+
+func listNamespaced(ctx context.Context, c client.Reader) ([]Object, error) {
+	l := &v1alpha1.ProviderConfigList{}
+	if err := c.List(ctx, l); err != nil {
+		return nil, err
+	}
+	out := make([]Object, 0, len(l.Items))
+	for i := range l.Items {
+		out = append(out, &l.Items[i])
+	}
+	return out, nil
+}
+
+func configsUsingSecret(ctx context.Context, c client.Reader, list func(context.Context, client.Reader) ([]Object, error), providerNS, ns, name string) []reconcile.Request {
+	objs, err := list(ctx, c)
+	if err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, o := range objs {
+		ref := o.ConfigSpec().Credentials.SecretRef
+		sns := ref.Namespace
+		if sns == "" {
+			sns = o.GetNamespace()
+		}
+		if sns == ns && ref.Name == name {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}})
+		}
+	}
+	return out
+}
+
+type statusReconciler struct {
+	kube    client.Client
+	secrets client.Reader
+	kind    string
+	newObj  func() Object
+	opts    StatusOptions
+	log     logging.Logger
+	record  event.Recorder
+
+	mu       sync.Mutex
+	warnedSU map[string]bool
+}
+
+func (r *statusReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	ref := Ref(r.kind, req.Namespace, req.Name)
+	log := r.log.WithValues("config", ref)
+
+	obj := r.newObj()
+	if err := r.kube.Get(ctx, req.NamespacedName, obj); err != nil {
+		if kerrors.IsNotFound(err) {
+			// Gone: its pool goes too.
+			r.opts.Pools.Remove(ref)
+			r.forgetWarning(ref)
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, err
+	}
+	spec, st := obj.ConfigSpec(), obj.ConfigStatus()
+	o := tenancy.ConfigObservation{
+		Deleting: meta.WasDeleted(obj),
+		Users:    st.Users,
+		Target:   fmt.Sprintf("%s (%s:%d)", spec.Endpoint.Host, spec.Endpoint.Hostaddr, spec.Endpoint.Port),
+	}
+	if !o.Deleting {
+		// While deleting, the existing pool stays usable for Databases that
+		// are being deleted; it is closed when the config is gone.
+		r.observe(ctx, obj, ref, &o)
+	}
+
+	v := tenancy.DecideConfig(o)
+	prev := obj.GetCondition(xpv2.TypeReady)
+	changed := r.apply(obj, v, o)
+	log = log.WithValues("phase", v.Phase, "reason", v.Reason, "generation", obj.GetGeneration())
+	if changed {
+		if err := r.kube.Status().Update(ctx, obj); err != nil {
+			if kerrors.IsConflict(err) {
+				return reconcile.Result{Requeue: true}, nil
+			}
+			return reconcile.Result{}, err
+		}
+		r.events(obj, prev, v, o)
+		log.Info("Config status changed", "ready", v.Ready)
+	} else {
+		log.Debug("Config status unchanged", "ready", v.Ready)
+	}
+	if v.Ready {
+		return reconcile.Result{RequeueAfter: r.opts.Interval}, nil
+	}
+	return reconcile.Result{RequeueAfter: r.opts.RetryInterval}, nil
+}
+
+// observe fills o: validation of the spec, the Secret, the pool and its
+// health check.
+func (r *statusReconciler) observe(ctx context.Context, obj Object, ref string, o *tenancy.ConfigObservation) {
+	spec := obj.ConfigSpec()
+	if msg := tenancy.ValidateEndpoint(spec.Endpoint); msg != "" {
+		o.Invalid = msg
+		return
+	}
+	sns, sname, invalid := tenancy.SecretRefOf(r.kind, obj.GetNamespace(), r.opts.Namespace, spec.Credentials.SecretRef)
+	if invalid != "" {
+		o.Invalid = invalid
+		return
+	}
+	target := TargetOf(spec.Endpoint)
+
+	cred, problem, err := r.credential(ctx, sns, sname, spec.Credentials)
+	if err != nil {
+		o.Checked, o.CheckClass, o.CheckMessage = true, string(postgres.ClassUnavailable), "cannot read the admin Secret from the API server"
+		return
+	}
+	var pool *postgres.Pool
+	if problem != "" {
+		o.SecretMissing, o.SecretProblem = true, problem
+		// A pool that worked keeps the config usable through a Secret
+		// outage, as long as nothing else changed.
+		p, ok := r.opts.Pools.Lookup(ref, obj.GetUID())
+		if !ok || p.Target() != target {
+			return
+		}
+		o.PoolKept, pool = true, p
+	} else {
+		p, rebuilt, err := r.opts.Pools.Get(ref, obj.GetUID(), target, cred)
+		if err != nil {
+			o.Checked, o.CheckClass, o.CheckMessage = true, string(postgres.ClassOf(err)), err.Error()
+			return
+		}
+		if rebuilt && obj.ConfigStatus().Phase != "" {
+			r.record.Event(obj, event.Normal("ConnectionPoolReplaced", "The endpoint, admin credential or CA bundle changed: a new connection pool replaces the old one"))
+		}
+		pool = p
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	h, err := pool.Check(ctx)
+	o.Checked = true
+	if err != nil {
+		o.CheckClass, o.CheckMessage = string(postgres.ClassOf(err)), err.Error()
+		return
+	}
+	o.Version, o.Superuser = h.Version, h.Superuser
+	if err := h.Privileges(); err != nil {
+		o.Privileges = err.Error()
+	}
+}
+
+// credential reads the admin Secret. problem is set (and err nil) when the
+// Secret or a key is missing; err only for API failures.
+func (r *statusReconciler) credential(ctx context.Context, ns, name string, c v1alpha1.Credentials) (postgres.Credential, string, error) {
+	s := &corev1.Secret{}
+	if err := r.secrets.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s); err != nil {
+		if kerrors.IsNotFound(err) {
+			return postgres.Credential{}, fmt.Sprintf("the admin Secret %s/%s does not exist: create it with the keys %q and %q", ns, name, c.UsernameKey, c.PasswordKey), nil
+		}
+		return postgres.Credential{}, "", err
+	}
+	u, p := string(s.Data[c.UsernameKey]), string(s.Data[c.PasswordKey])
+	var missing []string
+	if u == "" {
+		missing = append(missing, c.UsernameKey)
+	}
+	if p == "" {
+		missing = append(missing, c.PasswordKey)
+	}
+	if len(missing) > 0 {
+		return postgres.Credential{}, fmt.Sprintf("the admin Secret %s/%s has no (or an empty) %s key", ns, name, strings.Join(missing, " and ")), nil
+	}
+	return postgres.Credential{Username: u, Password: p}, "", nil
+}
+
+// apply writes the verdict into the object's status and reports whether
+// anything changed.
+func (r *statusReconciler) apply(obj Object, v tenancy.ConfigVerdict, o tenancy.ConfigObservation) bool {
+	st := obj.ConfigStatus()
+	before := st.DeepCopy()
+	st.Phase = v.Phase
+	if o.Version != "" {
+		st.PostgreSQLVersion = o.Version
+	}
+	st.ObservedGeneration = obj.GetGeneration()
+	c := xpv2.Condition{Type: xpv2.TypeReady, Status: corev1.ConditionFalse, Reason: xpv2.ConditionReason(v.Reason), Message: v.Message, LastTransitionTime: metav1.Now(), ObservedGeneration: obj.GetGeneration()}
+	if v.Ready {
+		c.Status = corev1.ConditionTrue
+	}
+	obj.SetConditions(c)
+	return !equalStatus(before, st)
+}
+
+func equalStatus(a, b *v1alpha1.ProviderConfigStatus) bool {
+	if a.Phase != b.Phase || a.PostgreSQLVersion != b.PostgreSQLVersion || a.ObservedGeneration != b.ObservedGeneration {
+		return false
+	}
+	ca, cb := a.GetCondition(xpv2.TypeReady), b.GetCondition(xpv2.TypeReady)
+	return ca.Equal(cb)
+}
+
+// events records the transitions a human cares about.
+func (r *statusReconciler) events(obj Object, prev xpv2.Condition, v tenancy.ConfigVerdict, o tenancy.ConfigObservation) {
+	if string(prev.Reason) == v.Reason && (prev.Status == corev1.ConditionTrue) == v.Ready {
+		return
+	}
+	switch {
+	case v.Ready:
+		r.record.Event(obj, event.Normal("Ready", v.Message))
+		if o.Superuser && r.warnOnce(Ref(r.kind, obj.GetNamespace(), obj.GetName())) {
+			r.record.Event(obj, event.Warning("SuperuserAdmin", fmt.Errorf("the admin role is a superuser; the provider needs only CREATEDB and CREATEROLE: use a less privileged role")))
+		}
+	case v.Phase == v1alpha1.ConfigPhaseDeleting:
+		r.record.Event(obj, event.Normal("Deleting", v.Message))
+	default:
+		r.record.Event(obj, event.Warning(event.Reason(v.Reason), fmt.Errorf("%s", v.Message)))
+	}
+}
+
+func (r *statusReconciler) warnOnce(ref string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.warnedSU[ref] {
+		return false
+	}
+	r.warnedSU[ref] = true
+	return true
+}
+
+func (r *statusReconciler) forgetWarning(ref string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.warnedSU, ref)
+}

@@ -1,0 +1,566 @@
+package config_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/controller"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/feature"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/logging"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/ratelimiter"
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+	"github.com/jackc/pgx/v5"
+	corev1 "k8s.io/api/core/v1"
+	kerrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
+	"ddupan.top/provider-postgresql-tenant/internal/clients/postgres"
+	"ddupan.top/provider-postgresql-tenant/internal/controller/config"
+	"ddupan.top/provider-postgresql-tenant/internal/controller/database"
+	"ddupan.top/provider-postgresql-tenant/internal/options"
+	"ddupan.top/provider-postgresql-tenant/internal/testenv"
+)
+
+// These tests run the config controllers in process against a real
+// kube-apiserver and a real PostgreSQL server with TLS.
+
+var (
+	env    *testenv.Env
+	pools  *postgres.Manager
+	caFile string // the CA bundle the controllers use; tests may rewrite it
+	logs   = &syncBuffer{}
+)
+
+const interval = 2 * time.Second
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestMain(m *testing.M) {
+	testenv.Main(m, testenv.Options{Kube: true, Postgres: true}, &env, startControllers)
+}
+
+func startControllers(e *testenv.Env) (func(), error) {
+	caFile = filepath.Join(e.Dir, "bundle.pem")
+	if err := os.WriteFile(caFile, e.CA.CertPEM, 0o644); err != nil {
+		return nil, err
+	}
+	zl := zap.New(zap.UseDevMode(true), zap.WriteTo(logs))
+	ctrl.SetLogger(zl)
+	mgr, err := ctrl.NewManager(e.Kube.Config, ctrl.Options{
+		Scheme:                 testenv.Scheme(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		return nil, err
+	}
+	o := controller.Options{
+		Logger:                  logging.NewLogrLogger(zl),
+		MaxConcurrentReconciles: 4,
+		PollInterval:            interval,
+		GlobalRateLimiter:       ratelimiter.NewGlobal(100),
+		Features:                &feature.Flags{},
+	}
+	o.Features.Enable(feature.EnableBetaManagementPolicies)
+	pools = postgres.NewManager(postgres.Options{MaxConns: 2, ConnectTimeout: 3 * time.Second, CallTimeout: 5 * time.Second, CABundleFile: caFile})
+	opts := options.Options{Namespace: testenv.ProviderNamespace}
+	if err := config.Setup(mgr, o); err != nil {
+		return nil, err
+	}
+	if err := config.SetupStatus(mgr, o, config.StatusOptions{Namespace: opts.Namespace, Pools: pools, Interval: interval, RetryInterval: time.Second}); err != nil {
+		return nil, err
+	}
+	if err := database.Setup(mgr, o, opts, pools); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "manager:", err)
+		}
+	}()
+	return func() { cancel(); <-done; pools.Close() }, nil
+}
+
+var seq int
+
+func name(prefix string) string { seq++; return fmt.Sprintf("%s-%d", prefix, seq) }
+
+// adminSecret creates a Secret with a credential in ns.
+func adminSecret(t *testing.T, ns, user, password string) string {
+	t.Helper()
+	n := name("admin")
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: n},
+		StringData: map[string]string{"username": user, "password": password},
+	}
+	if err := env.Kube.EnsureNamespace(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Kube.Client.Create(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func newCPC(host, secret string) *v1alpha1.ClusterProviderConfig {
+	pg := env.Postgres
+	return &v1alpha1.ClusterProviderConfig{
+		ObjectMeta: metav1.ObjectMeta{Name: name("cpc")},
+		Spec: v1alpha1.ProviderConfigSpec{
+			Endpoint:    v1alpha1.Endpoint{Host: host, Hostaddr: pg.Hostaddr, Port: int32(pg.Port)}, //nolint:gosec // test port
+			Credentials: v1alpha1.Credentials{SecretRef: v1alpha1.SecretReference{Namespace: testenv.ProviderNamespace, Name: secret}},
+		},
+	}
+}
+
+func create(t *testing.T, o client.Object) {
+	t.Helper()
+	if err := env.Kube.Client.Create(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitFor polls obj until cond holds, failing with the last status seen.
+func waitFor(t *testing.T, obj config.Object, what string, cond func(config.Object) bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for {
+		err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+		if err == nil && cond(obj) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			st, _ := json.Marshal(obj.ConfigStatus())
+			t.Fatalf("timed out waiting until %s (err %v); status: %s", what, err, st)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func readyIs(status corev1.ConditionStatus, reason string) func(config.Object) bool {
+	return func(o config.Object) bool {
+		c := o.GetCondition(xpv2.TypeReady)
+		return c.Status == status && string(c.Reason) == reason && o.ConfigStatus().ObservedGeneration == o.GetGeneration()
+	}
+}
+
+func wantStatus(t *testing.T, o config.Object, phase v1alpha1.ConfigPhase, reason string, msgs ...string) {
+	t.Helper()
+	st := o.ConfigStatus()
+	c := o.GetCondition(xpv2.TypeReady)
+	if st.Phase != phase || string(c.Reason) != reason {
+		t.Errorf("phase %q reason %q, want %q %q (message %q)", st.Phase, c.Reason, phase, reason, c.Message)
+	}
+	for _, m := range msgs {
+		if !strings.Contains(c.Message, m) {
+			t.Errorf("message %q lacks %q", c.Message, m)
+		}
+	}
+	n := 0
+	for _, cc := range st.Conditions {
+		if cc.Type == xpv2.TypeReady {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d Ready conditions, want exactly one", n)
+	}
+}
+
+func TestReadyOverVerifyFullByHostAndByHostaddr(t *testing.T) {
+	pg := env.Postgres
+	secret := adminSecret(t, testenv.ProviderNamespace, pg.AdminUser, pg.AdminPassword)
+	// By DNS name: the certificate's DNS SAN "localhost" and IP SAN.
+	// By address: host is the IP literal itself, verified as an IP SAN.
+	for _, host := range []string{pg.Host, pg.Hostaddr} {
+		t.Run(host, func(t *testing.T) {
+			cpc := newCPC(host, secret)
+			create(t, cpc)
+			waitFor(t, cpc, "Ready", readyIs(corev1.ConditionTrue, "Ready"))
+			wantStatus(t, cpc, v1alpha1.ConfigPhaseReady, "Ready", "PostgreSQL "+pg.Version, "TLS, authentication and privileges verified")
+			if !strings.HasPrefix(cpc.Status.PostgreSQLVersion, pg.Version+".") {
+				t.Errorf("postgresqlVersion %q, want %s.x", cpc.Status.PostgreSQLVersion, pg.Version)
+			}
+			if cpc.Spec.Endpoint.SSLMode != v1alpha1.SSLModeVerifyFull {
+				t.Errorf("sslMode %q, want the default verify-full", cpc.Spec.Endpoint.SSLMode)
+			}
+		})
+	}
+}
+
+func TestWrongPasswordIsAuthenticationFailed(t *testing.T) {
+	pg := env.Postgres
+	cpc := newCPC(pg.Host, adminSecret(t, testenv.ProviderNamespace, pg.AdminUser, "not-the-password"))
+	create(t, cpc)
+	waitFor(t, cpc, "AuthenticationFailed", readyIs(corev1.ConditionFalse, "AuthenticationFailed"))
+	wantStatus(t, cpc, v1alpha1.ConfigPhaseValidating, "AuthenticationFailed", "password authentication failed", "28P01")
+	if strings.Contains(cpc.GetCondition(xpv2.TypeReady).Message, pg.AdminUser) {
+		t.Errorf("message names the admin user: %q", cpc.GetCondition(xpv2.TypeReady).Message)
+	}
+}
+
+func TestHostNotInCertificateIsAuthenticationFailed(t *testing.T) {
+	pg := env.Postgres
+	cpc := newCPC("db.example.org", adminSecret(t, testenv.ProviderNamespace, pg.AdminUser, pg.AdminPassword))
+	create(t, cpc)
+	waitFor(t, cpc, "AuthenticationFailed", readyIs(corev1.ConditionFalse, "AuthenticationFailed"))
+	wantStatus(t, cpc, v1alpha1.ConfigPhaseValidating, "AuthenticationFailed", "TLS verification failed", `does not name host "db.example.org"`)
+}
+
+func TestMissingPrivilegeIsInsufficientPrivileges(t *testing.T) {
+	pg := env.Postgres
+	ctx := context.Background()
+	pw := testenv.RandomSecret("weak-")
+	if err := pg.CreateRole(ctx, "weak_admin", pw, "CREATEDB NOCREATEROLE"); err != nil {
+		t.Fatal(err)
+	}
+	cpc := newCPC(pg.Host, adminSecret(t, testenv.ProviderNamespace, "weak_admin", pw))
+	create(t, cpc)
+	waitFor(t, cpc, "InsufficientPrivileges", readyIs(corev1.ConditionFalse, "InsufficientPrivileges"))
+	wantStatus(t, cpc, v1alpha1.ConfigPhaseValidating, "InsufficientPrivileges", "CREATEROLE")
+}
+
+func TestSuperuserIsReadyWithAWarningEvent(t *testing.T) {
+	pg := env.Postgres
+	cpc := newCPC(pg.Host, adminSecret(t, testenv.ProviderNamespace, pg.SuperUser, pg.SuperPassword))
+	create(t, cpc)
+	waitFor(t, cpc, "Ready", readyIs(corev1.ConditionTrue, "Ready"))
+	wantStatus(t, cpc, v1alpha1.ConfigPhaseReady, "Ready", "is a superuser")
+	waitForEvent(t, cpc.GetName(), "SuperuserAdmin", corev1.EventTypeWarning)
+}
+
+func TestSecretInAnotherNamespaceIsInvalidSpec(t *testing.T) {
+	pg := env.Postgres
+	secret := adminSecret(t, "elsewhere", pg.AdminUser, pg.AdminPassword)
+	cpc := newCPC(pg.Host, secret)
+	cpc.Spec.Credentials.SecretRef.Namespace = "elsewhere"
+	create(t, cpc)
+	waitFor(t, cpc, "InvalidSpec", readyIs(corev1.ConditionFalse, "InvalidSpec"))
+	wantStatus(t, cpc, v1alpha1.ConfigPhasePending, "InvalidSpec", `must be the provider's namespace "crossplane-system", not "elsewhere"`)
+
+	if err := env.Kube.EnsureNamespace(context.Background(), "team"); err != nil {
+		t.Fatal(err)
+	}
+	pc := &v1alpha1.ProviderConfig{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: name("pc")},
+		Spec: v1alpha1.ProviderConfigSpec{
+			Endpoint:    v1alpha1.Endpoint{Host: pg.Host, Hostaddr: pg.Hostaddr, Port: int32(pg.Port)}, //nolint:gosec // test port
+			Credentials: v1alpha1.Credentials{SecretRef: v1alpha1.SecretReference{Namespace: "elsewhere", Name: secret}},
+		},
+	}
+	create(t, pc)
+	waitFor(t, pc, "InvalidSpec", readyIs(corev1.ConditionFalse, "InvalidSpec"))
+	wantStatus(t, pc, v1alpha1.ConfigPhasePending, "InvalidSpec", `own namespace "team", not "elsewhere"`)
+
+	// The same Secret in the ProviderConfig's own namespace works.
+	own := adminSecret(t, "team", pg.AdminUser, pg.AdminPassword)
+	pc2 := pc.DeepCopy()
+	pc2.ObjectMeta = metav1.ObjectMeta{Namespace: "team", Name: name("pc")}
+	pc2.Spec.Credentials.SecretRef = v1alpha1.SecretReference{Name: own}
+	create(t, pc2)
+	waitFor(t, pc2, "Ready", readyIs(corev1.ConditionTrue, "Ready"))
+}
+
+func TestSecretLifecycle(t *testing.T) {
+	pg := env.Postgres
+	ctx := context.Background()
+	secretName := name("late-admin")
+	cpc := newCPC(pg.Host, secretName)
+	create(t, cpc)
+	// A first validation without a Secret is never Ready.
+	waitFor(t, cpc, "InvalidSpec", readyIs(corev1.ConditionFalse, "InvalidSpec"))
+	wantStatus(t, cpc, v1alpha1.ConfigPhasePending, "InvalidSpec", "does not exist")
+
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: testenv.ProviderNamespace, Name: secretName},
+		StringData: map[string]string{"username": pg.AdminUser, "password": pg.AdminPassword},
+	}
+	create(t, s)
+	waitFor(t, cpc, "Ready once the Secret exists", readyIs(corev1.ConditionTrue, "Ready"))
+
+	// Once a pool works, a missing Secret does not make the config NotReady,
+	// but the message says so.
+	if err := env.Kube.Client.Delete(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, cpc, "the warning about the missing Secret", func(o config.Object) bool {
+		return strings.Contains(o.GetCondition(xpv2.TypeReady).Message, "WARNING")
+	})
+	wantStatus(t, cpc, v1alpha1.ConfigPhaseReady, "Ready", "does not exist", "working connection pool is kept")
+}
+
+func TestServerOutageAndRecovery(t *testing.T) {
+	pg := env.Postgres
+	cpc := newCPC(pg.Host, adminSecret(t, testenv.ProviderNamespace, pg.AdminUser, pg.AdminPassword))
+	create(t, cpc)
+	waitFor(t, cpc, "Ready", readyIs(corev1.ConditionTrue, "Ready"))
+	gen := cpc.GetGeneration()
+
+	pg.Stop()
+	restarted := false
+	defer func() {
+		if !restarted {
+			_ = pg.Start(context.Background())
+		}
+	}()
+	waitFor(t, cpc, "DependencyUnavailable", readyIs(corev1.ConditionFalse, "DependencyUnavailable"))
+	wantStatus(t, cpc, v1alpha1.ConfigPhaseValidating, "DependencyUnavailable", "localhost (127.0.0.1:")
+
+	if err := pg.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+	waitFor(t, cpc, "Ready again", readyIs(corev1.ConditionTrue, "Ready"))
+	if cpc.GetGeneration() != gen {
+		t.Errorf("generation changed from %d to %d: the object was touched", gen, cpc.GetGeneration())
+	}
+}
+
+// adminBackends returns the pids of the provider's sessions of a role.
+func adminBackends(t *testing.T, role string) []int32 {
+	t.Helper()
+	ctx := context.Background()
+	c, err := env.Postgres.SuperConn(ctx, "postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx) //nolint:errcheck // test
+	rows, err := c.Query(ctx, "SELECT pid FROM pg_stat_activity WHERE usename = $1 AND application_name = $2 ORDER BY pid", role, postgres.ApplicationName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pids
+}
+
+func TestCredentialRotationReplacesThePool(t *testing.T) {
+	pg := env.Postgres
+	ctx := context.Background()
+	const role = "rot_admin"
+	pw1 := testenv.RandomSecret("rot1-")
+	if err := pg.CreateRole(ctx, role, pw1, "CREATEDB CREATEROLE"); err != nil {
+		t.Fatal(err)
+	}
+	secret := adminSecret(t, testenv.ProviderNamespace, role, pw1)
+	cpc := newCPC(pg.Host, secret)
+	create(t, cpc)
+	waitFor(t, cpc, "Ready", readyIs(corev1.ConditionTrue, "Ready"))
+	before := adminBackends(t, role)
+	if len(before) != 1 {
+		t.Fatalf("%d provider sessions of %s, want 1 (one pooled connection)", len(before), role)
+	}
+	closed := pools.Closed()
+
+	// A label and an unrelated key change nothing.
+	s := &corev1.Secret{}
+	if err := env.Kube.Client.Get(ctx, client.ObjectKey{Namespace: testenv.ProviderNamespace, Name: secret}, s); err != nil {
+		t.Fatal(err)
+	}
+	s.Labels = map[string]string{"touched": "yes"}
+	s.Data["unrelated"] = []byte("x")
+	if err := env.Kube.Client.Update(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * interval)
+	if got := pools.Closed(); got != closed {
+		t.Errorf("a label/unrelated-key change closed %d pool(s)", got-closed)
+	}
+	if got := adminBackends(t, role); fmt.Sprint(got) != fmt.Sprint(before) {
+		t.Errorf("sessions changed from %v to %v without a credential change", before, got)
+	}
+
+	// Rotate: the password changes in PostgreSQL, then in the Secret.
+	pw2 := testenv.RandomSecret("rot2-")
+	if err := pg.AlterPassword(ctx, role, pw2); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(s), s); err != nil {
+		t.Fatal(err)
+	}
+	s.Data["password"] = []byte(pw2)
+	if err := env.Kube.Client.Update(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	waitForEvent(t, cpc.GetName(), "ConnectionPoolReplaced", corev1.EventTypeNormal)
+	waitFor(t, cpc, "Ready with the new credential", readyIs(corev1.ConditionTrue, "Ready"))
+	if pools.Closed() <= closed {
+		t.Error("the old pool was not closed")
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	var after []int32
+	for time.Now().Before(deadline) {
+		after = adminBackends(t, role)
+		if len(after) == 1 && after[0] != before[0] {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if len(after) != 1 || after[0] == before[0] {
+		t.Errorf("sessions after rotation %v (before %v): want the old one closed and one new", after, before)
+	}
+}
+
+func TestCABundleChangeAndUntrustedCA(t *testing.T) {
+	pg := env.Postgres
+	cpc := newCPC(pg.Host, adminSecret(t, testenv.ProviderNamespace, pg.AdminUser, pg.AdminPassword))
+	create(t, cpc)
+	waitFor(t, cpc, "Ready", readyIs(corev1.ConditionTrue, "Ready"))
+
+	// A bundle holding only another CA: the server's certificate does not
+	// verify, and the pool is rebuilt from the new bundle without a restart.
+	if err := os.WriteFile(caFile, env.OtherCA.CertPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = os.WriteFile(caFile, env.CA.CertPEM, 0o644) }()
+	waitFor(t, cpc, "AuthenticationFailed", readyIs(corev1.ConditionFalse, "AuthenticationFailed"))
+	wantStatus(t, cpc, v1alpha1.ConfigPhaseValidating, "AuthenticationFailed", "TLS verification failed", "unknown authority")
+
+	if err := os.WriteFile(caFile, env.CA.CertPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, cpc, "Ready again", readyIs(corev1.ConditionTrue, "Ready"))
+}
+
+func TestDeletingConfigInUseBlocksNewDatabases(t *testing.T) {
+	pg := env.Postgres
+	ctx := context.Background()
+	cpc := newCPC(pg.Host, adminSecret(t, testenv.ProviderNamespace, pg.AdminUser, pg.AdminPassword))
+	create(t, cpc)
+	waitFor(t, cpc, "Ready", readyIs(corev1.ConditionTrue, "Ready"))
+	if err := env.Kube.EnsureNamespace(ctx, "apps"); err != nil {
+		t.Fatal(err)
+	}
+	ref := &xpv2.ProviderConfigReference{Kind: v1alpha1.ClusterProviderConfigKind, Name: cpc.GetName()}
+	first := &v1alpha1.Database{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: name("first")},
+		Spec: v1alpha1.DatabaseSpec{
+			ManagedResourceSpec: xpv2.ManagedResourceSpec{ProviderConfigReference: ref},
+			ForProvider:         v1alpha1.DatabaseParameters{Database: ptr.To(strings.ReplaceAll(name("first"), "-", "_"))},
+		},
+	}
+	create(t, first)
+	waitFor(t, cpc, "one user", func(o config.Object) bool { return o.ConfigStatus().Users == 1 })
+
+	if err := env.Kube.Client.Delete(ctx, cpc); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, cpc, "phase Deleting", func(o config.Object) bool { return o.ConfigStatus().Phase == v1alpha1.ConfigPhaseDeleting })
+	wantStatus(t, cpc, v1alpha1.ConfigPhaseDeleting, "Reconciling", "waiting until the 1 Database(s) using it are gone")
+
+	second := first.DeepCopy()
+	second.ObjectMeta = metav1.ObjectMeta{Namespace: "apps", Name: name("second")}
+	second.Spec.ForProvider.Database = ptr.To(strings.ReplaceAll(second.Name, "-", "_"))
+	create(t, second)
+	deadline := time.Now().Add(30 * time.Second)
+	var c xpv2.Condition
+	for time.Now().Before(deadline) {
+		if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(second), second); err != nil {
+			t.Fatal(err)
+		}
+		if c = second.GetCondition(xpv2.TypeReady); c.Reason == "InstanceNotReady" {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if c.Reason != "InstanceNotReady" || !strings.Contains(c.Message, "is being deleted") {
+		t.Errorf("new Database's Ready condition %+v, want InstanceNotReady naming the deletion", c)
+	}
+	time.Sleep(interval)
+	if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(cpc), cpc); err != nil {
+		t.Fatalf("the config in use was deleted: %v", err)
+	}
+}
+
+func waitForEvent(t *testing.T, object, reason, typ string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		l := &corev1.EventList{}
+		if err := env.Kube.Client.List(context.Background(), l); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range l.Items {
+			if e.InvolvedObject.Name == object && e.Reason == reason && e.Type == typ {
+				return
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Errorf("no %s event %q for %s", typ, reason, object)
+}
+
+// The canary runs last (Go runs tests in source order): every credential
+// the tests used must be absent from logs, Events and every status.
+func TestZZCanaryCredentialsNeverLeak(t *testing.T) {
+	pg := env.Postgres
+	ctx := context.Background()
+	canaryUser, canaryPW := "canary_admin", testenv.RandomSecret("CANARY-")
+	if err := pg.CreateRole(ctx, canaryUser, canaryPW, "CREATEDB CREATEROLE"); err != nil {
+		t.Fatal(err)
+	}
+	good := newCPC(pg.Host, adminSecret(t, testenv.ProviderNamespace, canaryUser, canaryPW))
+	bad := newCPC(pg.Host, adminSecret(t, testenv.ProviderNamespace, canaryUser, canaryPW+"-wrong"))
+	create(t, good)
+	create(t, bad)
+	waitFor(t, good, "Ready", readyIs(corev1.ConditionTrue, "Ready"))
+	waitFor(t, bad, "AuthenticationFailed", readyIs(corev1.ConditionFalse, "AuthenticationFailed"))
+
+	var dump bytes.Buffer
+	for _, l := range []client.ObjectList{&v1alpha1.ClusterProviderConfigList{}, &v1alpha1.ProviderConfigList{}, &v1alpha1.DatabaseList{}, &v1alpha1.ProviderConfigUsageList{}, &corev1.EventList{}} {
+		if err := env.Kube.Client.List(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(l)
+		dump.Write(b)
+	}
+	for where, text := range map[string]string{"objects and Events": dump.String(), "logs": logs.String()} {
+		for _, secret := range []string{canaryPW, pg.AdminPassword, pg.SuperPassword, canaryUser, pg.AdminUser, pg.SuperUser, "rot1-", "rot2-", "weak-"} {
+			if strings.Contains(text, secret) {
+				t.Errorf("%s contain a credential (%.6s…)", where, secret)
+			}
+		}
+	}
+	if !strings.Contains(logs.String(), "Config status changed") {
+		t.Error("the controller logged nothing: the canary check would prove nothing")
+	}
+	if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(bad), bad); kerrors.IsNotFound(err) {
+		t.Fatal("object vanished")
+	}
+}
