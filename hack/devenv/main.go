@@ -22,6 +22,8 @@ import (
 	"syscall"
 	"time"
 
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -218,20 +220,23 @@ func setStringData(o *unstructured.Unstructured, env *testenv.Env) error {
 	return unstructured.SetNestedMap(o.Object, sd, "stringData")
 }
 
-// waitUntilWatched waits until the provider's usage controller has taken the
-// example ClusterProviderConfig under its care and counts the Database.
+// waitUntilWatched waits until the example ClusterProviderConfig is Ready
+// (TLS, authentication and privileges verified against the local server)
+// and the provider counts the Database as its user.
 func waitUntilWatched(ctx context.Context, env *testenv.Env, provDone <-chan error) error {
 	deadline := time.Now().Add(2 * time.Minute)
 	last := ""
 	for time.Now().Before(deadline) {
 		cpc := &v1alpha1.ClusterProviderConfig{}
 		if err := env.Kube.Client.Get(ctx, client.ObjectKey{Name: "shared"}, cpc); err == nil {
-			s := fmt.Sprintf("    clusterproviderconfig/shared: finalizers=%v users=%d", cpc.GetFinalizers(), cpc.Status.Users)
+			c := cpc.GetCondition(xpv2.TypeReady)
+			s := fmt.Sprintf("    clusterproviderconfig/shared: phase=%s ready=%s reason=%s users=%d", cpc.Status.Phase, c.Status, c.Reason, cpc.Status.Users)
 			if s != last {
 				fmt.Println(s)
 				last = s
 			}
-			if len(cpc.GetFinalizers()) > 0 && cpc.Status.Users > 0 {
+			if c.Status == corev1.ConditionTrue && cpc.Status.Users > 0 {
+				fmt.Printf("    %s\n", c.Message)
 				return nil
 			}
 		}

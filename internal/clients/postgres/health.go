@@ -3,11 +3,12 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"strings"
 )
 
 // Health is what a health check learned about a server and the admin role.
 type Health struct {
-	// Version is the server_version string.
+	// Version is the server_version, without a packager's suffix.
 	Version    string
 	Superuser  bool
 	CreateDB   bool
@@ -22,6 +23,10 @@ func (p *Pool) Check(ctx context.Context) (Health, error) {
 	defer cancel()
 	var h Health
 	err := p.pool.QueryRow(ctx, qHealth).Scan(&h.Version, &h.Superuser, &h.CreateDB, &h.CreateRole)
+	// server_version may carry a packager's suffix: "15.18 (Debian 15.18-0+deb12u1)".
+	if f := strings.Fields(h.Version); len(f) > 0 {
+		h.Version = f[0]
+	}
 	return h, p.classify(err)
 }
 
