@@ -1,0 +1,373 @@
+// Package openbao is the provider's door to OpenBao: Kubernetes-auth login
+// with token renewal, and the KV v2 operations a tenant credential needs
+// (read, create with check-and-set 0 and ownership metadata, restore, delete
+// of every version). Every path is validated before it is used.
+package openbao
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/openbao/openbao/api/v2"
+
+	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
+)
+
+// Options configure a Client.
+type Options struct {
+	// Address of OpenBao, e.g. https://openbao.openbao.svc:8200.
+	Address string
+	// CABundleFile is a PEM file of CAs trusted for OpenBao's TLS.
+	CABundleFile string
+	// AuthMount and AuthRole of the Kubernetes auth method.
+	AuthMount, AuthRole string
+	// ServiceAccountTokenFile is the projected token used to log in; it is
+	// re-read at every login, so a rotated token is picked up.
+	ServiceAccountTokenFile string
+	// TokenFile, for local development only, holds an OpenBao token used
+	// instead of Kubernetes auth.
+	TokenFile string
+	// KVMount is the KV v2 mount of tenant records.
+	KVMount string
+	// Timeout bounds every request.
+	Timeout time.Duration
+}
+
+// Errors a caller acts on.
+var (
+	// ErrCASMismatch: a check-and-set write lost (the record exists or
+	// changed since it was read). Nothing was written.
+	ErrCASMismatch = errors.New("check-and-set mismatch: the record changed or already exists")
+)
+
+// Record is a KV v2 record as read.
+type Record struct {
+	// Data of the current version; nil when the path has metadata only
+	// (no version, or the current version deleted).
+	Data map[string]string
+	// Version is the current version (0 when none).
+	Version int
+	// Owner is the record's custom_metadata.
+	Owner map[string]string
+}
+
+// Client talks to one OpenBao.
+type Client struct {
+	opts Options
+	api  *api.Client
+	kv   *api.KVv2
+
+	mu     sync.Mutex
+	token  string
+	expiry time.Time     // zero: does not expire
+	ttl    time.Duration // the token's TTL when last set
+	renew  bool
+}
+
+// New returns a client. It does not log in until the first call.
+func New(o Options) (*Client, error) {
+	if o.Timeout <= 0 {
+		o.Timeout = 10 * time.Second
+	}
+	if err := tenancy.ValidatePath("KV mount", o.KVMount); err != nil {
+		return nil, err
+	}
+	if o.TokenFile == "" {
+		if err := tenancy.ValidatePath("auth mount", o.AuthMount); err != nil {
+			return nil, err
+		}
+		if o.AuthRole == "" {
+			return nil, errors.New("an OpenBao Kubernetes auth role is required")
+		}
+	}
+	cfg := api.DefaultConfig()
+	if cfg.Error != nil {
+		return nil, cfg.Error
+	}
+	cfg.Address = o.Address
+	cfg.Timeout = o.Timeout
+	cfg.MaxRetries = 0
+	if o.CABundleFile != "" {
+		if err := cfg.ConfigureTLS(&api.TLSConfig{CACert: o.CABundleFile}); err != nil {
+			return nil, fmt.Errorf("cannot use the CA bundle for OpenBao: %w", err)
+		}
+	}
+	c, err := api.NewClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	// Never use a token from the environment (BAO_TOKEN / VAULT_TOKEN).
+	c.ClearToken()
+	return &Client{opts: o, api: c, kv: c.KVv2(o.KVMount)}, nil
+}
+
+// ConsumerURL returns <consumerAddress>/v1/<mount>/data/<path>.
+func ConsumerURL(consumerAddress, mount, path string) string {
+	return strings.TrimRight(consumerAddress, "/") + "/v1/" + mount + "/data/" + path
+}
+
+// login obtains a token (Kubernetes auth, or the dev token file).
+func (c *Client) login(ctx context.Context) error {
+	if c.opts.TokenFile != "" {
+		b, err := os.ReadFile(c.opts.TokenFile)
+		if err != nil {
+			return fmt.Errorf("cannot read the OpenBao token file: %w", err)
+		}
+		c.token, c.expiry, c.renew = strings.TrimSpace(string(b)), time.Time{}, false
+		return nil
+	}
+	jwt, err := os.ReadFile(c.opts.ServiceAccountTokenFile)
+	if err != nil {
+		return fmt.Errorf("cannot read the service-account token for OpenBao login: %w", err)
+	}
+	anon, err := c.api.Clone()
+	if err != nil {
+		return err
+	}
+	anon.ClearToken()
+	s, err := anon.Logical().WriteWithContext(ctx, "auth/"+c.opts.AuthMount+"/login", map[string]any{
+		"role": c.opts.AuthRole,
+		"jwt":  strings.TrimSpace(string(jwt)),
+	})
+	if err != nil {
+		return fmt.Errorf("OpenBao Kubernetes auth login (mount %s, role %s) failed: %w", c.opts.AuthMount, c.opts.AuthRole, scrub(err))
+	}
+	if s == nil || s.Auth == nil || s.Auth.ClientToken == "" {
+		return errors.New("OpenBao Kubernetes auth login returned no token")
+	}
+	c.setToken(s.Auth.ClientToken, s.Auth.LeaseDuration, s.Auth.Renewable)
+	return nil
+}
+
+func (c *Client) setToken(tok string, ttlSeconds int, renewable bool) {
+	c.token, c.renew = tok, renewable
+	c.ttl = time.Duration(ttlSeconds) * time.Second
+	if ttlSeconds > 0 {
+		c.expiry = time.Now().Add(c.ttl)
+	} else {
+		c.expiry = time.Time{}
+	}
+}
+
+// ensureToken makes sure a token with time left is set: it renews a
+// renewable token in the last third of its life and logs in again when
+// renewal is refused or the token is gone.
+func (c *Client) ensureToken(ctx context.Context) (*api.Client, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.token == "" {
+		if err := c.login(ctx); err != nil {
+			return nil, err
+		}
+	} else if !c.expiry.IsZero() {
+		left := time.Until(c.expiry)
+		if left < time.Minute || (c.renew && left < c.ttl/3) {
+			if !c.renewSelf(ctx) {
+				if err := c.login(ctx); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	t, err := c.api.Clone()
+	if err != nil {
+		return nil, err
+	}
+	t.SetToken(c.token)
+	return t, nil
+}
+
+func (c *Client) renewSelf(ctx context.Context) bool {
+	if !c.renew {
+		return false
+	}
+	t, err := c.api.Clone()
+	if err != nil {
+		return false
+	}
+	t.SetToken(c.token)
+	s, err := t.Auth().Token().RenewSelfWithContext(ctx, 0)
+	if err != nil || s == nil || s.Auth == nil {
+		return false
+	}
+	c.setToken(c.token, s.Auth.LeaseDuration, s.Auth.Renewable)
+	return true
+}
+
+// forget drops the token after a permission error, so the next call logs
+// in again (the token may have been revoked).
+func (c *Client) forget() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.token = ""
+}
+
+// do runs fn with a logged-in KV v2 client, retrying once after a fresh
+// login when OpenBao answers 403 (a revoked or expired token).
+func (c *Client) do(ctx context.Context, fn func(kv *api.KVv2) error) error {
+	for attempt := 0; ; attempt++ {
+		cl, err := c.ensureToken(ctx)
+		if err != nil {
+			return err
+		}
+		err = fn(cl.KVv2(c.opts.KVMount))
+		var re *api.ResponseError
+		if attempt == 0 && errors.As(err, &re) && re.StatusCode == 403 {
+			c.forget()
+			continue
+		}
+		return err
+	}
+}
+
+func (c *Client) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.opts.Timeout)
+}
+
+// Read returns the record at path, or nil when nothing (no data, no
+// metadata) is there. One request when the record has a current version.
+func (c *Client) Read(ctx context.Context, path string) (*Record, error) {
+	if err := tenancy.ValidatePath("credential path", path); err != nil {
+		return nil, err
+	}
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
+	var rec *Record
+	err := c.do(ctx, func(kv *api.KVv2) error {
+		s, err := kv.Get(ctx, path)
+		if err == nil {
+			rec = &Record{Data: stringMap(s.Data), Owner: stringMap(s.CustomMetadata)}
+			if s.VersionMetadata != nil {
+				rec.Version = s.VersionMetadata.Version
+			}
+			return nil
+		}
+		if !errors.Is(err, api.ErrSecretNotFound) {
+			return err
+		}
+		// No readable current version: there may still be metadata (an
+		// interrupted create, or a deleted version).
+		m, err := kv.GetMetadata(ctx, path)
+		if errors.Is(err, api.ErrSecretNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		rec = &Record{Version: m.CurrentVersion, Owner: stringMap(m.CustomMetadata)}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cannot read %s/%s: %w", c.opts.KVMount, path, scrub(err))
+	}
+	return rec, nil
+}
+
+// SetOwner writes the record's custom_metadata (creating the metadata entry
+// when there is none). Callers write it only on a path that is absent or
+// already theirs.
+func (c *Client) SetOwner(ctx context.Context, path string, owner map[string]string) error {
+	if err := tenancy.ValidatePath("credential path", path); err != nil {
+		return err
+	}
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
+	cm := make(map[string]any, len(owner))
+	for k, v := range owner {
+		cm[k] = v
+	}
+	// PUT (not PATCH: the provider's policy grants no "patch") creates the
+	// metadata entry when there is none.
+	err := c.do(ctx, func(kv *api.KVv2) error {
+		return kv.PutMetadata(ctx, path, api.KVMetadataPutInput{CustomMetadata: cm})
+	})
+	if err != nil {
+		return fmt.Errorf("cannot write the ownership metadata of %s/%s: %w", c.opts.KVMount, path, scrub(err))
+	}
+	return nil
+}
+
+// Write writes data as a new version with check-and-set cas: 0 creates the
+// first version only if none exists, n replaces exactly version n. A lost
+// check-and-set returns ErrCASMismatch. It returns the new version.
+func (c *Client) Write(ctx context.Context, path string, data map[string]string, cas int) (int, error) {
+	if err := tenancy.ValidatePath("credential path", path); err != nil {
+		return 0, err
+	}
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
+	d := make(map[string]any, len(data))
+	for k, v := range data {
+		d[k] = v
+	}
+	var version int
+	err := c.do(ctx, func(kv *api.KVv2) error {
+		s, err := kv.Put(ctx, path, d, api.WithCheckAndSet(cas))
+		if err != nil {
+			return err
+		}
+		if s.VersionMetadata != nil {
+			version = s.VersionMetadata.Version
+		}
+		return nil
+	})
+	if err != nil {
+		if strings.Contains(err.Error(), "check-and-set parameter did not match") {
+			return 0, ErrCASMismatch
+		}
+		return 0, fmt.Errorf("cannot write %s/%s: %w", c.opts.KVMount, path, scrub(err))
+	}
+	return version, nil
+}
+
+// Delete removes the record with every version and its metadata, then
+// reads back its absence.
+func (c *Client) Delete(ctx context.Context, path string) error {
+	if err := tenancy.ValidatePath("credential path", path); err != nil {
+		return err
+	}
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
+	err := c.do(ctx, func(kv *api.KVv2) error { return kv.DeleteMetadata(ctx, path) })
+	if err != nil {
+		return fmt.Errorf("cannot delete %s/%s: %w", c.opts.KVMount, path, scrub(err))
+	}
+	rec, err := c.Read(ctx, path)
+	if err != nil {
+		return err
+	}
+	if rec != nil {
+		return fmt.Errorf("%s/%s still exists after deleting it", c.opts.KVMount, path)
+	}
+	return nil
+}
+
+func stringMap(m map[string]any) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		if s, ok := v.(string); ok {
+			out[k] = s
+		} else if v != nil {
+			out[k] = fmt.Sprint(v)
+		}
+	}
+	return out
+}
+
+// scrub keeps OpenBao's status and error list but drops request details
+// (URLs are fine, bodies could echo data).
+func scrub(err error) error {
+	var re *api.ResponseError
+	if errors.As(err, &re) {
+		return fmt.Errorf("OpenBao answered %d %s: %s", re.StatusCode, re.HTTPMethod, strings.Join(re.Errors, "; "))
+	}
+	return err
+}
