@@ -1,0 +1,416 @@
+package tenancy
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
+)
+
+// Reasons of a Database's Ready condition (besides InstanceNotReady).
+const (
+	ReasonConflict           = "Conflict"
+	ReasonProvisioningFailed = "ProvisioningFailed"
+	ReasonImmutableField     = "ImmutableField"
+	ReasonImportDifferences  = "ImportDifferences"
+)
+
+// ManagedBy is the value of the managed-by ownership key.
+const ManagedBy = "provider-postgresql-tenant"
+
+// Ownership metadata keys written to a KV record's custom_metadata.
+const (
+	MetaManagedBy  = "managed-by"
+	MetaNamespace  = "database-namespace"
+	MetaName       = "database-name"
+	MetaUID        = "database-uid"
+	MetaConfigKind = "config-kind"
+	MetaConfigName = "config-name"
+	MetaConfigUID  = "config-uid"
+	// MetaDatabaseOID records the OID of the database this Database
+	// created, so a database dropped and re-created by someone else is not
+	// mistaken for it.
+	MetaDatabaseOID = "database-oid"
+)
+
+// Identity is who a Database is, as written into ownership metadata.
+type Identity struct {
+	Namespace, Name, UID              string
+	ConfigKind, ConfigName, ConfigUID string
+}
+
+// OwnerMetadata is the custom_metadata of a KV record this Database owns.
+func OwnerMetadata(id Identity) map[string]string {
+	return map[string]string{
+		MetaManagedBy:  ManagedBy,
+		MetaNamespace:  id.Namespace,
+		MetaName:       id.Name,
+		MetaUID:        id.UID,
+		MetaConfigKind: id.ConfigKind,
+		MetaConfigName: id.ConfigName,
+		MetaConfigUID:  id.ConfigUID,
+	}
+}
+
+// CredentialPath derives the KV path of a provisioned Database.
+func CredentialPath(base, namespace, name string) string {
+	return base + "/" + namespace + "/" + name
+}
+
+// CredentialKeys are exactly the keys of a tenant KV record.
+var CredentialKeys = []string{"username", "password", "database", "host", "hostaddr", "port", "sslmode"}
+
+// KVState is what the KV read found.
+type KVState struct {
+	Present bool
+	Owner   map[string]string
+	// Data of the current version; nil when there is none.
+	Data    map[string]string
+	Version int
+}
+
+// DBState is what the catalog says of the database.
+type DBState struct {
+	Exists        bool
+	OID           uint32
+	Owner         string
+	PublicConnect bool
+	RoleConnect   bool
+}
+
+// RoleState is what the catalog says of the login role.
+type RoleState struct {
+	Exists bool
+	// AttributesOK: LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION
+	// NOBYPASSRLS and no connection limit of 0.
+	AttributesOK bool
+	// Elevated: SUPERUSER, REPLICATION or BYPASSRLS, which only a superuser
+	// can take away.
+	Elevated bool
+	// AdminMember: the admin role is a member of it.
+	AdminMember bool
+}
+
+// Login is the result of logging in as the role with the KV credential.
+type Login int
+
+// Login results.
+const (
+	// LoginNotTried: there was nothing to try (no role or no credential).
+	LoginNotTried Login = iota
+	// LoginOK: logged in to the tenant database.
+	LoginOK
+	// LoginAuthOK: the password was accepted, but the database does not
+	// exist (yet).
+	LoginAuthOK
+	// LoginRefused: the password was refused (or the role may not log in).
+	LoginRefused
+	// LoginUnavailable: the attempt failed for another reason.
+	LoginUnavailable
+)
+
+// Observation is everything a decision about one Database needs.
+type Observation struct {
+	Identity Identity
+	// Import: the management policies lack Create.
+	Import bool
+	// Database, Role and Path are the effective names.
+	Database, Role, Path string
+	// Requested extensions (spec) and Installed ones (read as the role).
+	Requested, Installed []string
+	// WantData is the record a provisioned Database keeps (password aside).
+	WantData map[string]string
+
+	KV    KVState
+	DB    DBState
+	R     RoleState
+	Login Login
+}
+
+// Verdict is what to report and do.
+type Verdict struct {
+	// Exists/UpToDate are Crossplane's ResourceExists/ResourceUpToDate.
+	Exists, UpToDate bool
+	// Conflict, when set, names what exists without proof of ownership;
+	// nothing may be changed.
+	Conflict string
+	// Differences of an import, reported and never repaired.
+	Differences []string
+	Phase       v1alpha1.DatabasePhase
+	// Reason of a Ready=False condition that needs attention (Conflict,
+	// DependencyUnavailable, ImportDifferences); "" while provisioning or
+	// repairing normally, and when Ready.
+	Reason string
+	// Own tells which parts are provably this Database's.
+	KVOurs, RoleOurs, DBOurs bool
+	// Repairs to apply on Update, in order.
+	Repairs []Repair
+	// Ready: everything verified, including a real login.
+	Ready   bool
+	Message string
+}
+
+// Repair is one non-destructive correction of drift.
+type Repair string
+
+// Repairs, in the order they are applied.
+const (
+	RepairKVRecord      Repair = "restore the KV record's fields (same password)"
+	RepairOwnerMetadata Repair = "restore the KV record's ownership metadata"
+	RepairAdminMember   Repair = "make the admin a member of the login role"
+	RepairRole          Repair = "reset the login role's attributes"
+	RepairOwner         Repair = "give the database back to the login role"
+	RepairConnect       Repair = "revoke CONNECT from PUBLIC and grant it to the login role"
+	RepairExtensions    Repair = "install missing extensions"
+)
+
+// KVOurs reports whether a KV record belongs to this Database.
+func KVOurs(kv KVState, id Identity) bool {
+	return kv.Present && kv.Owner[MetaManagedBy] == ManagedBy && kv.Owner[MetaUID] == id.UID && id.UID != ""
+}
+
+// Decide is the decision core: from an observation of the catalog, the KV
+// record and the login attempt, decide what exists, what is whose, what to
+// repair and the phase. It never trusts a phase recorded earlier: every
+// step is re-verified from the observation.
+func Decide(o Observation) Verdict {
+	if o.Import {
+		return decideImport(o)
+	}
+	v := Verdict{}
+	v.KVOurs = KVOurs(o.KV, o.Identity)
+	credential := v.KVOurs && o.KV.Data["password"] != ""
+	// A role is ours only when our own credential logs in as it.
+	v.RoleOurs = o.R.Exists && credential && (o.Login == LoginOK || o.Login == LoginAuthOK)
+	// A database is ours when our record names its OID, or (before the OID
+	// is recorded, e.g. after an interruption) when its owner is our proven
+	// role.
+	recorded := ""
+	if v.KVOurs {
+		recorded = o.KV.Owner[MetaDatabaseOID]
+	}
+	if o.DB.Exists {
+		if recorded != "" {
+			v.DBOurs = recorded == fmt.Sprint(o.DB.OID)
+		} else {
+			v.DBOurs = v.RoleOurs && o.DB.Owner == o.Role
+		}
+	}
+
+	var conflicts []string
+	if o.KV.Present && !v.KVOurs {
+		conflicts = append(conflicts, fmt.Sprintf("the KV record %s exists and belongs to %s", o.Path, describeOwner(o.KV.Owner)))
+	}
+	if o.R.Exists && !v.RoleOurs {
+		switch {
+		case o.Login == LoginUnavailable:
+			// Cannot tell now; not a conflict, not ours either.
+		case credential:
+			conflicts = append(conflicts, fmt.Sprintf("the role %q exists and this Database's credential does not log in as it", o.Role))
+		default:
+			conflicts = append(conflicts, fmt.Sprintf("the role %q exists and this Database has no credential that proves it created it", o.Role))
+		}
+	}
+	if o.DB.Exists && !v.DBOurs && o.Login != LoginUnavailable {
+		if recorded != "" {
+			conflicts = append(conflicts, fmt.Sprintf("the database %q exists with OID %d, but this Database created OID %s (dropped and re-created by someone else?)", o.Database, o.DB.OID, recorded))
+		} else {
+			conflicts = append(conflicts, fmt.Sprintf("the database %q exists, owned by %q, and was not created by this Database", o.Database, o.DB.Owner))
+		}
+	}
+	if len(conflicts) == 0 && o.Login == LoginUnavailable && ((o.R.Exists && !v.RoleOurs) || (o.DB.Exists && !v.DBOurs)) {
+		// Something exists whose ownership cannot be checked now: neither
+		// adopt it nor call it a conflict; change nothing and retry.
+		v.Exists, v.UpToDate, v.Reason = true, true, ReasonDependencyUnavailable
+		switch {
+		case v.DBOurs:
+			v.Phase = v1alpha1.DatabasePhaseDatabaseCreated
+		case credential:
+			v.Phase = v1alpha1.DatabasePhaseCredentialCreated
+		default:
+			v.Phase = v1alpha1.DatabasePhasePending
+		}
+		v.Message = "cannot verify who owns the existing role or database now (logging in failed for a reason other than the password); nothing was changed"
+		return v
+	}
+	if len(conflicts) > 0 {
+		v.Reason = ReasonConflict
+		v.Conflict = strings.Join(conflicts, "; ") + ". Nothing of it was changed. To manage an existing database, import it with a Database whose managementPolicies lack Create and whose spec.forProvider.credentialPath names its credential; to start over, remove what is listed (after checking nobody uses it)."
+		// Report existing and up to date so that Crossplane neither creates
+		// nor updates anything.
+		v.Exists, v.UpToDate = true, true
+		v.Phase = v1alpha1.DatabasePhasePending
+		v.Message = v.Conflict
+		return v
+	}
+
+	// Phase: the last step confirmed by the observation.
+	v.Phase = v1alpha1.DatabasePhasePlanned
+	if credential {
+		v.Phase = v1alpha1.DatabasePhaseCredentialCreated
+		if v.RoleOurs {
+			v.Phase = v1alpha1.DatabasePhaseRoleCreated
+			if v.DBOurs {
+				v.Phase = v1alpha1.DatabasePhaseDatabaseCreated
+			}
+		}
+	}
+
+	v.Exists = v.DBOurs
+	if !v.Exists {
+		v.Message = fmt.Sprintf("provisioning: %s", nextStep(v.Phase))
+		return v
+	}
+	if o.Login == LoginUnavailable {
+		v.UpToDate, v.Reason = true, ReasonDependencyUnavailable
+		v.Message = "the database exists but logging in as its role failed for a reason other than the password; retrying"
+		return v
+	}
+
+	// Drift of what is ours.
+	if !sameData(o.KV.Data, o.WantData) {
+		v.Repairs = append(v.Repairs, RepairKVRecord)
+	}
+	if missingOwnerKeys(o.KV.Owner, o.Identity) {
+		v.Repairs = append(v.Repairs, RepairOwnerMetadata)
+	}
+	if !o.R.AdminMember {
+		v.Repairs = append(v.Repairs, RepairAdminMember)
+	}
+	if !o.R.AttributesOK && !o.R.Elevated {
+		v.Repairs = append(v.Repairs, RepairRole)
+	}
+	if o.DB.Owner != o.Role {
+		v.Repairs = append(v.Repairs, RepairOwner)
+	}
+	if o.DB.PublicConnect || !o.DB.RoleConnect {
+		v.Repairs = append(v.Repairs, RepairConnect)
+	}
+	if len(Missing(o.Requested, o.Installed)) > 0 {
+		v.Repairs = append(v.Repairs, RepairExtensions)
+	}
+	v.UpToDate = len(v.Repairs) == 0
+	switch {
+	case o.R.Elevated:
+		v.Message = fmt.Sprintf("the role %q has been given SUPERUSER, REPLICATION or BYPASSRLS by someone; only a superuser can take that away", o.Role)
+	case !v.UpToDate:
+		v.Message = "repairing drift: " + joinRepairs(v.Repairs)
+	case o.Login != LoginOK:
+		v.Message = "the role's credential does not log in to its database"
+	default:
+		v.Ready = true
+		v.Phase = v1alpha1.DatabasePhaseReady
+		v.Message = fmt.Sprintf("database %q owned by %q with extensions %v; the credential logs in", o.Database, o.Role, o.Installed)
+	}
+	return v
+}
+
+func decideImport(o Observation) Verdict {
+	v := Verdict{Exists: o.DB.Exists, UpToDate: true}
+	if !o.DB.Exists {
+		v.Phase, v.Reason = v1alpha1.DatabasePhasePending, ReasonImportDifferences
+		v.Message = fmt.Sprintf("import: the database %q does not exist", o.Database)
+		return v
+	}
+	v.Phase = v1alpha1.DatabasePhaseDatabaseCreated
+	var d []string
+	if !o.R.Exists {
+		d = append(d, fmt.Sprintf("the role %q does not exist", o.Role))
+	} else if !o.R.AttributesOK {
+		d = append(d, fmt.Sprintf("the role %q does not have exactly LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS", o.Role))
+	}
+	if o.DB.Owner != o.Role {
+		d = append(d, fmt.Sprintf("the database is owned by %q, not %q", o.DB.Owner, o.Role))
+	}
+	if o.DB.PublicConnect {
+		d = append(d, "PUBLIC may connect to the database")
+	}
+	switch {
+	case !o.KV.Present || o.KV.Data["password"] == "":
+		d = append(d, fmt.Sprintf("no credential at %s", o.Path))
+	case o.Login == LoginRefused:
+		d = append(d, fmt.Sprintf("the credential at %s does not log in as %q", o.Path, o.Role))
+	case o.Login == LoginUnavailable:
+		d = append(d, "logging in with the credential failed for a reason other than the password")
+	}
+	if m := Missing(o.Requested, o.Installed); len(m) > 0 && o.Login == LoginOK {
+		d = append(d, fmt.Sprintf("extensions not installed: %v", m))
+	}
+	v.Differences = d
+	if len(d) == 0 {
+		v.Ready = true
+		v.Phase = v1alpha1.DatabasePhaseReady
+		v.Message = fmt.Sprintf("imported read-only: database %q, role %q and the credential at %s match", o.Database, o.Role, o.Path)
+		return v
+	}
+	v.Reason = ReasonImportDifferences
+	v.Message = "imported read-only; nothing was changed. Differences: " + strings.Join(d, "; ")
+	return v
+}
+
+func nextStep(p v1alpha1.DatabasePhase) string {
+	switch p {
+	case v1alpha1.DatabasePhaseCredentialCreated:
+		return "next: create the login role"
+	case v1alpha1.DatabasePhaseRoleCreated:
+		return "next: create the database"
+	default:
+		return "next: write the credential to OpenBao"
+	}
+}
+
+func describeOwner(m map[string]string) string {
+	if m[MetaManagedBy] != ManagedBy {
+		return "something this provider did not create"
+	}
+	return fmt.Sprintf("Database %s/%s (uid %s)", m[MetaNamespace], m[MetaName], m[MetaUID])
+}
+
+func sameData(have, want map[string]string) bool {
+	if want == nil {
+		return true
+	}
+	for _, k := range CredentialKeys {
+		if k == "password" {
+			if have[k] == "" {
+				return false
+			}
+			continue
+		}
+		if have[k] != want[k] {
+			return false
+		}
+	}
+	return len(have) == len(CredentialKeys)
+}
+
+func missingOwnerKeys(have map[string]string, id Identity) bool {
+	for k, v := range OwnerMetadata(id) {
+		if have[k] != v {
+			return true
+		}
+	}
+	return false
+}
+
+// Missing returns the requested names not in installed, sorted.
+func Missing(requested, installed []string) []string {
+	var out []string
+	for _, r := range requested {
+		if !slices.Contains(installed, r) {
+			out = append(out, r)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func joinRepairs(r []Repair) string {
+	s := make([]string, len(r))
+	for i := range r {
+		s[i] = string(r[i])
+	}
+	return strings.Join(s, ", ")
+}

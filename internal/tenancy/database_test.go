@@ -1,0 +1,237 @@
+package tenancy
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
+)
+
+var me = Identity{Namespace: "shop", Name: "shop", UID: "uid-1", ConfigKind: "ClusterProviderConfig", ConfigName: "shared", ConfigUID: "cfg-1"}
+
+func want() map[string]string {
+	return map[string]string{"username": "shop", "database": "shop", "host": "db", "hostaddr": "192.0.2.1", "port": "5432", "sslmode": "verify-full"}
+}
+
+func withPassword(m map[string]string) map[string]string {
+	m["password"] = "pw"
+	return m
+}
+
+func ourKV(extra map[string]string) KVState {
+	owner := OwnerMetadata(me)
+	for k, v := range extra {
+		owner[k] = v
+	}
+	return KVState{Present: true, Owner: owner, Data: withPassword(want()), Version: 1}
+}
+
+// base is a fully provisioned, healthy Database.
+func base() Observation {
+	return Observation{
+		Identity: me, Database: "shop", Role: "shop", Path: "postgresql-tenants/shop/shop",
+		Requested: []string{"pg_trgm"}, Installed: []string{"pg_trgm", "plpgsql"}, WantData: want(),
+		KV:    ourKV(map[string]string{MetaDatabaseOID: "16384"}),
+		DB:    DBState{Exists: true, OID: 16384, Owner: "shop", RoleConnect: true},
+		R:     RoleState{Exists: true, AttributesOK: true, AdminMember: true},
+		Login: LoginOK,
+	}
+}
+
+func TestDecide(t *testing.T) {
+	type out struct {
+		Exists, UpToDate, Ready  bool
+		Phase                    v1alpha1.DatabasePhase
+		Reason                   string
+		KVOurs, RoleOurs, DBOurs bool
+		Repairs                  []Repair
+	}
+	cases := map[string]struct {
+		o    func(*Observation)
+		want out
+		msg  string
+	}{
+		"NothingExists": {
+			o:    func(o *Observation) { o.KV, o.DB, o.R, o.Login, o.Installed = KVState{}, DBState{}, RoleState{}, LoginNotTried, nil },
+			want: out{Phase: v1alpha1.DatabasePhasePlanned},
+			msg:  "next: write the credential",
+		},
+		"OnlyOurOwnerMetadata (interrupted before the first version)": {
+			o: func(o *Observation) {
+				o.KV = KVState{Present: true, Owner: OwnerMetadata(me)}
+				o.DB, o.R, o.Login, o.Installed = DBState{}, RoleState{}, LoginNotTried, nil
+			},
+			want: out{Phase: v1alpha1.DatabasePhasePlanned, KVOurs: true},
+		},
+		"CredentialWritten": {
+			o:    func(o *Observation) { o.KV = ourKV(nil); o.DB, o.R, o.Login, o.Installed = DBState{}, RoleState{}, LoginNotTried, nil },
+			want: out{Phase: v1alpha1.DatabasePhaseCredentialCreated, KVOurs: true},
+			msg:  "next: create the login role",
+		},
+		"RoleCreated (auth accepted, database missing)": {
+			o:    func(o *Observation) { o.KV = ourKV(nil); o.DB, o.Login, o.Installed = DBState{}, LoginAuthOK, nil },
+			want: out{Phase: v1alpha1.DatabasePhaseRoleCreated, KVOurs: true, RoleOurs: true},
+			msg:  "next: create the database",
+		},
+		"DatabaseCreated, OID not yet recorded (interrupted)": {
+			o:    func(o *Observation) { o.KV = ourKV(nil); o.DB.PublicConnect, o.DB.RoleConnect = true, false },
+			want: out{Exists: true, Phase: v1alpha1.DatabasePhaseDatabaseCreated, KVOurs: true, RoleOurs: true, DBOurs: true, Repairs: []Repair{RepairConnect}},
+		},
+		"Ready": {
+			o:    func(*Observation) {},
+			want: out{Exists: true, UpToDate: true, Ready: true, Phase: v1alpha1.DatabasePhaseReady, KVOurs: true, RoleOurs: true, DBOurs: true},
+			msg:  `database "shop" owned by "shop"`,
+		},
+		"ExtensionMissing": {
+			o:    func(o *Observation) { o.Requested = []string{"pg_trgm", "citext"} },
+			want: out{Exists: true, Phase: v1alpha1.DatabasePhaseDatabaseCreated, KVOurs: true, RoleOurs: true, DBOurs: true, Repairs: []Repair{RepairExtensions}},
+		},
+		"AllDrift": {
+			o: func(o *Observation) {
+				o.KV.Data["port"] = "6432"
+				delete(o.KV.Owner, MetaConfigUID)
+				o.R.AdminMember, o.R.AttributesOK = false, false
+				o.DB.Owner, o.DB.PublicConnect, o.DB.RoleConnect = "someone", true, false
+				o.Requested = []string{"citext"}
+			},
+			want: out{Exists: true, Phase: v1alpha1.DatabasePhaseDatabaseCreated, KVOurs: true, RoleOurs: true, DBOurs: true,
+				Repairs: []Repair{RepairKVRecord, RepairOwnerMetadata, RepairAdminMember, RepairRole, RepairOwner, RepairConnect, RepairExtensions}},
+		},
+		"ExtraKVKey is drift": {
+			o:    func(o *Observation) { o.KV.Data["uri"] = "postgres://..." },
+			want: out{Exists: true, Phase: v1alpha1.DatabasePhaseDatabaseCreated, KVOurs: true, RoleOurs: true, DBOurs: true, Repairs: []Repair{RepairKVRecord}},
+		},
+		"ElevatedRoleIsReportedNotRepaired": {
+			o:    func(o *Observation) { o.R.AttributesOK, o.R.Elevated = false, true },
+			want: out{Exists: true, UpToDate: true, Phase: v1alpha1.DatabasePhaseDatabaseCreated, KVOurs: true, RoleOurs: true, DBOurs: true},
+			msg:  "only a superuser",
+		},
+		"ForeignKVRecord": {
+			o: func(o *Observation) {
+				o.KV = KVState{Present: true, Owner: map[string]string{MetaManagedBy: ManagedBy, MetaUID: "uid-old", MetaNamespace: "shop", MetaName: "shop"}, Data: withPassword(want())}
+				o.DB, o.R, o.Login = DBState{}, RoleState{}, LoginNotTried
+			},
+			want: out{Exists: true, UpToDate: true, Phase: v1alpha1.DatabasePhasePending, Reason: ReasonConflict},
+			msg:  "belongs to Database shop/shop (uid uid-old)",
+		},
+		"UnmanagedKVRecord": {
+			o: func(o *Observation) {
+				o.KV = KVState{Present: true, Data: map[string]string{"password": "x"}}
+				o.DB, o.R, o.Login = DBState{}, RoleState{}, LoginNotTried
+			},
+			want: out{Exists: true, UpToDate: true, Phase: v1alpha1.DatabasePhasePending, Reason: ReasonConflict},
+			msg:  "something this provider did not create",
+		},
+		"ExistingRoleWithoutOurCredential": {
+			o:    func(o *Observation) { o.KV, o.DB, o.Login = KVState{}, DBState{}, LoginNotTried },
+			want: out{Exists: true, UpToDate: true, Phase: v1alpha1.DatabasePhasePending, Reason: ReasonConflict},
+			msg:  `the role "shop" exists and this Database has no credential`,
+		},
+		"ExistingRoleRefusesOurCredential": {
+			o:    func(o *Observation) { o.KV = ourKV(nil); o.DB, o.Login = DBState{}, LoginRefused },
+			want: out{Exists: true, UpToDate: true, Phase: v1alpha1.DatabasePhasePending, Reason: ReasonConflict, KVOurs: true},
+			msg:  "does not log in as it",
+		},
+		"ExistingDatabaseOfSomeoneElse": {
+			o: func(o *Observation) {
+				o.KV, o.R, o.Login = KVState{}, RoleState{}, LoginNotTried
+				o.DB = DBState{Exists: true, OID: 99, Owner: "legacy"}
+			},
+			want: out{Exists: true, UpToDate: true, Phase: v1alpha1.DatabasePhasePending, Reason: ReasonConflict},
+			msg:  `the database "shop" exists, owned by "legacy"`,
+		},
+		"DatabaseOwnedByOurRoleButAnotherOID": {
+			o:    func(o *Observation) { o.DB.OID = 20000 },
+			want: out{Exists: true, UpToDate: true, Phase: v1alpha1.DatabasePhasePending, Reason: ReasonConflict, KVOurs: true, RoleOurs: true},
+			msg:  "dropped and re-created by someone else",
+		},
+		"RetainedThenRequestedAgain (new UID)": {
+			o:    func(o *Observation) { o.Identity.UID = "uid-2" },
+			want: out{Exists: true, UpToDate: true, Phase: v1alpha1.DatabasePhasePending, Reason: ReasonConflict},
+			msg:  "import it",
+		},
+		"CannotVerifyNow": {
+			o:    func(o *Observation) { o.KV = ourKV(nil); o.Login = LoginUnavailable },
+			want: out{Exists: true, UpToDate: true, Phase: v1alpha1.DatabasePhaseCredentialCreated, Reason: ReasonDependencyUnavailable, KVOurs: true},
+			msg:  "nothing was changed",
+		},
+		"OursButLoginUnavailable": {
+			o:    func(o *Observation) { o.Login = LoginUnavailable },
+			want: out{Exists: true, UpToDate: true, Phase: v1alpha1.DatabasePhaseDatabaseCreated, Reason: ReasonDependencyUnavailable, KVOurs: true, DBOurs: true},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			o := base()
+			tc.o(&o)
+			v := Decide(o)
+			got := out{Exists: v.Exists, UpToDate: v.UpToDate, Ready: v.Ready, Phase: v.Phase, Reason: v.Reason, KVOurs: v.KVOurs, RoleOurs: v.RoleOurs, DBOurs: v.DBOurs, Repairs: v.Repairs}
+			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("Decide(): -want +got:\n%s\nmessage: %s", diff, v.Message)
+			}
+			if tc.msg != "" && !strings.Contains(v.Message, tc.msg) {
+				t.Errorf("message %q lacks %q", v.Message, tc.msg)
+			}
+			if v.Reason == ReasonConflict && (len(v.Repairs) > 0 || !v.Exists || !v.UpToDate) {
+				t.Error("a Conflict must neither create nor repair")
+			}
+		})
+	}
+}
+
+func TestDecideImport(t *testing.T) {
+	cases := map[string]struct {
+		o     func(*Observation)
+		ready bool
+		diffs []string
+	}{
+		"Matches": {o: func(*Observation) {}, ready: true},
+		"Differences": {
+			o: func(o *Observation) {
+				o.DB.Owner, o.DB.PublicConnect = "legacy", true
+				o.R.AttributesOK = false
+				o.Requested = []string{"pg_trgm", "citext"}
+			},
+			diffs: []string{`owned by "legacy"`, "PUBLIC may connect", "does not have exactly", "extensions not installed: [citext]"},
+		},
+		"CredentialDoesNotLogIn": {o: func(o *Observation) { o.Login = LoginRefused }, diffs: []string{"does not log in"}},
+		"NoCredential":           {o: func(o *Observation) { o.KV = KVState{} }, diffs: []string{"no credential at"}},
+		"NoDatabase":             {o: func(o *Observation) { o.DB = DBState{} }},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			o := base()
+			o.Import = true
+			// An imported record need not carry this provider's metadata.
+			o.KV.Owner = nil
+			tc.o(&o)
+			v := Decide(o)
+			if v.Ready != tc.ready || len(v.Repairs) != 0 || !v.UpToDate {
+				t.Errorf("ready %v repairs %v upToDate %v: an import is read-only", v.Ready, v.Repairs, v.UpToDate)
+			}
+			for _, d := range tc.diffs {
+				if !strings.Contains(strings.Join(v.Differences, "\n"), d) {
+					t.Errorf("differences %q lack %q", v.Differences, d)
+				}
+			}
+			if !tc.ready && v.Reason != ReasonImportDifferences {
+				t.Errorf("reason %q, want ImportDifferences", v.Reason)
+			}
+		})
+	}
+}
+
+func TestOwnerMetadataAndPath(t *testing.T) {
+	if !KVOurs(KVState{Present: true, Owner: OwnerMetadata(me)}, me) {
+		t.Error("our own metadata is not ours")
+	}
+	if KVOurs(KVState{Present: true, Owner: OwnerMetadata(Identity{})}, Identity{}) {
+		t.Error("an empty UID proves ownership")
+	}
+	if got := CredentialPath("postgresql-tenants", "shop", "db"); got != "postgresql-tenants/shop/db" {
+		t.Errorf("CredentialPath() = %q", got)
+	}
+}
