@@ -29,6 +29,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"ddupan.top/provider-postgresql-tenant/apis"
+	"ddupan.top/provider-postgresql-tenant/internal/clients/openbao"
 	"ddupan.top/provider-postgresql-tenant/internal/clients/postgres"
 	pctrl "ddupan.top/provider-postgresql-tenant/internal/controller"
 	"ddupan.top/provider-postgresql-tenant/internal/options"
@@ -190,7 +191,19 @@ func run(args []string) error {
 		CABundleFile:   f.opts.CABundle,
 	})
 	defer pools.Close()
-	if err := pctrl.SetupGated(mgr, o, f.opts, pools); err != nil {
+	kv, err := openbao.New(openbao.Options{
+		Address:                 f.opts.OpenBao.Address,
+		CABundleFile:            f.opts.CABundle,
+		AuthMount:               f.opts.OpenBao.AuthMount,
+		AuthRole:                f.opts.OpenBao.AuthRole,
+		ServiceAccountTokenFile: f.opts.OpenBao.ServiceAccountTokenFile,
+		TokenFile:               f.opts.OpenBao.TokenFile,
+		KVMount:                 f.opts.OpenBao.KVMount,
+	})
+	if err != nil {
+		return fmt.Errorf("cannot configure the OpenBao client: %w", err)
+	}
+	if err := pctrl.SetupGated(mgr, o, f.opts, pools, kv); err != nil {
 		return fmt.Errorf("cannot set up the controllers: %w", err)
 	}
 	log.Info("Starting", "namespace", f.opts.Namespace, "poll", f.poll.String(), "maxReconcileRate", f.maxReconcileRate)

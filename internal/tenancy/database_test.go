@@ -55,7 +55,9 @@ func TestDecide(t *testing.T) {
 		msg  string
 	}{
 		"NothingExists": {
-			o:    func(o *Observation) { o.KV, o.DB, o.R, o.Login, o.Installed = KVState{}, DBState{}, RoleState{}, LoginNotTried, nil },
+			o: func(o *Observation) {
+				o.KV, o.DB, o.R, o.Login, o.Installed = KVState{}, DBState{}, RoleState{}, LoginNotTried, nil
+			},
 			want: out{Phase: v1alpha1.DatabasePhasePlanned},
 			msg:  "next: write the credential",
 		},
@@ -67,7 +69,10 @@ func TestDecide(t *testing.T) {
 			want: out{Phase: v1alpha1.DatabasePhasePlanned, KVOurs: true},
 		},
 		"CredentialWritten": {
-			o:    func(o *Observation) { o.KV = ourKV(nil); o.DB, o.R, o.Login, o.Installed = DBState{}, RoleState{}, LoginNotTried, nil },
+			o: func(o *Observation) {
+				o.KV = ourKV(nil)
+				o.DB, o.R, o.Login, o.Installed = DBState{}, RoleState{}, LoginNotTried, nil
+			},
 			want: out{Phase: v1alpha1.DatabasePhaseCredentialCreated, KVOurs: true},
 			msg:  "next: create the login role",
 		},

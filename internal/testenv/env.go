@@ -161,3 +161,15 @@ func Main(m *testing.M, o Options, env **Env, hooks ...func(*Env) (func(), error
 	e.Stop()
 	os.Exit(code)
 }
+
+// ProviderTokenFile writes a fresh service-account token of the provider
+// (TokenRequest) to a file, as a projected volume would, and returns its
+// path: what the provider's OpenBao Kubernetes-auth login reads.
+func (e *Env) ProviderTokenFile(ctx context.Context) (string, error) {
+	jwt, err := e.Kube.ServiceAccountToken(ctx, ProviderNamespace, ProviderServiceAccount)
+	if err != nil {
+		return "", err
+	}
+	f := filepath.Join(e.Dir, "provider-sa-token")
+	return f, os.WriteFile(f, []byte(jwt), 0o600)
+}

@@ -28,6 +28,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
+	"ddupan.top/provider-postgresql-tenant/internal/clients/openbao"
 	"ddupan.top/provider-postgresql-tenant/internal/clients/postgres"
 	"ddupan.top/provider-postgresql-tenant/internal/controller/config"
 	"ddupan.top/provider-postgresql-tenant/internal/controller/database"
@@ -65,7 +66,7 @@ func (s *syncBuffer) String() string {
 }
 
 func TestMain(m *testing.M) {
-	testenv.Main(m, testenv.Options{Kube: true, Postgres: true}, &env, startControllers)
+	testenv.Main(m, testenv.All, &env, startControllers)
 }
 
 func startControllers(e *testenv.Env) (func(), error) {
@@ -99,7 +100,16 @@ func startControllers(e *testenv.Env) (func(), error) {
 	if err := config.SetupStatus(mgr, o, config.StatusOptions{Namespace: opts.Namespace, Pools: pools, Interval: interval, RetryInterval: time.Second}); err != nil {
 		return nil, err
 	}
-	if err := database.Setup(mgr, o, opts, pools); err != nil {
+	tf, err := e.ProviderTokenFile(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	kv, err := openbao.New(openbao.Options{Address: e.OpenBao.Address, CABundleFile: e.CA.CertFile, AuthMount: e.OpenBao.AuthMount, AuthRole: e.OpenBao.ProviderRole, ServiceAccountTokenFile: tf, KVMount: e.OpenBao.KVMount})
+	if err != nil {
+		return nil, err
+	}
+	opts.OpenBao = options.OpenBao{Address: e.OpenBao.Address, ConsumerAddress: e.OpenBao.Address, KVMount: e.OpenBao.KVMount, TenantBasePath: e.OpenBao.TenantBasePath}
+	if err := database.Setup(mgr, o, database.Deps{Options: opts, Pools: pools, KV: kv}); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())

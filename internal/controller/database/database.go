@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
+	"ddupan.top/provider-postgresql-tenant/internal/clients/openbao"
 	"ddupan.top/provider-postgresql-tenant/internal/clients/postgres"
 	"ddupan.top/provider-postgresql-tenant/internal/controller/config"
 	"ddupan.top/provider-postgresql-tenant/internal/options"
@@ -30,17 +31,34 @@ import (
 )
 
 const (
-	errTrackUsage   = "cannot track ProviderConfig usage"
-	errGetConfig    = "cannot get the referenced provider config"
-	errNoConfigRef  = "spec.providerConfigRef is required"
-	errUnknownKind  = "spec.providerConfigRef.kind must be ProviderConfig or ClusterProviderConfig"
-	errNotAvailable = "provisioning of Database is not available in this build of the provider; nothing was changed"
+	errTrackUsage  = "cannot track ProviderConfig usage"
+	errGetConfig   = "cannot get the referenced provider config"
+	errNoConfigRef = "spec.providerConfigRef is required"
+	errUnknownKind = "spec.providerConfigRef.kind must be ProviderConfig or ClusterProviderConfig"
 )
 
+// KV is what the Database controller needs of OpenBao (openbao.Client).
+type KV interface {
+	Read(ctx context.Context, path string) (*openbao.Record, error)
+	SetOwner(ctx context.Context, path string, owner map[string]string) error
+	Write(ctx context.Context, path string, data map[string]string, cas int) (int, error)
+	Delete(ctx context.Context, path string) error
+}
+
+// Deps are what the Database controller works with.
+type Deps struct {
+	Options options.Options
+	Pools   *postgres.Manager
+	KV      KV
+	// StepHook, when set, runs before every external write step with the
+	// step's name; an error fails the step (fault injection for tests).
+	StepHook func(step string) error
+}
+
 // SetupGated registers the Database controller once its CRDs exist.
-func SetupGated(mgr ctrl.Manager, o controller.Options, opts options.Options, pools *postgres.Manager) error {
+func SetupGated(mgr ctrl.Manager, o controller.Options, d Deps) error {
 	o.Gate.Register(func() {
-		if err := Setup(mgr, o, opts, pools); err != nil {
+		if err := Setup(mgr, o, d); err != nil {
 			mgr.GetLogger().Error(err, "cannot set up the Database controller")
 		}
 	}, v1alpha1.DatabaseGroupVersionKind, v1alpha1.ProviderConfigUsageGroupVersionKind)
@@ -48,8 +66,12 @@ func SetupGated(mgr ctrl.Manager, o controller.Options, opts options.Options, po
 }
 
 // Setup adds the Database controller to the manager.
-func Setup(mgr ctrl.Manager, o controller.Options, _ options.Options, pools *postgres.Manager) error {
+func Setup(mgr ctrl.Manager, o controller.Options, d Deps) error {
 	name := managed.ControllerName(v1alpha1.DatabaseGroupKind)
+	recorder := event.NewAPIRecorder(mgr.GetEventRecorderFor(name)) //nolint:staticcheck // crossplane-runtime's event package still takes the legacy recorder.
+	if d.Pools == nil || d.KV == nil {
+		return errors.New("the Database controller needs the pool manager and the OpenBao client")
+	}
 
 	// Management policies are always honoured: without them Crossplane
 	// would treat every Database as "*" and drop data on delete.
@@ -59,14 +81,20 @@ func Setup(mgr ctrl.Manager, o controller.Options, _ options.Options, pools *pos
 
 	ro := []managed.ReconcilerOption{
 		managed.WithTypedExternalConnector[*v1alpha1.Database](&connector{
-			kube:  mgr.GetClient(),
-			usage: resource.NewProviderConfigUsageTracker(mgr.GetClient(), &v1alpha1.ProviderConfigUsage{}),
-			pools: pools,
+			kube:   mgr.GetClient(),
+			usage:  resource.NewProviderConfigUsageTracker(mgr.GetClient(), &v1alpha1.ProviderConfigUsage{}),
+			deps:   d,
+			record: recorder,
 		}),
 		managed.WithLogger(o.Logger.WithValues("controller", name)),
 		managed.WithPollInterval(o.PollInterval),
-		managed.WithRecorder(event.NewAPIRecorder(mgr.GetEventRecorderFor(name))), //nolint:staticcheck // crossplane-runtime's event package still takes the legacy recorder.
+		managed.WithRecorder(recorder),
 		managed.WithManagementPolicies(),
+		// The database name is deterministic (never generated), so an
+		// interrupted create is resumed by Observe's ownership proofs
+		// instead of being blocked.
+		managed.WithDeterministicExternalName(true),
+		managed.WithInitializers(externalNameInitializer(mgr.GetClient())),
 	}
 	if o.MetricOptions != nil {
 		ro = append(ro, managed.WithMetricRecorder(o.MetricOptions.MRMetrics))
@@ -91,9 +119,10 @@ func Setup(mgr ctrl.Manager, o controller.Options, _ options.Options, pools *pos
 // A connector resolves a Database's provider config and produces the
 // external client that acts on its server.
 type connector struct {
-	kube  client.Client
-	usage resource.ModernTracker
-	pools *postgres.Manager
+	kube   client.Client
+	usage  resource.ModernTracker
+	deps   Deps
+	record event.Recorder
 }
 
 // Connect records the usage of the config, then hands out the config's
@@ -127,11 +156,25 @@ func (c *connector) Connect(ctx context.Context, db *v1alpha1.Database) (managed
 	if v := tenancy.InstanceGate(meta.WasDeleted(cfg), cfg.GetCondition(xpv2.TypeReady), meta.WasDeleted(db)); v != "" {
 		return nil, instanceNotReady(db, name+" "+v)
 	}
-	pool, ok := c.pools.Lookup(config.Ref(ref.Kind, key.Namespace, key.Name), cfg.GetUID())
+	pool, ok := c.deps.Pools.Lookup(config.Ref(ref.Kind, key.Namespace, key.Name), cfg.GetUID())
 	if !ok {
 		return nil, instanceNotReady(db, name+" has no validated connection yet")
 	}
-	return &external{pool: pool}, nil
+	ep := cfg.ConfigSpec().Endpoint
+	return &external{
+		pool:   pool,
+		kv:     c.deps.KV,
+		opts:   c.deps.Options,
+		hook:   c.deps.StepHook,
+		record: c.record,
+		kube:   c.kube,
+		cfg:    ep,
+		cfgVer: cfg.ConfigStatus().PostgreSQLVersion,
+		id: tenancy.Identity{
+			Namespace: db.GetNamespace(), Name: db.GetName(), UID: string(db.GetUID()),
+			ConfigKind: ref.Kind, ConfigName: ref.Name, ConfigUID: string(cfg.GetUID()),
+		},
+	}, nil
 }
 
 // instanceNotReady marks the Database Ready=False with reason
@@ -147,27 +190,3 @@ func instanceNotReady(db *v1alpha1.Database, msg string) error {
 	})
 	return errors.New(msg)
 }
-
-// external acts on one Database's server. Until provisioning lands it changes
-// nothing and says so on every call.
-type external struct {
-	pool *postgres.Pool
-}
-
-func (e *external) Observe(context.Context, *v1alpha1.Database) (managed.ExternalObservation, error) {
-	return managed.ExternalObservation{}, errors.New(errNotAvailable)
-}
-
-func (e *external) Create(context.Context, *v1alpha1.Database) (managed.ExternalCreation, error) {
-	return managed.ExternalCreation{}, errors.New(errNotAvailable)
-}
-
-func (e *external) Update(context.Context, *v1alpha1.Database) (managed.ExternalUpdate, error) {
-	return managed.ExternalUpdate{}, errors.New(errNotAvailable)
-}
-
-func (e *external) Delete(context.Context, *v1alpha1.Database) (managed.ExternalDelete, error) {
-	return managed.ExternalDelete{}, errors.New(errNotAvailable)
-}
-
-func (e *external) Disconnect(context.Context) error { return nil }

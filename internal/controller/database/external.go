@@ -1,0 +1,579 @@
+package database
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/event"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/meta"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/reconciler/managed"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/resource"
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
+	"ddupan.top/provider-postgresql-tenant/internal/clients/openbao"
+	"ddupan.top/provider-postgresql-tenant/internal/clients/postgres"
+	"ddupan.top/provider-postgresql-tenant/internal/options"
+	"ddupan.top/provider-postgresql-tenant/internal/scram"
+	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
+)
+
+// Steps, as named to the fault-injection hook and in messages.
+const (
+	StepOwnerMetadata = "kv-owner-metadata"
+	StepCredential    = "kv-credential"
+	StepRole          = "role"
+	StepDatabase      = "database"
+	StepRecordOID     = "kv-record-oid"
+	StepConnect       = "connect-privileges"
+	StepExtensions    = "extensions"
+	StepRepair        = "repair"
+	StepBlockLogins   = "block-logins"
+	StepTerminate     = "terminate-sessions"
+	StepDropDatabase  = "drop-database"
+	StepDropRole      = "drop-role"
+	StepDeleteKV      = "delete-kv"
+)
+
+// external acts on one Database's server and OpenBao record, for one
+// reconcile: Observe fills obs and verdict, which Create, Update and Delete
+// then act on.
+type external struct {
+	pool   *postgres.Pool
+	kv     KV
+	opts   options.Options
+	hook   func(string) error
+	record event.Recorder
+	kube   client.Client
+	cfg    v1alpha1.Endpoint
+	cfgVer string
+	id     tenancy.Identity
+
+	names   names
+	obs     tenancy.Observation
+	verdict tenancy.Verdict
+}
+
+// names are the effective names of a Database.
+type names struct {
+	database, role, path string
+	importing            bool
+}
+
+// externalNameInitializer sets the external-name annotation to the
+// effective database name when it is unset (spec.forProvider.database, else
+// metadata.name), so Crossplane's own default cannot disagree with the spec.
+func externalNameInitializer(c client.Client) managed.InitializerFn {
+	return func(ctx context.Context, mg resource.Managed) error {
+		if meta.GetExternalName(mg) != "" {
+			return nil
+		}
+		db, ok := mg.(*v1alpha1.Database)
+		if !ok {
+			return nil
+		}
+		n := db.GetName()
+		if p := db.Spec.ForProvider.Database; p != nil {
+			n = *p
+		}
+		meta.SetExternalName(db, n)
+		return c.Update(ctx, db)
+	}
+}
+
+func canCreate(db *v1alpha1.Database) bool {
+	for _, p := range db.GetManagementPolicies() {
+		if p == xpv2.ManagementActionAll || p == xpv2.ManagementActionCreate {
+			return true
+		}
+	}
+	return false
+}
+
+func canDelete(db *v1alpha1.Database) bool {
+	for _, p := range db.GetManagementPolicies() {
+		if p == xpv2.ManagementActionAll || p == xpv2.ManagementActionDelete {
+			return true
+		}
+	}
+	return false
+}
+
+// resolve returns the effective names, or an error with a Ready condition
+// (InvalidSpec or ImmutableField) already set.
+func (e *external) resolve(db *v1alpha1.Database) (names, error) {
+	n := names{importing: !canCreate(db)}
+	ext := meta.GetExternalName(db)
+	switch p := db.Spec.ForProvider.Database; {
+	case p != nil && ext != "" && ext != *p:
+		return n, fail(db, tenancy.ReasonImmutableField, fmt.Sprintf("spec.forProvider.database %q differs from the crossplane.io/external-name annotation %q: the database name cannot change", *p, ext))
+	case p != nil:
+		n.database = *p
+	case ext != "":
+		n.database = ext
+	default:
+		n.database = db.GetName()
+	}
+	n.role = n.database
+	if r := db.Spec.ForProvider.LoginRole; r != nil {
+		n.role = *r
+	}
+	for field, v := range map[string]string{"database": n.database, "loginRole": n.role} {
+		if err := tenancy.ValidateIdentifier("spec.forProvider."+field, v); err != nil {
+			return n, fail(db, tenancy.ReasonInvalidSpec, err.Error())
+		}
+	}
+	for _, x := range db.Spec.ForProvider.Extensions {
+		if err := tenancy.ValidateIdentifier("extension", x); err != nil {
+			return n, fail(db, tenancy.ReasonInvalidSpec, err.Error())
+		}
+	}
+	derived := tenancy.CredentialPath(e.opts.OpenBao.TenantBasePath, db.GetNamespace(), db.GetName())
+	cp := db.Spec.ForProvider.CredentialPath
+	switch {
+	case n.importing && cp == nil:
+		return n, fail(db, tenancy.ReasonInvalidSpec, "an import (managementPolicies without Create) must name the existing credential record in spec.forProvider.credentialPath")
+	case n.importing:
+		n.path = *cp
+	case cp != nil && *cp != derived:
+		return n, fail(db, tenancy.ReasonInvalidSpec, fmt.Sprintf("spec.forProvider.credentialPath may not be chosen by a provisioning Database: it is derived as %q", derived))
+	default:
+		n.path = derived
+	}
+	if err := tenancy.ValidatePath("spec.forProvider.credentialPath", n.path); err != nil {
+		return n, fail(db, tenancy.ReasonInvalidSpec, err.Error())
+	}
+	return n, nil
+}
+
+// fail sets Ready=False with reason and message and returns the message as
+// an error.
+func fail(db *v1alpha1.Database, reason, msg string) error {
+	db.SetConditions(xpv2.Condition{
+		Type: xpv2.TypeReady, Status: corev1.ConditionFalse, Reason: xpv2.ConditionReason(reason),
+		Message: msg, LastTransitionTime: metav1.Now(), ObservedGeneration: db.GetGeneration(),
+	})
+	return errors.New(msg)
+}
+
+// failFrom classifies err (a postgres or openbao failure) into a reason.
+func failFrom(db *v1alpha1.Database, step string, err error) error {
+	reason := tenancy.ReasonProvisioningFailed
+	switch postgres.ClassOf(err) {
+	case postgres.ClassUnavailable:
+		reason = tenancy.ReasonDependencyUnavailable
+	case postgres.ClassInvalid:
+		reason = tenancy.ReasonInvalidSpec
+	}
+	if strings.Contains(err.Error(), "OpenBao") && !strings.Contains(err.Error(), "OpenBao answered 4") {
+		reason = tenancy.ReasonDependencyUnavailable
+	}
+	return fail(db, reason, fmt.Sprintf("step %s failed: %v", step, err))
+}
+
+func (e *external) step(name string) error {
+	if e.hook == nil {
+		return nil
+	}
+	return e.hook(name)
+}
+
+func (e *external) wantData(n names) map[string]string {
+	return map[string]string{
+		"username": n.role,
+		"database": n.database,
+		"host":     e.cfg.Host,
+		"hostaddr": e.cfg.Hostaddr,
+		"port":     strconv.Itoa(int(e.cfg.Port)),
+		"sslmode":  string(e.cfg.SSLMode),
+	}
+}
+
+// Observe reads the catalog (one query), the KV record (one request) and,
+// when there is a role and a credential, logs in as the role to its
+// database (one connection, which also lists the installed extensions),
+// then lets the decision core judge.
+func (e *external) Observe(ctx context.Context, db *v1alpha1.Database) (managed.ExternalObservation, error) {
+	n, err := e.resolve(db)
+	if err != nil {
+		return managed.ExternalObservation{}, err
+	}
+	e.names = n
+	cat, err := e.pool.Observe(ctx, n.database, n.role)
+	if err != nil {
+		return managed.ExternalObservation{}, failFrom(db, "observe", err)
+	}
+	rec, err := e.kv.Read(ctx, n.path)
+	if err != nil {
+		return managed.ExternalObservation{}, fail(db, tenancy.ReasonDependencyUnavailable, err.Error())
+	}
+	o := tenancy.Observation{
+		Identity: e.id, Import: n.importing,
+		Database: n.database, Role: n.role, Path: n.path,
+		Requested: db.Spec.ForProvider.Extensions,
+		WantData:  e.wantData(n),
+		DB:        tenancy.DBState{Exists: cat.DatabaseExists, OID: cat.DatabaseOID, Owner: cat.Owner, PublicConnect: cat.PublicConnect, RoleConnect: cat.RoleConnect},
+		R: tenancy.RoleState{Exists: cat.RoleExists, AttributesOK: cat.RoleAttributesOK(), AdminMember: cat.AdminMember,
+			Elevated: cat.Superuser || cat.Replication || cat.BypassRLS},
+	}
+	if rec != nil {
+		o.KV = tenancy.KVState{Present: true, Owner: rec.Owner, Data: rec.Data, Version: rec.Version}
+	}
+	if cat.RoleExists && o.KV.Data["password"] != "" {
+		o.Login, o.Installed = e.login(ctx, n, o.KV.Data["password"])
+	}
+	e.obs = o
+	v := tenancy.Decide(o)
+	e.verdict = v
+
+	e.report(db, v)
+	obs := managed.ExternalObservation{ResourceExists: v.Exists, ResourceUpToDate: v.UpToDate}
+	if meta.WasDeleted(db) && canDelete(db) {
+		// While deleting, exist as long as anything provably ours is left,
+		// and only that: a foreign object is never deleted.
+		obs.ResourceExists = v.KVOurs || v.RoleOurs || v.DBOurs
+	}
+	return obs, nil
+}
+
+// login connects as the role to its database with the KV password.
+func (e *external) login(ctx context.Context, n names, password string) (tenancy.Login, []string) {
+	c, err := e.pool.ConnectAs(ctx, n.database, postgres.Credential{Username: n.role, Password: password})
+	if err != nil {
+		var pe *postgres.Error
+		if errors.As(err, &pe) {
+			switch {
+			case pe.SQLState == "3D000":
+				return tenancy.LoginAuthOK, nil
+			case pe.Class == postgres.ClassAuthentication:
+				return tenancy.LoginRefused, nil
+			}
+		}
+		return tenancy.LoginUnavailable, nil
+	}
+	defer c.Close(ctx) //nolint:errcheck // read-only connection
+	exts, err := c.Extensions(ctx)
+	if err != nil {
+		return tenancy.LoginUnavailable, nil
+	}
+	return tenancy.LoginOK, exts
+}
+
+// report writes the verdict into status and conditions.
+func (e *external) report(db *v1alpha1.Database, v tenancy.Verdict) {
+	ap := &db.Status.AtProvider
+	ap.Phase = v.Phase
+	ap.Credential = v1alpha1.CredentialObservation{
+		Path:       e.names.path,
+		OpenBaoURL: openbao.ConsumerURL(e.opts.OpenBao.ConsumerAddress, e.opts.OpenBao.KVMount, e.names.path),
+	}
+	ap.PostgreSQLVersion = e.cfgVer
+	ap.DatabaseOID, ap.Owner, ap.Extensions = 0, "", nil
+	if e.obs.DB.Exists {
+		ap.DatabaseOID, ap.Owner = int64(e.obs.DB.OID), e.obs.DB.Owner
+	}
+	if e.obs.Login == tenancy.LoginOK {
+		ap.Extensions = e.obs.Installed
+	}
+	prev := db.GetCondition(xpv2.TypeReady)
+	switch {
+	case v.Ready:
+		db.SetConditions(xpv2.Available().WithMessage(v.Message))
+		if prev.Status != corev1.ConditionTrue {
+			e.record.Event(db, event.Normal("Ready", v.Message))
+		}
+	case v.Reason != "":
+		db.SetConditions(xpv2.Condition{Type: xpv2.TypeReady, Status: corev1.ConditionFalse, Reason: xpv2.ConditionReason(v.Reason), Message: v.Message, LastTransitionTime: metav1.Now(), ObservedGeneration: db.GetGeneration()})
+		if string(prev.Reason) != v.Reason {
+			e.record.Event(db, event.Warning(event.Reason(v.Reason), errors.New(v.Message)))
+		}
+	case meta.WasDeleted(db):
+		db.SetConditions(xpv2.Deleting())
+	default:
+		db.SetConditions(xpv2.Creating().WithMessage(v.Message))
+	}
+}
+
+// Create provisions in the contract's order, each step confirmed before the
+// next, resuming after whatever an earlier attempt finished.
+func (e *external) Create(ctx context.Context, db *v1alpha1.Database) (managed.ExternalCreation, error) {
+	n, o, v := e.names, e.obs, e.verdict
+	if v.Reason != "" {
+		return managed.ExternalCreation{}, errors.New(v.Message)
+	}
+	if v.Phase == v1alpha1.DatabasePhasePlanned && !v.KVOurs {
+		e.record.Event(db, event.Normal("ProvisioningStarted", fmt.Sprintf("provisioning database %q with login role %q", n.database, n.role)))
+	}
+	// 1. Every requested extension must be available before any write. A
+	// failed query is DependencyUnavailable, never "unsupported".
+	if len(o.Requested) > 0 {
+		avail, err := e.pool.AvailableExtensions(ctx, o.Requested)
+		if err != nil {
+			return managed.ExternalCreation{}, fail(db, tenancy.ReasonDependencyUnavailable, "cannot check pg_available_extensions: "+err.Error())
+		}
+		var missing []string
+		for _, x := range o.Requested {
+			if !avail[x] {
+				missing = append(missing, x)
+			}
+		}
+		if len(missing) > 0 {
+			return managed.ExternalCreation{}, fail(db, tenancy.ReasonInvalidSpec, fmt.Sprintf("extensions %v are not available on this server (pg_available_extensions); nothing was created", missing))
+		}
+	}
+
+	// 2-5. The credential: ownership metadata first (only on an absent
+	// path), then the first version with check-and-set 0, then read back.
+	// An own record is always reused: never a second password.
+	owner := tenancy.OwnerMetadata(e.id)
+	if !v.KVOurs {
+		if err := e.step(StepOwnerMetadata); err != nil {
+			return managed.ExternalCreation{}, failFrom(db, StepOwnerMetadata, err)
+		}
+		if err := e.kv.SetOwner(ctx, n.path, owner); err != nil {
+			return managed.ExternalCreation{}, failFrom(db, StepOwnerMetadata, err)
+		}
+	}
+	password := o.KV.Data["password"]
+	if password == "" {
+		if err := e.step(StepCredential); err != nil {
+			return managed.ExternalCreation{}, failFrom(db, StepCredential, err)
+		}
+		data := e.wantData(n)
+		data["password"] = newPassword()
+		if _, err := e.kv.Write(ctx, n.path, data, 0); err != nil {
+			return managed.ExternalCreation{}, failFrom(db, StepCredential, err)
+		}
+		rec, err := e.kv.Read(ctx, n.path)
+		if err != nil {
+			return managed.ExternalCreation{}, failFrom(db, StepCredential, err)
+		}
+		if rec == nil || rec.Data["password"] != data["password"] || !tenancy.KVOurs(tenancy.KVState{Present: true, Owner: rec.Owner}, e.id) {
+			return managed.ExternalCreation{}, fail(db, tenancy.ReasonProvisioningFailed, "the credential read back from OpenBao is not the one written; retrying from the ownership check")
+		}
+		password = data["password"]
+		owner = rec.Owner
+	}
+	db.Status.AtProvider.Phase = v1alpha1.DatabasePhaseCredentialCreated
+
+	// 6. The role, with a SCRAM verifier; the admin becomes a member.
+	if !o.R.Exists {
+		if err := e.step(StepRole); err != nil {
+			return managed.ExternalCreation{}, failFrom(db, StepRole, err)
+		}
+		verifier, err := scram.Verifier(password)
+		if err != nil {
+			return managed.ExternalCreation{}, fail(db, tenancy.ReasonProvisioningFailed, err.Error())
+		}
+		if err := e.pool.CreateRole(ctx, n.role, verifier); err != nil {
+			return managed.ExternalCreation{}, failFrom(db, StepRole, err)
+		}
+	} else if !o.R.AdminMember {
+		if err := e.pool.GrantRoleToAdmin(ctx, n.role); err != nil {
+			return managed.ExternalCreation{}, failFrom(db, StepRole, err)
+		}
+	}
+	db.Status.AtProvider.Phase = v1alpha1.DatabasePhaseRoleCreated
+
+	// The database, owned by the role; its OID is recorded in the KV
+	// record's metadata.
+	if !o.DB.Exists {
+		if err := e.step(StepDatabase); err != nil {
+			return managed.ExternalCreation{}, failFrom(db, StepDatabase, err)
+		}
+		if err := e.pool.CreateDatabase(ctx, n.database, n.role); err != nil {
+			return managed.ExternalCreation{}, failFrom(db, StepDatabase, err)
+		}
+	}
+	cat, err := e.pool.Observe(ctx, n.database, n.role)
+	if err != nil {
+		return managed.ExternalCreation{}, failFrom(db, StepDatabase, err)
+	}
+	if !cat.DatabaseExists || cat.Owner != n.role {
+		return managed.ExternalCreation{}, fail(db, tenancy.ReasonProvisioningFailed, fmt.Sprintf("database %q is not owned by %q after creating it", n.database, n.role))
+	}
+	if owner[tenancy.MetaDatabaseOID] != fmt.Sprint(cat.DatabaseOID) {
+		if err := e.step(StepRecordOID); err != nil {
+			return managed.ExternalCreation{}, failFrom(db, StepRecordOID, err)
+		}
+		m := tenancy.OwnerMetadata(e.id)
+		m[tenancy.MetaDatabaseOID] = fmt.Sprint(cat.DatabaseOID)
+		if err := e.kv.SetOwner(ctx, n.path, m); err != nil {
+			return managed.ExternalCreation{}, failFrom(db, StepRecordOID, err)
+		}
+	}
+	db.Status.AtProvider.Phase = v1alpha1.DatabasePhaseDatabaseCreated
+	db.Status.AtProvider.DatabaseOID = int64(cat.DatabaseOID)
+
+	// CONNECT: only the role.
+	if cat.PublicConnect || !cat.RoleConnect {
+		if err := e.step(StepConnect); err != nil {
+			return managed.ExternalCreation{}, failFrom(db, StepConnect, err)
+		}
+		if err := e.pool.RestrictConnect(ctx, n.database, n.role); err != nil {
+			return managed.ExternalCreation{}, failFrom(db, StepConnect, err)
+		}
+	}
+
+	// 7. Extensions, installed by the owner over a real login as the role,
+	// which is also the final proof that the credential works.
+	if err := e.installExtensions(ctx, db, n, password); err != nil {
+		return managed.ExternalCreation{}, err
+	}
+	return managed.ExternalCreation{}, nil
+}
+
+func (e *external) installExtensions(ctx context.Context, db *v1alpha1.Database, n names, password string) error {
+	if err := e.step(StepExtensions); err != nil {
+		return failFrom(db, StepExtensions, err)
+	}
+	c, err := e.pool.ConnectAs(ctx, n.database, postgres.Credential{Username: n.role, Password: password})
+	if err != nil {
+		return failFrom(db, "login as the role", err)
+	}
+	defer c.Close(ctx) //nolint:errcheck // best effort
+	have, err := c.Extensions(ctx)
+	if err != nil {
+		return failFrom(db, StepExtensions, err)
+	}
+	for _, x := range tenancy.Missing(db.Spec.ForProvider.Extensions, have) {
+		if err := c.CreateExtension(ctx, x); err != nil {
+			return failFrom(db, StepExtensions+" "+x, err)
+		}
+	}
+	return nil
+}
+
+// Update repairs non-destructive drift of what is this Database's own. It
+// never sets a new password.
+func (e *external) Update(ctx context.Context, db *v1alpha1.Database) (managed.ExternalUpdate, error) {
+	n, o, v := e.names, e.obs, e.verdict
+	if v.Reason == tenancy.ReasonConflict || o.Import {
+		return managed.ExternalUpdate{}, nil
+	}
+	if err := e.step(StepRepair); err != nil {
+		return managed.ExternalUpdate{}, failFrom(db, StepRepair, err)
+	}
+	for _, r := range v.Repairs {
+		var err error
+		switch r {
+		case tenancy.RepairKVRecord:
+			data := e.wantData(n)
+			data["password"] = o.KV.Data["password"]
+			_, err = e.kv.Write(ctx, n.path, data, o.KV.Version)
+		case tenancy.RepairOwnerMetadata:
+			m := tenancy.OwnerMetadata(e.id)
+			m[tenancy.MetaDatabaseOID] = fmt.Sprint(o.DB.OID)
+			err = e.kv.SetOwner(ctx, n.path, m)
+		case tenancy.RepairAdminMember:
+			err = e.pool.GrantRoleToAdmin(ctx, n.role)
+		case tenancy.RepairRole:
+			err = e.pool.RepairRole(ctx, n.role)
+		case tenancy.RepairOwner:
+			err = e.pool.SetDatabaseOwner(ctx, n.database, n.role)
+		case tenancy.RepairConnect:
+			err = e.pool.RestrictConnect(ctx, n.database, n.role)
+		case tenancy.RepairExtensions:
+			err = e.installExtensions(ctx, db, n, o.KV.Data["password"])
+		}
+		if err != nil {
+			return managed.ExternalUpdate{}, failFrom(db, "repair: "+string(r), err)
+		}
+	}
+	if len(v.Repairs) > 0 {
+		e.record.Event(db, event.Normal("DriftRepaired", "repaired: "+joinRepairs(v.Repairs)))
+	}
+	return managed.ExternalUpdate{}, nil
+}
+
+// Delete runs only with an explicit Delete policy. It removes only what is
+// provably this Database's own: block logins, end sessions, drop the
+// database and the role, delete every KV version, and read back absence.
+// Any failure keeps the finalizer; the next attempt starts again from the
+// ownership check of Observe.
+func (e *external) Delete(ctx context.Context, db *v1alpha1.Database) (managed.ExternalDelete, error) {
+	n, v := e.names, e.verdict
+	db.Status.AtProvider.Phase = v1alpha1.DatabasePhaseDeleting
+	db.SetConditions(xpv2.Deleting())
+	if v.RoleOurs {
+		if err := e.do(db, StepBlockLogins, func() error { return e.pool.BlockLogins(ctx, n.role) }); err != nil {
+			return managed.ExternalDelete{}, err
+		}
+	}
+	if v.DBOurs {
+		if err := e.do(db, StepTerminate, func() error { _, err := e.pool.TerminateSessions(ctx, n.database); return err }); err != nil {
+			return managed.ExternalDelete{}, err
+		}
+		if err := e.do(db, StepDropDatabase, func() error { return e.pool.DropDatabase(ctx, n.database) }); err != nil {
+			return managed.ExternalDelete{}, err
+		}
+	}
+	if v.RoleOurs {
+		if err := e.do(db, StepDropRole, func() error { return e.pool.DropRole(ctx, n.role) }); err != nil {
+			return managed.ExternalDelete{}, err
+		}
+	}
+	if v.KVOurs {
+		if err := e.do(db, StepDeleteKV, func() error { return e.kv.Delete(ctx, n.path) }); err != nil {
+			return managed.ExternalDelete{}, err
+		}
+	}
+	// Read back the absence of what was ours.
+	cat, err := e.pool.Observe(ctx, n.database, n.role)
+	if err != nil {
+		return managed.ExternalDelete{}, failFrom(db, "read back", err)
+	}
+	if (v.DBOurs && cat.DatabaseExists) || (v.RoleOurs && cat.RoleExists) {
+		return managed.ExternalDelete{}, fail(db, tenancy.ReasonProvisioningFailed, "the database or role still exists after dropping it; retrying")
+	}
+	e.record.Event(db, event.Normal("Deleted", fmt.Sprintf("dropped what this Database owned (database %v, role %v, credential %v)", v.DBOurs, v.RoleOurs, v.KVOurs)))
+	return managed.ExternalDelete{}, nil
+}
+
+func (e *external) do(db *v1alpha1.Database, step string, fn func() error) error {
+	if err := e.step(step); err != nil {
+		return failFrom(db, step, err)
+	}
+	if err := fn(); err != nil {
+		return failFrom(db, step, err)
+	}
+	return nil
+}
+
+func (e *external) Disconnect(context.Context) error { return nil }
+
+func joinRepairs(r []tenancy.Repair) string {
+	s := make([]string, len(r))
+	for i := range r {
+		s[i] = string(r[i])
+	}
+	return strings.Join(s, ", ")
+}
+
+// newPassword returns 32 random characters from [A-Za-z0-9] (about 190
+// bits); ASCII only, so SASLprep leaves it unchanged.
+func newPassword() string {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+	b := make([]byte, 32)
+	out := make([]byte, 32)
+	for i := 0; i < len(out); {
+		if _, err := rand.Read(b); err != nil {
+			panic("crypto/rand failed: " + err.Error())
+		}
+		for _, c := range b {
+			// Rejection sampling keeps the distribution uniform.
+			if int(c) < 256-256%len(alphabet) && i < len(out) {
+				out[i] = alphabet[int(c)%len(alphabet)]
+				i++
+			}
+		}
+	}
+	return string(out)
+}
