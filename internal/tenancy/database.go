@@ -29,10 +29,12 @@ const (
 	MetaConfigKind = "config-kind"
 	MetaConfigName = "config-name"
 	MetaConfigUID  = "config-uid"
-	// MetaDatabaseOID records the OID of the database this Database
-	// created, so a database dropped and re-created by someone else is not
-	// mistaken for it.
+	// MetaDatabaseOID and MetaRoleOID record the OIDs of the database and
+	// role this Database created: a database or role dropped and re-created
+	// by someone else is not mistaken for it, and a role stays provably ours
+	// after its logins are blocked for deletion.
 	MetaDatabaseOID = "database-oid"
+	MetaRoleOID     = "role-oid"
 )
 
 // Identity is who a Database is, as written into ownership metadata.
@@ -83,6 +85,7 @@ type DBState struct {
 // RoleState is what the catalog says of the login role.
 type RoleState struct {
 	Exists bool
+	OID    uint32
 	// AttributesOK: LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION
 	// NOBYPASSRLS and no connection limit of 0.
 	AttributesOK bool
@@ -182,15 +185,22 @@ func Decide(o Observation) Verdict {
 	v := Verdict{}
 	v.KVOurs = KVOurs(o.KV, o.Identity)
 	credential := v.KVOurs && o.KV.Data["password"] != ""
-	// A role is ours only when our own credential logs in as it.
-	v.RoleOurs = o.R.Exists && credential && (o.Login == LoginOK || o.Login == LoginAuthOK)
+	recorded, recordedRole := "", ""
+	if v.KVOurs {
+		recorded, recordedRole = o.KV.Owner[MetaDatabaseOID], o.KV.Owner[MetaRoleOID]
+	}
+	// A role is ours when our record names its OID, or (before the OID is
+	// recorded) when our own credential logs in as it.
+	if o.R.Exists {
+		if recordedRole != "" {
+			v.RoleOurs = recordedRole == fmt.Sprint(o.R.OID)
+		} else {
+			v.RoleOurs = credential && (o.Login == LoginOK || o.Login == LoginAuthOK)
+		}
+	}
 	// A database is ours when our record names its OID, or (before the OID
 	// is recorded, e.g. after an interruption) when its owner is our proven
 	// role.
-	recorded := ""
-	if v.KVOurs {
-		recorded = o.KV.Owner[MetaDatabaseOID]
-	}
 	if o.DB.Exists {
 		if recorded != "" {
 			v.DBOurs = recorded == fmt.Sprint(o.DB.OID)
@@ -205,6 +215,8 @@ func Decide(o Observation) Verdict {
 	}
 	if o.R.Exists && !v.RoleOurs {
 		switch {
+		case recordedRole != "":
+			conflicts = append(conflicts, fmt.Sprintf("the role %q exists with OID %d, but this Database created OID %s (dropped and re-created by someone else?)", o.Role, o.R.OID, recordedRole))
 		case o.Login == LoginUnavailable:
 			// Cannot tell now; not a conflict, not ours either.
 		case credential:
@@ -273,7 +285,7 @@ func Decide(o Observation) Verdict {
 	if !sameData(o.KV.Data, o.WantData) {
 		v.Repairs = append(v.Repairs, RepairKVRecord)
 	}
-	if missingOwnerKeys(o.KV.Owner, o.Identity) {
+	if missingOwnerKeys(o.KV.Owner, o.Identity) || recorded == "" || recordedRole == "" {
 		v.Repairs = append(v.Repairs, RepairOwnerMetadata)
 	}
 	if !o.R.AdminMember {
@@ -298,7 +310,8 @@ func Decide(o Observation) Verdict {
 	case !v.UpToDate:
 		v.Message = "repairing drift: " + joinRepairs(v.Repairs)
 	case o.Login != LoginOK:
-		v.Message = "the role's credential does not log in to its database"
+		v.Reason = ReasonProvisioningFailed
+		v.Message = fmt.Sprintf("the credential at %s does not log in as %q: someone changed the role's password or its login rights; the provider never sets a new password on an existing role, so restore the password from the record (or delete and re-create the tenant)", o.Path, o.Role)
 	default:
 		v.Ready = true
 		v.Phase = v1alpha1.DatabasePhaseReady

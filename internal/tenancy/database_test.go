@@ -34,9 +34,9 @@ func base() Observation {
 	return Observation{
 		Identity: me, Database: "shop", Role: "shop", Path: "postgresql-tenants/shop/shop",
 		Requested: []string{"pg_trgm"}, Installed: []string{"pg_trgm", "plpgsql"}, WantData: want(),
-		KV:    ourKV(map[string]string{MetaDatabaseOID: "16384"}),
+		KV:    ourKV(map[string]string{MetaDatabaseOID: "16384", MetaRoleOID: "16383"}),
 		DB:    DBState{Exists: true, OID: 16384, Owner: "shop", RoleConnect: true},
-		R:     RoleState{Exists: true, AttributesOK: true, AdminMember: true},
+		R:     RoleState{Exists: true, OID: 16383, AttributesOK: true, AdminMember: true},
 		Login: LoginOK,
 	}
 }
@@ -83,7 +83,7 @@ func TestDecide(t *testing.T) {
 		},
 		"DatabaseCreated, OID not yet recorded (interrupted)": {
 			o:    func(o *Observation) { o.KV = ourKV(nil); o.DB.PublicConnect, o.DB.RoleConnect = true, false },
-			want: out{Exists: true, Phase: v1alpha1.DatabasePhaseDatabaseCreated, KVOurs: true, RoleOurs: true, DBOurs: true, Repairs: []Repair{RepairConnect}},
+			want: out{Exists: true, Phase: v1alpha1.DatabasePhaseDatabaseCreated, KVOurs: true, RoleOurs: true, DBOurs: true, Repairs: []Repair{RepairOwnerMetadata, RepairConnect}},
 		},
 		"Ready": {
 			o:    func(*Observation) {},
@@ -165,7 +165,17 @@ func TestDecide(t *testing.T) {
 		},
 		"OursButLoginUnavailable": {
 			o:    func(o *Observation) { o.Login = LoginUnavailable },
-			want: out{Exists: true, UpToDate: true, Phase: v1alpha1.DatabasePhaseDatabaseCreated, Reason: ReasonDependencyUnavailable, KVOurs: true, DBOurs: true},
+			want: out{Exists: true, UpToDate: true, Phase: v1alpha1.DatabasePhaseDatabaseCreated, Reason: ReasonDependencyUnavailable, KVOurs: true, RoleOurs: true, DBOurs: true},
+		},
+		"RoleOursByOIDButPasswordChanged": {
+			o:    func(o *Observation) { o.Login = LoginRefused; o.Installed = nil; o.Requested = nil },
+			want: out{Exists: true, UpToDate: true, Phase: v1alpha1.DatabasePhaseDatabaseCreated, Reason: ReasonProvisioningFailed, KVOurs: true, RoleOurs: true, DBOurs: true},
+			msg:  "never sets a new password",
+		},
+		"RoleDroppedAndRecreatedBySomeoneElse": {
+			o:    func(o *Observation) { o.R.OID = 99999 },
+			want: out{Exists: true, UpToDate: true, Phase: v1alpha1.DatabasePhasePending, Reason: ReasonConflict, KVOurs: true, DBOurs: true},
+			msg:  `the role "shop" exists with OID 99999`,
 		},
 	}
 	for name, tc := range cases {

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -220,7 +221,7 @@ func (e *external) Observe(ctx context.Context, db *v1alpha1.Database) (managed.
 		Requested: db.Spec.ForProvider.Extensions,
 		WantData:  e.wantData(n),
 		DB:        tenancy.DBState{Exists: cat.DatabaseExists, OID: cat.DatabaseOID, Owner: cat.Owner, PublicConnect: cat.PublicConnect, RoleConnect: cat.RoleConnect},
-		R: tenancy.RoleState{Exists: cat.RoleExists, AttributesOK: cat.RoleAttributesOK(), AdminMember: cat.AdminMember,
+		R: tenancy.RoleState{Exists: cat.RoleExists, OID: cat.RoleOID, AttributesOK: cat.RoleAttributesOK(), AdminMember: cat.AdminMember,
 			Elevated: cat.Superuser || cat.Replication || cat.BypassRLS},
 	}
 	if rec != nil {
@@ -231,6 +232,18 @@ func (e *external) Observe(ctx context.Context, db *v1alpha1.Database) (managed.
 	}
 	e.obs = o
 	v := tenancy.Decide(o)
+	if !meta.WasDeleted(db) && v.Reason == "" && !o.Import && (!v.Exists || slices.Contains(v.Repairs, tenancy.RepairExtensions)) {
+		// Every requested extension must be available before any write.
+		// A failed query is DependencyUnavailable, never "unsupported".
+		missing, err := e.unavailable(ctx, o.Requested)
+		if err != nil {
+			return managed.ExternalObservation{}, fail(db, tenancy.ReasonDependencyUnavailable, "cannot check pg_available_extensions: "+err.Error())
+		}
+		if len(missing) > 0 {
+			v.Exists, v.UpToDate, v.Reason = true, true, tenancy.ReasonInvalidSpec
+			v.Message = fmt.Sprintf("extensions %v are not available on this server (pg_available_extensions); nothing was created or changed", missing)
+		}
+	}
 	e.verdict = v
 
 	e.report(db, v)
@@ -241,6 +254,54 @@ func (e *external) Observe(ctx context.Context, db *v1alpha1.Database) (managed.
 		obs.ResourceExists = v.KVOurs || v.RoleOurs || v.DBOurs
 	}
 	return obs, nil
+}
+
+// unavailable returns the requested extensions the server cannot install.
+func (e *external) unavailable(ctx context.Context, requested []string) ([]string, error) {
+	if len(requested) == 0 {
+		return nil, nil
+	}
+	avail, err := e.pool.AvailableExtensions(ctx, requested)
+	if err != nil {
+		return nil, err
+	}
+	var missing []string
+	for _, x := range requested {
+		if !avail[x] {
+			missing = append(missing, x)
+		}
+	}
+	return missing, nil
+}
+
+// ownerMeta is the ownership metadata with the recorded OIDs (0: unknown).
+func (e *external) ownerMeta(roleOID, dbOID uint32) map[string]string {
+	m := tenancy.OwnerMetadata(e.id)
+	if roleOID != 0 {
+		m[tenancy.MetaRoleOID] = fmt.Sprint(roleOID)
+	}
+	if dbOID != 0 {
+		m[tenancy.MetaDatabaseOID] = fmt.Sprint(dbOID)
+	}
+	return m
+}
+
+// recordOIDs writes the OIDs into the record's metadata when they differ.
+func (e *external) recordOIDs(ctx context.Context, db *v1alpha1.Database, have map[string]string, roleOID, dbOID uint32) error {
+	want := e.ownerMeta(roleOID, dbOID)
+	if have[tenancy.MetaRoleOID] == want[tenancy.MetaRoleOID] && have[tenancy.MetaDatabaseOID] == want[tenancy.MetaDatabaseOID] {
+		return nil
+	}
+	if err := e.step(StepRecordOID); err != nil {
+		return failFrom(db, StepRecordOID, err)
+	}
+	if err := e.kv.SetOwner(ctx, e.names.path, want); err != nil {
+		return failFrom(db, StepRecordOID, err)
+	}
+	for k, v := range want {
+		have[k] = v
+	}
+	return nil
 }
 
 // login connects as the role to its database with the KV password.
@@ -311,29 +372,15 @@ func (e *external) Create(ctx context.Context, db *v1alpha1.Database) (managed.E
 	if v.Phase == v1alpha1.DatabasePhasePlanned && !v.KVOurs {
 		e.record.Event(db, event.Normal("ProvisioningStarted", fmt.Sprintf("provisioning database %q with login role %q", n.database, n.role)))
 	}
-	// 1. Every requested extension must be available before any write. A
-	// failed query is DependencyUnavailable, never "unsupported".
-	if len(o.Requested) > 0 {
-		avail, err := e.pool.AvailableExtensions(ctx, o.Requested)
-		if err != nil {
-			return managed.ExternalCreation{}, fail(db, tenancy.ReasonDependencyUnavailable, "cannot check pg_available_extensions: "+err.Error())
-		}
-		var missing []string
-		for _, x := range o.Requested {
-			if !avail[x] {
-				missing = append(missing, x)
-			}
-		}
-		if len(missing) > 0 {
-			return managed.ExternalCreation{}, fail(db, tenancy.ReasonInvalidSpec, fmt.Sprintf("extensions %v are not available on this server (pg_available_extensions); nothing was created", missing))
-		}
-	}
+	// 1. Extension availability was checked by Observe, before any write.
 
 	// 2-5. The credential: ownership metadata first (only on an absent
 	// path), then the first version with check-and-set 0, then read back.
 	// An own record is always reused: never a second password.
 	owner := tenancy.OwnerMetadata(e.id)
-	if !v.KVOurs {
+	if v.KVOurs {
+		owner = o.KV.Owner
+	} else {
 		if err := e.step(StepOwnerMetadata); err != nil {
 			return managed.ExternalCreation{}, failFrom(db, StepOwnerMetadata, err)
 		}
@@ -380,6 +427,13 @@ func (e *external) Create(ctx context.Context, db *v1alpha1.Database) (managed.E
 			return managed.ExternalCreation{}, failFrom(db, StepRole, err)
 		}
 	}
+	cat, err := e.pool.Observe(ctx, n.database, n.role)
+	if err != nil {
+		return managed.ExternalCreation{}, failFrom(db, StepRole, err)
+	}
+	if err := e.recordOIDs(ctx, db, owner, cat.RoleOID, 0); err != nil {
+		return managed.ExternalCreation{}, err
+	}
 	db.Status.AtProvider.Phase = v1alpha1.DatabasePhaseRoleCreated
 
 	// The database, owned by the role; its OID is recorded in the KV
@@ -392,22 +446,15 @@ func (e *external) Create(ctx context.Context, db *v1alpha1.Database) (managed.E
 			return managed.ExternalCreation{}, failFrom(db, StepDatabase, err)
 		}
 	}
-	cat, err := e.pool.Observe(ctx, n.database, n.role)
+	cat, err = e.pool.Observe(ctx, n.database, n.role)
 	if err != nil {
 		return managed.ExternalCreation{}, failFrom(db, StepDatabase, err)
 	}
 	if !cat.DatabaseExists || cat.Owner != n.role {
 		return managed.ExternalCreation{}, fail(db, tenancy.ReasonProvisioningFailed, fmt.Sprintf("database %q is not owned by %q after creating it", n.database, n.role))
 	}
-	if owner[tenancy.MetaDatabaseOID] != fmt.Sprint(cat.DatabaseOID) {
-		if err := e.step(StepRecordOID); err != nil {
-			return managed.ExternalCreation{}, failFrom(db, StepRecordOID, err)
-		}
-		m := tenancy.OwnerMetadata(e.id)
-		m[tenancy.MetaDatabaseOID] = fmt.Sprint(cat.DatabaseOID)
-		if err := e.kv.SetOwner(ctx, n.path, m); err != nil {
-			return managed.ExternalCreation{}, failFrom(db, StepRecordOID, err)
-		}
+	if err := e.recordOIDs(ctx, db, owner, cat.RoleOID, cat.DatabaseOID); err != nil {
+		return managed.ExternalCreation{}, err
 	}
 	db.Status.AtProvider.Phase = v1alpha1.DatabasePhaseDatabaseCreated
 	db.Status.AtProvider.DatabaseOID = int64(cat.DatabaseOID)
@@ -469,9 +516,7 @@ func (e *external) Update(ctx context.Context, db *v1alpha1.Database) (managed.E
 			data["password"] = o.KV.Data["password"]
 			_, err = e.kv.Write(ctx, n.path, data, o.KV.Version)
 		case tenancy.RepairOwnerMetadata:
-			m := tenancy.OwnerMetadata(e.id)
-			m[tenancy.MetaDatabaseOID] = fmt.Sprint(o.DB.OID)
-			err = e.kv.SetOwner(ctx, n.path, m)
+			err = e.kv.SetOwner(ctx, n.path, e.ownerMeta(o.R.OID, o.DB.OID))
 		case tenancy.RepairAdminMember:
 			err = e.pool.GrantRoleToAdmin(ctx, n.role)
 		case tenancy.RepairRole:
@@ -502,6 +547,17 @@ func (e *external) Delete(ctx context.Context, db *v1alpha1.Database) (managed.E
 	n, v := e.names, e.verdict
 	db.Status.AtProvider.Phase = v1alpha1.DatabasePhaseDeleting
 	db.SetConditions(xpv2.Deleting())
+	if v.RoleOurs && v.KVOurs {
+		// Blocking logins ends the login proof: the role's OID must be on
+		// record first, so a retry still knows the role is ours.
+		var dbOID uint32
+		if v.DBOurs {
+			dbOID = e.obs.DB.OID
+		}
+		if err := e.recordOIDs(ctx, db, e.obs.KV.Owner, e.obs.R.OID, dbOID); err != nil {
+			return managed.ExternalDelete{}, err
+		}
+	}
 	if v.RoleOurs {
 		if err := e.do(db, StepBlockLogins, func() error { return e.pool.BlockLogins(ctx, n.role) }); err != nil {
 			return managed.ExternalDelete{}, err

@@ -1,0 +1,649 @@
+package database_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/controller"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/feature"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/logging"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/meta"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/ratelimiter"
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+	"github.com/jackc/pgx/v5"
+	corev1 "k8s.io/api/core/v1"
+	kerrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
+	"ddupan.top/provider-postgresql-tenant/internal/clients/openbao"
+	"ddupan.top/provider-postgresql-tenant/internal/clients/postgres"
+	"ddupan.top/provider-postgresql-tenant/internal/controller/config"
+	"ddupan.top/provider-postgresql-tenant/internal/controller/database"
+	"ddupan.top/provider-postgresql-tenant/internal/options"
+	"ddupan.top/provider-postgresql-tenant/internal/testenv"
+)
+
+// The Database controller runs in process against a real kube-apiserver, a
+// real PostgreSQL server with TLS and a real OpenBao; every test asserts the
+// end state in PostgreSQL, OpenBao and the object.
+
+var (
+	env  *testenv.Env
+	logs = &syncBuffer{}
+	// faults: step name → remaining failures to inject.
+	faults = map[string]int{}
+	fmu    sync.Mutex
+)
+
+const (
+	poll       = 500 * time.Millisecond
+	configName = "shared"
+)
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func hook(step string) error {
+	fmu.Lock()
+	defer fmu.Unlock()
+	if faults[step] > 0 {
+		faults[step]--
+		return fmt.Errorf("injected failure before step %s", step)
+	}
+	return nil
+}
+
+func inject(step string, n int) {
+	fmu.Lock()
+	defer fmu.Unlock()
+	faults[step] = n
+}
+
+func TestMain(m *testing.M) { testenv.Main(m, testenv.All, &env, start) }
+
+func start(e *testenv.Env) (func(), error) {
+	ctx := context.Background()
+	zl := zap.New(zap.UseDevMode(true), zap.WriteTo(logs))
+	ctrl.SetLogger(zl)
+	mgr, err := ctrl.NewManager(e.Kube.Config, ctrl.Options{
+		Scheme:                 testenv.Scheme(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		return nil, err
+	}
+	o := controller.Options{
+		Logger:                  logging.NewLogrLogger(zl),
+		MaxConcurrentReconciles: 4,
+		PollInterval:            poll,
+		GlobalRateLimiter:       ratelimiter.NewGlobal(1000),
+		Features:                &feature.Flags{},
+	}
+	o.Features.Enable(feature.EnableBetaManagementPolicies)
+	pools := postgres.NewManager(postgres.Options{MaxConns: 4, CABundleFile: e.CA.CertFile})
+	tf, err := e.ProviderTokenFile(ctx)
+	if err != nil {
+		return nil, err
+	}
+	kv, err := openbao.New(openbao.Options{Address: e.OpenBao.Address, CABundleFile: e.CA.CertFile, AuthMount: e.OpenBao.AuthMount, AuthRole: e.OpenBao.ProviderRole, ServiceAccountTokenFile: tf, KVMount: e.OpenBao.KVMount})
+	if err != nil {
+		return nil, err
+	}
+	opts := options.Options{Namespace: testenv.ProviderNamespace, CABundle: e.CA.CertFile, OpenBao: options.OpenBao{
+		Address: e.OpenBao.Address, ConsumerAddress: e.OpenBao.Address, KVMount: e.OpenBao.KVMount, TenantBasePath: e.OpenBao.TenantBasePath,
+	}}
+	if err := config.Setup(mgr, o); err != nil {
+		return nil, err
+	}
+	if err := config.SetupStatus(mgr, o, config.StatusOptions{Namespace: opts.Namespace, Pools: pools, Interval: 5 * time.Second}); err != nil {
+		return nil, err
+	}
+	if err := database.Setup(mgr, o, database.Deps{Options: opts, Pools: pools, KV: kv, StepHook: hook}); err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(cctx); err != nil {
+			fmt.Fprintln(os.Stderr, "manager:", err)
+		}
+	}()
+	// The shared server, registered as the platform admin would.
+	pg := e.Postgres
+	c := e.Kube.Client
+	if err := c.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: testenv.ProviderNamespace, Name: "admin"},
+		StringData: map[string]string{"username": pg.AdminUser, "password": pg.AdminPassword},
+	}); err != nil {
+		cancel()
+		return nil, err
+	}
+	if err := c.Create(ctx, &v1alpha1.ClusterProviderConfig{
+		ObjectMeta: metav1.ObjectMeta{Name: configName},
+		Spec: v1alpha1.ProviderConfigSpec{
+			Endpoint:    v1alpha1.Endpoint{Host: pg.Host, Hostaddr: pg.Hostaddr, Port: int32(pg.Port)}, //nolint:gosec // test port
+			Credentials: v1alpha1.Credentials{SecretRef: v1alpha1.SecretReference{Namespace: testenv.ProviderNamespace, Name: "admin"}},
+		},
+	}); err != nil {
+		cancel()
+		return nil, err
+	}
+	return func() { cancel(); <-done; pools.Close() }, nil
+}
+
+func newDB(ns, name string, mut ...func(*v1alpha1.Database)) *v1alpha1.Database {
+	d := &v1alpha1.Database{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.DatabaseSpec{
+			ManagedResourceSpec: xpv2.ManagedResourceSpec{ProviderConfigReference: &xpv2.ProviderConfigReference{Kind: v1alpha1.ClusterProviderConfigKind, Name: configName}},
+			ForProvider:         v1alpha1.DatabaseParameters{Extensions: []string{"pg_trgm"}},
+		},
+	}
+	for _, m := range mut {
+		m(d)
+	}
+	return d
+}
+
+func apply(t *testing.T, d *v1alpha1.Database) {
+	t.Helper()
+	ctx := context.Background()
+	if err := env.Kube.EnsureNamespace(ctx, d.Namespace); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Kube.Client.Create(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitDB(t *testing.T, d *v1alpha1.Database, what string, cond func(*v1alpha1.Database) bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	for {
+		err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(d), d)
+		if err == nil && cond(d) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			b, _ := json.MarshalIndent(d.Status, "", " ")
+			t.Fatalf("timed out waiting until %s (err %v); status:\n%s", what, err, b)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func ready(d *v1alpha1.Database) bool {
+	return d.GetCondition(xpv2.TypeReady).Status == corev1.ConditionTrue
+}
+
+func reason(r string) func(*v1alpha1.Database) bool {
+	return func(d *v1alpha1.Database) bool { return string(d.GetCondition(xpv2.TypeReady).Reason) == r }
+}
+
+func superConn(t *testing.T, db string) *pgx.Conn {
+	t.Helper()
+	c, err := env.Postgres.SuperConn(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return c
+}
+
+// pgState is what the server holds for a tenant, read as the superuser.
+type pgState struct {
+	DBExists, RoleExists                                             bool
+	Owner                                                            string
+	Login, Super, CreateDB, CreateRole, Replication, PublicConnected bool
+	Verifier                                                         string
+	Extensions                                                       []string
+}
+
+func readPG(t *testing.T, db, role string) pgState {
+	t.Helper()
+	ctx := context.Background()
+	c := superConn(t, "postgres")
+	var s pgState
+	_ = c.QueryRow(ctx, `SELECT true, pg_get_userbyid(datdba),
+		has_database_privilege('public', oid, 'CONNECT') FROM pg_database WHERE datname = $1`, db).Scan(&s.DBExists, &s.Owner, &s.PublicConnected)
+	_ = c.QueryRow(ctx, `SELECT true, rolcanlogin, rolsuper, rolcreatedb, rolcreaterole, rolreplication, coalesce(rolpassword, '')
+		FROM pg_authid WHERE rolname = $1`, role).Scan(&s.RoleExists, &s.Login, &s.Super, &s.CreateDB, &s.CreateRole, &s.Replication, &s.Verifier)
+	if s.DBExists {
+		dc := superConn(t, db)
+		rows, err := dc.Query(ctx, "SELECT extname FROM pg_extension ORDER BY 1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Extensions, _ = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	return s
+}
+
+// kvState reads a tenant record as OpenBao's root.
+type kvState struct {
+	Exists   bool
+	Data     map[string]any
+	Owner    map[string]any
+	Versions int
+}
+
+func readKV(t *testing.T, path string) kvState {
+	t.Helper()
+	root, err := env.OpenBao.Client(env.OpenBao.RootToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := root.KVv2(env.OpenBao.KVMount)
+	m, err := kv.GetMetadata(context.Background(), path)
+	if err != nil {
+		return kvState{}
+	}
+	s := kvState{Exists: true, Owner: m.CustomMetadata, Versions: len(m.Versions)}
+	if sec, err := kv.Get(context.Background(), path); err == nil {
+		s.Data = sec.Data
+	}
+	return s
+}
+
+func tenantPath(ns, name string) string { return env.OpenBao.TenantBasePath + "/" + ns + "/" + name }
+
+func appLogin(t *testing.T, user, password, db string) (*pgx.Conn, error) {
+	t.Helper()
+	cfg, err := env.Postgres.ConnConfig(user, password, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pgx.ConnectConfig(context.Background(), cfg)
+}
+
+func TestProvisionToReady(t *testing.T) {
+	ctx := context.Background()
+	d := newDB("shop", "shop")
+	apply(t, d)
+	waitDB(t, d, "Ready", ready)
+
+	ap := d.Status.AtProvider
+	path := tenantPath("shop", "shop")
+	if ap.Phase != v1alpha1.DatabasePhaseReady || ap.Owner != "shop" || ap.DatabaseOID == 0 || ap.Credential.Path != path ||
+		ap.Credential.OpenBaoURL != env.OpenBao.Address+"/v1/kv/data/"+path || !strings.HasPrefix(ap.PostgreSQLVersion, env.Postgres.Version+".") {
+		t.Errorf("status.atProvider = %+v", ap)
+	}
+	if meta.GetExternalName(d) != "shop" {
+		t.Errorf("external-name %q", meta.GetExternalName(d))
+	}
+
+	s := readPG(t, "shop", "shop")
+	if !s.DBExists || s.Owner != "shop" || s.PublicConnected {
+		t.Errorf("database: %+v", s)
+	}
+	if !s.Login || s.Super || s.CreateDB || s.CreateRole || s.Replication || !strings.HasPrefix(s.Verifier, "SCRAM-SHA-256$") {
+		t.Errorf("role attributes: %+v", s)
+	}
+	if !strings.Contains(strings.Join(s.Extensions, ","), "pg_trgm") {
+		t.Errorf("extensions %v", s.Extensions)
+	}
+
+	k := readKV(t, path)
+	if !k.Exists || k.Versions != 1 || len(k.Data) != 7 {
+		t.Fatalf("KV record: exists %v, %d versions, %d keys", k.Exists, k.Versions, len(k.Data))
+	}
+	for key, want := range map[string]string{"username": "shop", "database": "shop", "host": env.Postgres.Host, "hostaddr": env.Postgres.Hostaddr, "port": fmt.Sprint(env.Postgres.Port), "sslmode": "verify-full"} {
+		if k.Data[key] != want {
+			t.Errorf("KV %s = %v, want %s", key, k.Data[key], want)
+		}
+	}
+	for key, want := range map[string]string{"managed-by": "provider-postgresql-tenant", "database-namespace": "shop", "database-name": "shop", "database-uid": string(d.GetUID()), "config-name": configName, "database-oid": fmt.Sprint(ap.DatabaseOID)} {
+		if k.Owner[key] != want {
+			t.Errorf("KV custom_metadata %s = %v, want %s", key, k.Owner[key], want)
+		}
+	}
+
+	// The app credential works for its own database and nothing more.
+	pw := k.Data["password"].(string)
+	app, err := appLogin(t, "shop", pw, "shop")
+	if err != nil {
+		t.Fatalf("app login: %v", err)
+	}
+	defer app.Close(ctx) //nolint:errcheck // test
+	if _, err := app.Exec(ctx, "CREATE TABLE orders (id int)"); err != nil {
+		t.Errorf("app cannot create a table: %v", err)
+	}
+	for _, stmt := range []string{"CREATE DATABASE evil", "CREATE ROLE evil"} {
+		if _, err := app.Exec(ctx, stmt); err == nil {
+			t.Errorf("app could %s", stmt)
+		}
+	}
+	other := newDB("blog", "blog")
+	apply(t, other)
+	waitDB(t, other, "Ready", ready)
+	if c, err := appLogin(t, "shop", pw, "blog"); err == nil {
+		_ = c.Close(ctx)
+		t.Error("the app connected to another tenant's database")
+	}
+
+	// Further reconciles change no password and create nothing.
+	verifier := s.Verifier
+	time.Sleep(40 * poll)
+	if s2 := readPG(t, "shop", "shop"); s2.Verifier != verifier {
+		t.Error("the role's password changed on a later reconcile")
+	}
+	if k2 := readKV(t, path); k2.Versions != 1 || k2.Data["password"] != pw {
+		t.Errorf("KV after later reconciles: %d versions, password changed %v", k2.Versions, k2.Data["password"] != pw)
+	}
+}
+
+func TestFaultAfterEachStepConvergesToOnePassword(t *testing.T) {
+	for i, step := range []string{database.StepOwnerMetadata, database.StepCredential, database.StepRole, database.StepDatabase, database.StepRecordOID, database.StepConnect, database.StepExtensions} {
+		t.Run(step, func(t *testing.T) {
+			name := fmt.Sprintf("fault%d", i)
+			inject(step, 1)
+			d := newDB("faults", name)
+			apply(t, d)
+			waitDB(t, d, "Ready", ready)
+			fmu.Lock()
+			left := faults[step]
+			fmu.Unlock()
+			if left != 0 {
+				t.Errorf("the fault before %s was never hit", step)
+			}
+			k := readKV(t, tenantPath("faults", name))
+			if k.Versions != 1 {
+				t.Errorf("%d KV versions, want exactly one", k.Versions)
+			}
+			app, err := appLogin(t, name, k.Data["password"].(string), name)
+			if err != nil {
+				t.Fatalf("the one password does not log in: %v", err)
+			}
+			_ = app.Close(context.Background())
+		})
+	}
+}
+
+func TestConflictsLeaveForeignObjectsUntouched(t *testing.T) {
+	ctx := context.Background()
+	su := superConn(t, "postgres")
+	// A database and a role that this provider did not create, and a KV
+	// record written by someone else.
+	if _, err := su.Exec(ctx, "CREATE ROLE legacy LOGIN PASSWORD NULL"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := su.Exec(ctx, "CREATE DATABASE legacy OWNER legacy"); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Postgres.CreateRole(ctx, "lonely", testenv.RandomSecret("l-"), ""); err != nil {
+		t.Fatal(err)
+	}
+	root, _ := env.OpenBao.Client(env.OpenBao.RootToken)
+	if _, err := root.KVv2("kv").Put(ctx, tenantPath("taken", "taken"), map[string]any{"password": "theirs"}); err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]struct {
+		d    *v1alpha1.Database
+		msg  string
+		role string
+	}{
+		"Database": {d: newDB("legacyns", "legacy", func(d *v1alpha1.Database) { d.Spec.ForProvider.LoginRole = ptr.To("legacy_new") }), msg: `the database "legacy" exists, owned by "legacy"`, role: "legacy_new"},
+		"Role":     {d: newDB("lonely", "lonely"), msg: `the role "lonely" exists`, role: "lonely"},
+		"KVRecord": {d: newDB("taken", "taken"), msg: "the KV record postgresql-tenants/taken/taken exists", role: "taken"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			before := readPG(t, "legacy", "legacy")
+			lonely := readPG(t, "lonely", "lonely")
+			apply(t, tc.d)
+			waitDB(t, tc.d, "Conflict", reason("Conflict"))
+			c := tc.d.GetCondition(xpv2.TypeReady)
+			if !strings.Contains(c.Message, tc.msg) || !strings.Contains(c.Message, "import") {
+				t.Errorf("message %q lacks %q or how to import", c.Message, tc.msg)
+			}
+			time.Sleep(4 * poll)
+			if after := readPG(t, "legacy", "legacy"); fmt.Sprint(after) != fmt.Sprint(before) {
+				t.Errorf("legacy changed: %+v → %+v", before, after)
+			}
+			if after := readPG(t, "lonely", "lonely"); after.Verifier != lonely.Verifier || after.DBExists {
+				t.Errorf("lonely changed: %+v", after)
+			}
+			if k := readKV(t, tenantPath("taken", "taken")); k.Versions != 1 || k.Data["password"] != "theirs" || len(k.Owner) != 0 {
+				t.Errorf("foreign KV record changed: %+v", k)
+			}
+			if name != "KVRecord" {
+				// Nothing was written for the conflicting Database either.
+				if k := readKV(t, tenantPath(tc.d.Namespace, tc.d.Name)); k.Exists {
+					t.Error("a KV record was written despite the conflict")
+				}
+				if s := readPG(t, "nope", tc.role); s.RoleExists && name == "Database" {
+					t.Error("a role was created despite the conflict")
+				}
+			}
+		})
+	}
+}
+
+func TestTwoNamespacesSameNameFirstWins(t *testing.T) {
+	first := newDB("team-a", "app", func(d *v1alpha1.Database) { d.Spec.ForProvider.Database = ptr.To("contested") })
+	apply(t, first)
+	waitDB(t, first, "Ready", ready)
+	second := newDB("team-b", "app", func(d *v1alpha1.Database) { d.Spec.ForProvider.Database = ptr.To("contested") })
+	apply(t, second)
+	waitDB(t, second, "Conflict", reason("Conflict"))
+	if err := env.Kube.Client.Get(context.Background(), client.ObjectKeyFromObject(first), first); err != nil || !ready(first) {
+		t.Errorf("the first Database lost Ready: %v", first.GetCondition(xpv2.TypeReady))
+	}
+}
+
+func TestUnavailableExtensionRejectedBeforeAnyWrite(t *testing.T) {
+	d := newDB("ext", "ext", func(d *v1alpha1.Database) { d.Spec.ForProvider.Extensions = []string{"pg_trgm", "no_such_extension"} })
+	apply(t, d)
+	waitDB(t, d, "InvalidSpec", reason("InvalidSpec"))
+	if c := d.GetCondition(xpv2.TypeReady); !strings.Contains(c.Message, "no_such_extension") || !strings.Contains(c.Message, "not available") {
+		t.Errorf("message %q", c.Message)
+	}
+	if k := readKV(t, tenantPath("ext", "ext")); k.Exists {
+		t.Error("a KV record was written for an unavailable extension")
+	}
+	if s := readPG(t, "ext", "ext"); s.RoleExists || s.DBExists {
+		t.Error("a role or database was created for an unavailable extension")
+	}
+}
+
+func TestStatusWipedIsRebuilt(t *testing.T) {
+	ctx := context.Background()
+	d := newDB("wipe", "wipe")
+	apply(t, d)
+	waitDB(t, d, "Ready", ready)
+	k := readKV(t, tenantPath("wipe", "wipe"))
+	// Wipe and forge: a status claiming Ready with nonsense must not skip
+	// any verification.
+	d.Status = v1alpha1.DatabaseStatus{}
+	d.Status.AtProvider.Phase = v1alpha1.DatabasePhaseReady
+	d.Status.AtProvider.Owner = "forged"
+	if err := env.Kube.Client.Status().Update(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	waitDB(t, d, "rebuilt", func(d *v1alpha1.Database) bool {
+		return ready(d) && d.Status.AtProvider.Owner == "wipe" && d.Status.AtProvider.DatabaseOID != 0
+	})
+	if k2 := readKV(t, tenantPath("wipe", "wipe")); k2.Versions != 1 || k2.Data["password"] != k.Data["password"] {
+		t.Error("the password changed after the status was wiped")
+	}
+}
+
+func TestRetainKeepsEverythingAndSameNameConflicts(t *testing.T) {
+	ctx := context.Background()
+	d := newDB("keep", "keep")
+	apply(t, d)
+	waitDB(t, d, "Ready", ready)
+	if err := env.Kube.Client.Delete(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, d)
+	s := readPG(t, "keep", "keep")
+	k := readKV(t, tenantPath("keep", "keep"))
+	if !s.DBExists || !s.RoleExists || !k.Exists || k.Owner["database-name"] != "keep" {
+		t.Fatalf("after a Retain delete: pg %+v, kv exists %v owner %v", s, k.Exists, k.Owner)
+	}
+	again := newDB("keep", "keep")
+	apply(t, again)
+	waitDB(t, again, "Conflict", reason("Conflict"))
+	if c := again.GetCondition(xpv2.TypeReady); !strings.Contains(c.Message, "import") {
+		t.Errorf("message does not say how to import: %q", c.Message)
+	}
+	if k2 := readKV(t, tenantPath("keep", "keep")); k2.Versions != 1 || k2.Owner["database-uid"] != string(d.GetUID()) {
+		t.Error("the retained record was re-adopted or rewritten")
+	}
+}
+
+func waitGone(t *testing.T, d *v1alpha1.Database) {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for time.Now().Before(deadline) {
+		err := env.Kube.Client.Get(context.Background(), client.ObjectKeyFromObject(d), &v1alpha1.Database{})
+		if kerrors.IsNotFound(err) {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s/%s was not deleted", d.Namespace, d.Name)
+}
+
+func TestDeleteWithLiveSessionAndFailures(t *testing.T) {
+	ctx := context.Background()
+	d := newDB("gone", "gone", func(d *v1alpha1.Database) {
+		d.Spec.ManagementPolicies = xpv2.ManagementPolicies{xpv2.ManagementActionAll}
+	})
+	apply(t, d)
+	waitDB(t, d, "Ready", ready)
+	k := readKV(t, tenantPath("gone", "gone"))
+	app, err := appLogin(t, "gone", k.Data["password"].(string), "gone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close(ctx) //nolint:errcheck // the server ends it
+	for _, step := range []string{database.StepBlockLogins, database.StepTerminate, database.StepDropDatabase, database.StepDropRole, database.StepDeleteKV} {
+		inject(step, 1)
+	}
+	if err := env.Kube.Client.Delete(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, d)
+	if s := readPG(t, "gone", "gone"); s.DBExists || s.RoleExists {
+		t.Errorf("after Delete: %+v", s)
+	}
+	if k := readKV(t, tenantPath("gone", "gone")); k.Exists {
+		t.Error("the KV record (or a version of it) survived Delete")
+	}
+	fmu.Lock()
+	defer fmu.Unlock()
+	for step, n := range faults {
+		if n != 0 {
+			t.Errorf("the fault before %s was never hit", step)
+		}
+	}
+}
+
+func TestImportIsReadOnly(t *testing.T) {
+	ctx := context.Background()
+	su := superConn(t, "postgres")
+	pw := testenv.RandomSecret("imp-")
+	if err := env.Postgres.CreateRole(ctx, "handmade", pw, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := su.Exec(ctx, "CREATE DATABASE handmade OWNER handmade"); err != nil {
+		t.Fatal(err)
+	}
+	root, _ := env.OpenBao.Client(env.OpenBao.RootToken)
+	if _, err := root.KVv2("kv").Put(ctx, "postgresql-tenants/legacy/handmade", map[string]any{"username": "handmade", "password": pw}); err != nil {
+		t.Fatal(err)
+	}
+	before := readPG(t, "handmade", "handmade")
+	d := newDB("imports", "handmade", func(d *v1alpha1.Database) {
+		d.Spec.ManagementPolicies = xpv2.ManagementPolicies{xpv2.ManagementActionObserve}
+		d.Spec.ForProvider.CredentialPath = ptr.To("postgresql-tenants/legacy/handmade")
+	})
+	apply(t, d)
+	waitDB(t, d, "differences reported", reason("ImportDifferences"))
+	c := d.GetCondition(xpv2.TypeReady)
+	if !strings.Contains(c.Message, "PUBLIC may connect") || !strings.Contains(c.Message, "pg_trgm") {
+		t.Errorf("differences: %q", c.Message)
+	}
+	time.Sleep(4 * poll)
+	if after := readPG(t, "handmade", "handmade"); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("the import changed the database: %+v → %+v", before, after)
+	}
+	if k := readKV(t, "postgresql-tenants/legacy/handmade"); k.Versions != 1 || len(k.Owner) != 0 {
+		t.Error("the import changed the credential record")
+	}
+}
+
+// The canary runs last: no credential of the run appears in logs, Events,
+// conditions or any object.
+func TestZZCanary(t *testing.T) {
+	ctx := context.Background()
+	var secrets []string
+	l := &v1alpha1.DatabaseList{}
+	if err := env.Kube.Client.List(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	root, _ := env.OpenBao.Client(env.OpenBao.RootToken)
+	for _, d := range l.Items {
+		if s, err := root.KVv2("kv").Get(ctx, tenantPath(d.Namespace, d.Name)); err == nil {
+			if p, ok := s.Data["password"].(string); ok {
+				secrets = append(secrets, p)
+			}
+		}
+	}
+	if len(secrets) < 3 {
+		t.Fatalf("only %d tenant passwords to look for: the check would prove little", len(secrets))
+	}
+	secrets = append(secrets, env.Postgres.AdminPassword, env.Postgres.AdminUser, env.Postgres.SuperPassword, env.OpenBao.RootToken)
+	var dump bytes.Buffer
+	for _, list := range []client.ObjectList{&v1alpha1.DatabaseList{}, &v1alpha1.ClusterProviderConfigList{}, &v1alpha1.ProviderConfigUsageList{}, &corev1.EventList{}} {
+		if err := env.Kube.Client.List(ctx, list); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(list)
+		dump.Write(b)
+	}
+	for where, text := range map[string]string{"objects, conditions and Events": dump.String(), "logs": logs.String()} {
+		for _, s := range secrets {
+			if strings.Contains(text, s) {
+				t.Errorf("%s contain a credential (%.4s…)", where, s)
+			}
+		}
+	}
+	if !strings.Contains(dump.String(), "ProvisioningStarted") {
+		t.Error("no provisioning Event recorded: the check would prove little")
+	}
+
+}
