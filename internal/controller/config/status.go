@@ -24,6 +24,7 @@ import (
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 	"ddupan.top/provider-postgresql-tenant/internal/clients/postgres"
+	"ddupan.top/provider-postgresql-tenant/internal/metrics"
 	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
 )
 
@@ -201,6 +202,9 @@ func (r *statusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	}
 	if v.Ready {
 		return reconcile.Result{RequeueAfter: r.opts.Interval}, nil
+	}
+	if v.Phase != v1alpha1.ConfigPhaseDeleting {
+		metrics.Failure("config", v.Reason)
 	}
 	return reconcile.Result{RequeueAfter: r.opts.RetryInterval}, nil
 }

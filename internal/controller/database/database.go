@@ -26,6 +26,7 @@ import (
 	"ddupan.top/provider-postgresql-tenant/internal/clients/openbao"
 	"ddupan.top/provider-postgresql-tenant/internal/clients/postgres"
 	"ddupan.top/provider-postgresql-tenant/internal/controller/config"
+	"ddupan.top/provider-postgresql-tenant/internal/metrics"
 	"ddupan.top/provider-postgresql-tenant/internal/options"
 	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
 )
@@ -94,6 +95,9 @@ func Setup(mgr ctrl.Manager, o controller.Options, d Deps) error {
 		// interrupted create is resumed by Observe's ownership proofs
 		// instead of being blocked.
 		managed.WithDeterministicExternalName(true),
+		// PostgreSQL's catalog and OpenBao are read-your-writes: there is no
+		// eventual consistency to wait out after a create.
+		managed.WithCreationGracePeriod(0),
 		managed.WithInitializers(externalNameInitializer(mgr.GetClient())),
 	}
 	if o.MetricOptions != nil {
@@ -180,6 +184,7 @@ func (c *connector) Connect(ctx context.Context, db *v1alpha1.Database) (managed
 // instanceNotReady marks the Database Ready=False with reason
 // InstanceNotReady (the managed reconciler persists it with the error).
 func instanceNotReady(db *v1alpha1.Database, msg string) error {
+	metrics.Failure("database", tenancy.ReasonInstanceNotReady)
 	db.SetConditions(xpv2.Condition{
 		Type:               xpv2.TypeReady,
 		Status:             corev1.ConditionFalse,

@@ -18,6 +18,7 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/ratelimiter"
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	"github.com/jackc/pgx/v5"
+	"github.com/openbao/openbao/api/v2"
 	corev1 "k8s.io/api/core/v1"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,6 +26,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
@@ -352,9 +354,25 @@ func TestProvisionToReady(t *testing.T) {
 		t.Error("the app connected to another tenant's database")
 	}
 
-	// Further reconciles change no password and create nothing.
+	// 20 further reconciles change no password and create nothing.
 	verifier := s.Verifier
-	time.Sleep(40 * poll)
+	upToDate := func() int {
+		n := 0
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, "External resource is up to date") && strings.Contains(l, string(d.GetUID())) {
+				n++
+			}
+		}
+		return n
+	}
+	n0 := upToDate()
+	deadline := time.Now().Add(3 * time.Minute)
+	for upToDate() < n0+20 && time.Now().Before(deadline) {
+		time.Sleep(poll)
+	}
+	if got := upToDate() - n0; got < 20 {
+		t.Fatalf("only %d further reconciles happened", got)
+	}
 	if s2 := readPG(t, "shop", "shop"); s2.Verifier != verifier {
 		t.Error("the role's password changed on a later reconcile")
 	}
@@ -364,7 +382,7 @@ func TestProvisionToReady(t *testing.T) {
 }
 
 func TestFaultAfterEachStepConvergesToOnePassword(t *testing.T) {
-	for i, step := range []string{database.StepOwnerMetadata, database.StepCredential, database.StepRole, database.StepDatabase, database.StepRecordOID, database.StepConnect, database.StepExtensions} {
+	for i, step := range []string{database.StepOwnerMetadata, database.StepCredential, database.StepRole, database.StepDatabase, database.StepRecordOID, database.StepConnect, database.StepExtensions, database.StepCreated} {
 		t.Run(step, func(t *testing.T) {
 			name := fmt.Sprintf("fault%d", i)
 			inject(step, 1)
@@ -538,37 +556,114 @@ func waitGone(t *testing.T, d *v1alpha1.Database) {
 }
 
 func TestDeleteWithLiveSessionAndFailures(t *testing.T) {
+	// One Database per step, so each waits for one retry only.
+	for i, step := range []string{"", database.StepRecordOID, database.StepBlockLogins, database.StepTerminate, database.StepDropDatabase, database.StepDropRole, database.StepDeleteKV} {
+		name := fmt.Sprintf("gone%d", i)
+		t.Run(name+"-"+step, func(t *testing.T) {
+			ctx := context.Background()
+			d := newDB("gone", name, func(d *v1alpha1.Database) {
+				d.Spec.ManagementPolicies = xpv2.ManagementPolicies{xpv2.ManagementActionAll}
+			})
+			apply(t, d)
+			waitDB(t, d, "Ready", ready)
+			k := readKV(t, tenantPath("gone", name))
+			app, err := appLogin(t, name, k.Data["password"].(string), name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer app.Close(ctx) //nolint:errcheck // the server ends it
+			if step == database.StepRecordOID {
+				// A Database whose role OID was never recorded (created by
+				// an older build or interrupted) still deletes its role.
+				root, _ := env.OpenBao.Client(env.OpenBao.RootToken)
+				m := map[string]any{}
+				for k, v := range k.Owner {
+					if k != "role-oid" {
+						m[k] = v
+					}
+				}
+				if err := root.KVv2("kv").PutMetadata(ctx, tenantPath("gone", name), api.KVMetadataPutInput{CustomMetadata: m}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if step != "" {
+				inject(step, 1)
+			}
+			if err := env.Kube.Client.Delete(ctx, d); err != nil {
+				t.Fatal(err)
+			}
+			t0 := time.Now()
+			waitGone(t, d)
+			if os.Getenv("DEBUG_DELETE") != "" {
+				t.Logf("gone after %s", time.Since(t0))
+				for _, l := range strings.Split(logs.String(), "\n") {
+					if strings.Contains(l, name) {
+						t.Log(l)
+					}
+				}
+			}
+			if s := readPG(t, name, name); s.DBExists || s.RoleExists {
+				t.Errorf("after Delete: %+v", s)
+			}
+			if k := readKV(t, tenantPath("gone", name)); k.Exists {
+				t.Error("the KV record (or a version of it) survived Delete")
+			}
+			fmu.Lock()
+			defer fmu.Unlock()
+			if step != "" && faults[step] != 0 {
+				t.Errorf("the fault before %s was never hit", step)
+			}
+		})
+	}
+}
+
+func TestConcurrentSameNameExactlyOneWins(t *testing.T) {
 	ctx := context.Background()
-	d := newDB("gone", "gone", func(d *v1alpha1.Database) {
-		d.Spec.ManagementPolicies = xpv2.ManagementPolicies{xpv2.ManagementActionAll}
-	})
-	apply(t, d)
-	waitDB(t, d, "Ready", ready)
-	k := readKV(t, tenantPath("gone", "gone"))
-	app, err := appLogin(t, "gone", k.Data["password"].(string), "gone")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer app.Close(ctx) //nolint:errcheck // the server ends it
-	for _, step := range []string{database.StepBlockLogins, database.StepTerminate, database.StepDropDatabase, database.StepDropRole, database.StepDeleteKV} {
-		inject(step, 1)
-	}
-	if err := env.Kube.Client.Delete(ctx, d); err != nil {
-		t.Fatal(err)
-	}
-	waitGone(t, d)
-	if s := readPG(t, "gone", "gone"); s.DBExists || s.RoleExists {
-		t.Errorf("after Delete: %+v", s)
-	}
-	if k := readKV(t, tenantPath("gone", "gone")); k.Exists {
-		t.Error("the KV record (or a version of it) survived Delete")
-	}
-	fmu.Lock()
-	defer fmu.Unlock()
-	for step, n := range faults {
-		if n != 0 {
-			t.Errorf("the fault before %s was never hit", step)
+	var ds []*v1alpha1.Database
+	for _, ns := range []string{"race-a", "race-b", "race-c"} {
+		if err := env.Kube.EnsureNamespace(ctx, ns); err != nil {
+			t.Fatal(err)
 		}
+		ds = append(ds, newDB(ns, "app", func(d *v1alpha1.Database) { d.Spec.ForProvider.Database = ptr.To("raced") }))
+	}
+	var wg sync.WaitGroup
+	for _, d := range ds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := env.Kube.Client.Create(ctx, d); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	winners, losers := 0, 0
+	for _, d := range ds {
+		waitDB(t, d, "Ready or Conflict", func(d *v1alpha1.Database) bool { return ready(d) || reason("Conflict")(d) })
+		if ready(d) {
+			winners++
+		} else {
+			losers++
+		}
+	}
+	time.Sleep(6 * poll)
+	winners = 0
+	for _, d := range ds {
+		if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
+			t.Fatal(err)
+		}
+		if ready(d) {
+			winners++
+			k := readKV(t, tenantPath(d.Namespace, d.Name))
+			if c, err := appLogin(t, "raced", k.Data["password"].(string), "raced"); err != nil {
+				t.Errorf("the winner's credential does not log in: %v", err)
+			} else {
+				_ = c.Close(ctx)
+			}
+		}
+	}
+	if winners != 1 {
+		t.Errorf("%d Databases are Ready for one database name, want exactly 1", winners)
 	}
 }
 
@@ -635,7 +730,24 @@ func TestZZCanary(t *testing.T) {
 		b, _ := json.Marshal(list)
 		dump.Write(b)
 	}
-	for where, text := range map[string]string{"objects, conditions and Events": dump.String(), "logs": logs.String()} {
+	mfs, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var scrape strings.Builder
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			scrape.WriteString(mf.GetName())
+			for _, l := range m.GetLabel() {
+				scrape.WriteString(" " + l.GetName() + "=" + l.GetValue())
+			}
+			scrape.WriteString("\n")
+		}
+	}
+	if !strings.Contains(scrape.String(), "provider_postgresql_tenant_failures_total class=Conflict kind=database") {
+		t.Error("the failure-class counter did not count the conflicts")
+	}
+	for where, text := range map[string]string{"objects, conditions and Events": dump.String(), "logs": logs.String(), "metrics": scrape.String()} {
 		for _, s := range secrets {
 			if strings.Contains(text, s) {
 				t.Errorf("%s contain a credential (%.4s…)", where, s)

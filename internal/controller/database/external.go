@@ -21,6 +21,7 @@ import (
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 	"ddupan.top/provider-postgresql-tenant/internal/clients/openbao"
 	"ddupan.top/provider-postgresql-tenant/internal/clients/postgres"
+	"ddupan.top/provider-postgresql-tenant/internal/metrics"
 	"ddupan.top/provider-postgresql-tenant/internal/options"
 	"ddupan.top/provider-postgresql-tenant/internal/scram"
 	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
@@ -35,6 +36,7 @@ const (
 	StepRecordOID     = "kv-record-oid"
 	StepConnect       = "connect-privileges"
 	StepExtensions    = "extensions"
+	StepCreated       = "created"
 	StepRepair        = "repair"
 	StepBlockLogins   = "block-logins"
 	StepTerminate     = "terminate-sessions"
@@ -157,6 +159,7 @@ func (e *external) resolve(db *v1alpha1.Database) (names, error) {
 // fail sets Ready=False with reason and message and returns the message as
 // an error.
 func fail(db *v1alpha1.Database, reason, msg string) error {
+	metrics.Failure("database", reason)
 	db.SetConditions(xpv2.Condition{
 		Type: xpv2.TypeReady, Status: corev1.ConditionFalse, Reason: xpv2.ConditionReason(reason),
 		Message: msg, LastTransitionTime: metav1.Now(), ObservedGeneration: db.GetGeneration(),
@@ -351,6 +354,7 @@ func (e *external) report(db *v1alpha1.Database, v tenancy.Verdict) {
 			e.record.Event(db, event.Normal("Ready", v.Message))
 		}
 	case v.Reason != "":
+		metrics.Failure("database", v.Reason)
 		db.SetConditions(xpv2.Condition{Type: xpv2.TypeReady, Status: corev1.ConditionFalse, Reason: xpv2.ConditionReason(v.Reason), Message: v.Message, LastTransitionTime: metav1.Now(), ObservedGeneration: db.GetGeneration()})
 		if string(prev.Reason) != v.Reason {
 			e.record.Event(db, event.Warning(event.Reason(v.Reason), errors.New(v.Message)))
@@ -473,6 +477,10 @@ func (e *external) Create(ctx context.Context, db *v1alpha1.Database) (managed.E
 	// which is also the final proof that the credential works.
 	if err := e.installExtensions(ctx, db, n, password); err != nil {
 		return managed.ExternalCreation{}, err
+	}
+	// The hook can also end the reconcile after the last write.
+	if err := e.step(StepCreated); err != nil {
+		return managed.ExternalCreation{}, failFrom(db, StepCreated, err)
 	}
 	return managed.ExternalCreation{}, nil
 }
