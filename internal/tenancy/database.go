@@ -260,14 +260,13 @@ func Decide(o Observation) Verdict {
 
 	// Phase: the last step confirmed by the observation.
 	v.Phase = v1alpha1.DatabasePhasePlanned
-	if credential {
+	switch {
+	case v.DBOurs:
+		v.Phase = v1alpha1.DatabasePhaseDatabaseCreated
+	case v.RoleOurs:
+		v.Phase = v1alpha1.DatabasePhaseRoleCreated
+	case credential:
 		v.Phase = v1alpha1.DatabasePhaseCredentialCreated
-		if v.RoleOurs {
-			v.Phase = v1alpha1.DatabasePhaseRoleCreated
-			if v.DBOurs {
-				v.Phase = v1alpha1.DatabasePhaseDatabaseCreated
-			}
-		}
 	}
 
 	v.Exists = v.DBOurs
@@ -282,7 +281,9 @@ func Decide(o Observation) Verdict {
 	}
 
 	// Drift of what is ours.
-	if !sameData(o.KV.Data, o.WantData) {
+	if !sameData(o.KV.Data, o.WantData) || o.Login == LoginRefused {
+		// Altered fields, or a password that no longer logs in: restore the
+		// record from the newest version whose password still works.
 		v.Repairs = append(v.Repairs, RepairKVRecord)
 	}
 	if missingOwnerKeys(o.KV.Owner, o.Identity) || recorded == "" || recordedRole == "" {

@@ -167,10 +167,14 @@ func TestDecide(t *testing.T) {
 			o:    func(o *Observation) { o.Login = LoginUnavailable },
 			want: out{Exists: true, UpToDate: true, Phase: v1alpha1.DatabasePhaseDatabaseCreated, Reason: ReasonDependencyUnavailable, KVOurs: true, RoleOurs: true, DBOurs: true},
 		},
-		"RoleOursByOIDButPasswordChanged": {
+		"RoleOursByOIDButRecordPasswordChanged": {
 			o:    func(o *Observation) { o.Login = LoginRefused; o.Installed = nil; o.Requested = nil },
-			want: out{Exists: true, UpToDate: true, Phase: v1alpha1.DatabasePhaseDatabaseCreated, Reason: ReasonProvisioningFailed, KVOurs: true, RoleOurs: true, DBOurs: true},
-			msg:  "never sets a new password",
+			want: out{Exists: true, Phase: v1alpha1.DatabasePhaseDatabaseCreated, KVOurs: true, RoleOurs: true, DBOurs: true, Repairs: []Repair{RepairKVRecord}},
+			msg:  "restore the KV record",
+		},
+		"RecordVersionDeleted (metadata only, ours)": {
+			o:    func(o *Observation) { o.KV.Data = nil; o.Login = LoginNotTried; o.Installed = nil; o.Requested = nil },
+			want: out{Exists: true, Phase: v1alpha1.DatabasePhaseDatabaseCreated, KVOurs: true, RoleOurs: true, DBOurs: true, Repairs: []Repair{RepairKVRecord}},
 		},
 		"RoleDroppedAndRecreatedBySomeoneElse": {
 			o:    func(o *Observation) { o.R.OID = 99999 },

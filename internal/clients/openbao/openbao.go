@@ -268,6 +268,32 @@ func (c *Client) Read(ctx context.Context, path string) (*Record, error) {
 	return rec, nil
 }
 
+// ReadVersion returns the data of one version, or nil when that version is
+// deleted, destroyed or absent.
+func (c *Client) ReadVersion(ctx context.Context, path string, version int) (map[string]string, error) {
+	if err := tenancy.ValidatePath("credential path", path); err != nil {
+		return nil, err
+	}
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
+	var data map[string]string
+	err := c.do(ctx, func(kv *api.KVv2) error {
+		s, err := kv.GetVersion(ctx, path, version)
+		if errors.Is(err, api.ErrSecretNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		data = stringMap(s.Data)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cannot read version %d of %s/%s: %w", version, c.opts.KVMount, path, scrub(err))
+	}
+	return data, nil
+}
+
 // SetOwner writes the record's custom_metadata (creating the metadata entry
 // when there is none). Callers write it only on a path that is absent or
 // already theirs.

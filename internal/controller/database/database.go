@@ -41,6 +41,7 @@ const (
 // KV is what the Database controller needs of OpenBao (openbao.Client).
 type KV interface {
 	Read(ctx context.Context, path string) (*openbao.Record, error)
+	ReadVersion(ctx context.Context, path string, version int) (map[string]string, error)
 	SetOwner(ctx context.Context, path string, owner map[string]string) error
 	Write(ctx context.Context, path string, data map[string]string, cas int) (int, error)
 	Delete(ctx context.Context, path string) error

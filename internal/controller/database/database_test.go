@@ -235,14 +235,22 @@ type pgState struct {
 func readPG(t *testing.T, db, role string) pgState {
 	t.Helper()
 	ctx := context.Background()
-	c := superConn(t, "postgres")
+	c, err := env.Postgres.SuperConn(ctx, "postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx) //nolint:errcheck // test
 	var s pgState
 	_ = c.QueryRow(ctx, `SELECT true, pg_get_userbyid(datdba),
 		has_database_privilege('public', oid, 'CONNECT') FROM pg_database WHERE datname = $1`, db).Scan(&s.DBExists, &s.Owner, &s.PublicConnected)
 	_ = c.QueryRow(ctx, `SELECT true, rolcanlogin, rolsuper, rolcreatedb, rolcreaterole, rolreplication, coalesce(rolpassword, '')
 		FROM pg_authid WHERE rolname = $1`, role).Scan(&s.RoleExists, &s.Login, &s.Super, &s.CreateDB, &s.CreateRole, &s.Replication, &s.Verifier)
 	if s.DBExists {
-		dc := superConn(t, db)
+		dc, err := env.Postgres.SuperConn(ctx, db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer dc.Close(ctx) //nolint:errcheck // test
 		rows, err := dc.Query(ctx, "SELECT extname FROM pg_extension ORDER BY 1")
 		if err != nil {
 			t.Fatal(err)
@@ -492,6 +500,94 @@ func TestUnavailableExtensionRejectedBeforeAnyWrite(t *testing.T) {
 	}
 	if s := readPG(t, "ext", "ext"); s.RoleExists || s.DBExists {
 		t.Error("a role or database was created for an unavailable extension")
+	}
+}
+
+func TestAvailabilityQueryFailureIsDependencyUnavailable(t *testing.T) {
+	inject(database.StepCheckExtensions, 1000)
+	d := newDB("extq", "extq")
+	apply(t, d)
+	waitDB(t, d, "DependencyUnavailable", reason("DependencyUnavailable"))
+	if c := d.GetCondition(xpv2.TypeReady); !strings.Contains(c.Message, "cannot check pg_available_extensions") {
+		t.Errorf("message %q", c.Message)
+	}
+	if k := readKV(t, tenantPath("extq", "extq")); k.Exists {
+		t.Error("a KV record was written although availability was unknown")
+	}
+	inject(database.StepCheckExtensions, 0)
+	waitDB(t, d, "Ready once the query works", ready)
+}
+
+func TestDriftIsRepairedWithTheSamePassword(t *testing.T) {
+	ctx := context.Background()
+	d := newDB("drift", "drift")
+	apply(t, d)
+	waitDB(t, d, "Ready", ready)
+	path := tenantPath("drift", "drift")
+	k := readKV(t, path)
+	pw := k.Data["password"].(string)
+	before := readPG(t, "drift", "drift")
+
+	su := superConn(t, "postgres")
+	// The database goes to another role the admin administers (a non-
+	// superuser admin can only take a database back from a role it is a
+	// member of; from a superuser it reports the failure instead).
+	for _, stmt := range []string{
+		"ALTER ROLE drift CREATEDB",
+		"GRANT CONNECT ON DATABASE drift TO PUBLIC",
+		"CREATE ROLE intruder NOLOGIN",
+		"GRANT intruder TO " + env.Postgres.AdminUser,
+		"ALTER DATABASE drift OWNER TO intruder",
+	} {
+		if _, err := su.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root, _ := env.OpenBao.Client(env.OpenBao.RootToken)
+	kv := root.KVv2("kv")
+	// An altered record: a wrong port and a password that does not log in.
+	altered := map[string]any{}
+	for key, v := range k.Data {
+		altered[key] = v
+	}
+	altered["port"], altered["password"] = "1", "not-the-password"
+	if _, err := kv.Put(ctx, path, altered); err != nil {
+		t.Fatal(err)
+	}
+	waitDB(t, d, "Ready after repair", func(d *v1alpha1.Database) bool {
+		s := readPG(t, "drift", "drift")
+		k := readKV(t, path)
+		return ready(d) && !s.CreateDB && !s.PublicConnected && s.Owner == "drift" && k.Data["password"] == pw && k.Data["port"] == fmt.Sprint(env.Postgres.Port)
+	})
+	if after := readPG(t, "drift", "drift"); after.Verifier != before.Verifier {
+		t.Error("the role's password changed during the repair")
+	}
+
+	// The current version deleted: restored from the newest working one.
+	if err := kv.Delete(ctx, path); err != nil {
+		t.Fatal(err)
+	}
+	waitDB(t, d, "Ready after the record was restored", func(d *v1alpha1.Database) bool {
+		k := readKV(t, path)
+		return ready(d) && k.Data["password"] == pw
+	})
+	if after := readPG(t, "drift", "drift"); after.Verifier != before.Verifier {
+		t.Error("the role's password changed when the record was restored")
+	}
+}
+
+func TestExtensionRemovalIsRefusedAndNothingDropped(t *testing.T) {
+	ctx := context.Background()
+	d := newDB("extrm", "extrm")
+	apply(t, d)
+	waitDB(t, d, "Ready", ready)
+	d.Spec.ForProvider.Extensions = nil
+	err := env.Kube.Client.Update(ctx, d)
+	if err == nil || !strings.Contains(err.Error(), "append-only") {
+		t.Fatalf("removing an extension: %v, want a refusal", err)
+	}
+	if s := readPG(t, "extrm", "extrm"); !strings.Contains(strings.Join(s.Extensions, ","), "pg_trgm") {
+		t.Errorf("extensions after the refused removal: %v", s.Extensions)
 	}
 }
 

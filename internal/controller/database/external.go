@@ -29,20 +29,21 @@ import (
 
 // Steps, as named to the fault-injection hook and in messages.
 const (
-	StepOwnerMetadata = "kv-owner-metadata"
-	StepCredential    = "kv-credential"
-	StepRole          = "role"
-	StepDatabase      = "database"
-	StepRecordOID     = "kv-record-oid"
-	StepConnect       = "connect-privileges"
-	StepExtensions    = "extensions"
-	StepCreated       = "created"
-	StepRepair        = "repair"
-	StepBlockLogins   = "block-logins"
-	StepTerminate     = "terminate-sessions"
-	StepDropDatabase  = "drop-database"
-	StepDropRole      = "drop-role"
-	StepDeleteKV      = "delete-kv"
+	StepCheckExtensions = "check-extensions"
+	StepOwnerMetadata   = "kv-owner-metadata"
+	StepCredential      = "kv-credential"
+	StepRole            = "role"
+	StepDatabase        = "database"
+	StepRecordOID       = "kv-record-oid"
+	StepConnect         = "connect-privileges"
+	StepExtensions      = "extensions"
+	StepCreated         = "created"
+	StepRepair          = "repair"
+	StepBlockLogins     = "block-logins"
+	StepTerminate       = "terminate-sessions"
+	StepDropDatabase    = "drop-database"
+	StepDropRole        = "drop-role"
+	StepDeleteKV        = "delete-kv"
 )
 
 // external acts on one Database's server and OpenBao record, for one
@@ -263,6 +264,9 @@ func (e *external) Observe(ctx context.Context, db *v1alpha1.Database) (managed.
 func (e *external) unavailable(ctx context.Context, requested []string) ([]string, error) {
 	if len(requested) == 0 {
 		return nil, nil
+	}
+	if err := e.step(StepCheckExtensions); err != nil {
+		return nil, err
 	}
 	avail, err := e.pool.AvailableExtensions(ctx, requested)
 	if err != nil {
@@ -485,6 +489,32 @@ func (e *external) Create(ctx context.Context, db *v1alpha1.Database) (managed.E
 	return managed.ExternalCreation{}, nil
 }
 
+// workingPassword returns the password to keep in a repaired record: the
+// current one, or, when the current version lost it (deleted or altered),
+// the newest earlier version's password that still logs in as the role.
+// The provider never makes up a new password for an existing role.
+func (e *external) workingPassword(ctx context.Context, n names, kv tenancy.KVState) (string, error) {
+	if pw := kv.Data["password"]; pw != "" && e.obs.Login == tenancy.LoginOK {
+		return pw, nil
+	}
+	for v := kv.Version - 1; v >= 1 && v >= kv.Version-10; v-- {
+		data, err := e.kv.ReadVersion(ctx, n.path, v)
+		if err != nil {
+			return "", err
+		}
+		if data["password"] == "" {
+			continue
+		}
+		c, err := e.pool.ConnectAs(ctx, n.database, postgres.Credential{Username: n.role, Password: data["password"]})
+		if err != nil {
+			continue
+		}
+		_ = c.Close(ctx)
+		return data["password"], nil
+	}
+	return "", errors.New("the credential record lost its working password and no earlier version (up to 10 back) logs in as the role: restore it in OpenBao by hand; the provider never sets a new password on an existing role")
+}
+
 func (e *external) installExtensions(ctx context.Context, db *v1alpha1.Database, n names, password string) error {
 	if err := e.step(StepExtensions); err != nil {
 		return failFrom(db, StepExtensions, err)
@@ -520,9 +550,12 @@ func (e *external) Update(ctx context.Context, db *v1alpha1.Database) (managed.E
 		var err error
 		switch r {
 		case tenancy.RepairKVRecord:
-			data := e.wantData(n)
-			data["password"] = o.KV.Data["password"]
-			_, err = e.kv.Write(ctx, n.path, data, o.KV.Version)
+			var pw string
+			if pw, err = e.workingPassword(ctx, n, o.KV); err == nil {
+				data := e.wantData(n)
+				data["password"] = pw
+				_, err = e.kv.Write(ctx, n.path, data, o.KV.Version)
+			}
 		case tenancy.RepairOwnerMetadata:
 			err = e.kv.SetOwner(ctx, n.path, e.ownerMeta(o.R.OID, o.DB.OID))
 		case tenancy.RepairAdminMember:
