@@ -57,8 +57,14 @@ Local control plane, PostgreSQL, OpenBao and the provider are running.
   kubectl get databases -n $ns
   kubectl describe database -n $ns $db
 
-  PostgreSQL: host localhost (127.0.0.1), port $port, TLS verify-full with CA $STATE/ca.crt
-  OpenBao:    $bao (CA $STATE/ca.crt)
+  The tenant credential lives only in OpenBao (a throw-away local server):
+  export BAO_ADDR=$bao BAO_CACERT=$STATE/ca.crt
+  export BAO_TOKEN=\$(cat $STATE/openbao-root-token)
+  $PPT_BIN/bao kv get kv/postgresql-tenants/$ns/$db
+
+  Log in as the tenant with its password from that record:
+  PGPASSWORD=<password> psql "host=localhost hostaddr=127.0.0.1 port=$port dbname=$db user=$db sslmode=verify-full sslrootcert=$STATE/ca.crt"
+
   Provider log: $STATE/provider.log
 
 Stop everything with: make dev-down

@@ -151,6 +151,14 @@ func run(stateDir string) error {
 	if err := waitUntilWatched(ctx, env, provDone); err != nil {
 		return fmt.Errorf("%w; provider log: %s", err, providerLog)
 	}
+	if err := waitForDatabase(ctx, env, db, provDone); err != nil {
+		return fmt.Errorf("%w; provider log: %s", err, providerLog)
+	}
+	// A local, throw-away OpenBao: its root token goes to a 0600 file so
+	// the developer can read the tenant record (it is never printed).
+	if err := os.WriteFile(filepath.Join(stateDir, "openbao-root-token"), []byte(env.OpenBao.RootToken), 0o600); err != nil {
+		return err
+	}
 	b, _ := json.MarshalIndent(st, "", "  ")
 	if err := os.WriteFile(filepath.Join(stateDir, "state.json"), b, 0o644); err != nil {
 		return err
@@ -249,6 +257,36 @@ func waitUntilWatched(ctx context.Context, env *testenv.Env, provDone <-chan err
 		}
 	}
 	return fmt.Errorf("the provider did not pick up clusterproviderconfig/shared within 2 minutes")
+}
+
+// waitForDatabase waits until the example Database is Ready, showing its
+// phases as they change.
+func waitForDatabase(ctx context.Context, env *testenv.Env, key types.NamespacedName, provDone <-chan error) error {
+	deadline := time.Now().Add(3 * time.Minute)
+	last := ""
+	for time.Now().Before(deadline) {
+		db := &v1alpha1.Database{}
+		if err := env.Kube.Client.Get(ctx, key, db); err == nil {
+			c := db.GetCondition(xpv2.TypeReady)
+			s := fmt.Sprintf("    database/%s: phase=%s ready=%s reason=%s", key.Name, db.Status.AtProvider.Phase, c.Status, c.Reason)
+			if s != last {
+				fmt.Println(s)
+				last = s
+			}
+			if c.Status == corev1.ConditionTrue {
+				fmt.Printf("    %s\n    credential: %s\n", c.Message, db.Status.AtProvider.Credential.OpenBaoURL)
+				return nil
+			}
+		}
+		select {
+		case err := <-provDone:
+			return fmt.Errorf("the provider exited: %v", err)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("database %s did not become Ready within 3 minutes", key)
 }
 
 func nsName(o client.Object) string {
