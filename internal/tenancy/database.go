@@ -119,6 +119,9 @@ type Observation struct {
 	Identity Identity
 	// Import: the management policies lack Create.
 	Import bool
+	// ImportUpdate: an import whose policies allow Update: differences are
+	// repaired (never the password), once the credential proves the role.
+	ImportUpdate bool
 	// Database, Role and Path are the effective names.
 	Database, Role, Path string
 	// Requested extensions (spec) and Installed ones (read as the role).
@@ -340,6 +343,8 @@ func decideImport(o Observation) Verdict {
 	}
 	if o.DB.PublicConnect {
 		d = append(d, "PUBLIC may connect to the database")
+	} else if !o.DB.RoleConnect && o.ImportUpdate {
+		d = append(d, fmt.Sprintf("the role %q holds no explicit CONNECT", o.Role))
 	}
 	switch {
 	case !o.KV.Present || o.KV.Data["password"] == "":
@@ -353,6 +358,26 @@ func decideImport(o Observation) Verdict {
 		d = append(d, fmt.Sprintf("extensions not installed: %v", m))
 	}
 	v.Differences = d
+	if len(d) > 0 && o.ImportUpdate && o.R.Exists && o.Login == LoginOK {
+		// The admin allowed updates and the record's credential logs in as
+		// the role: repair what differs, never the password.
+		if !o.R.AdminMember {
+			v.Repairs = append(v.Repairs, RepairAdminMember)
+		}
+		if !o.R.AttributesOK && !o.R.Elevated {
+			v.Repairs = append(v.Repairs, RepairRole)
+		}
+		if o.DB.Owner != o.Role {
+			v.Repairs = append(v.Repairs, RepairOwner)
+		}
+		if o.DB.PublicConnect || !o.DB.RoleConnect {
+			v.Repairs = append(v.Repairs, RepairConnect)
+		}
+		if len(Missing(o.Requested, o.Installed)) > 0 {
+			v.Repairs = append(v.Repairs, RepairExtensions)
+		}
+		v.UpToDate = len(v.Repairs) == 0
+	}
 	if len(d) == 0 {
 		v.Ready = true
 		v.Phase = v1alpha1.DatabasePhaseReady
@@ -361,6 +386,10 @@ func decideImport(o Observation) Verdict {
 	}
 	v.Reason = ReasonImportDifferences
 	v.Message = "imported read-only; nothing was changed. Differences: " + strings.Join(d, "; ")
+	if len(v.Repairs) > 0 {
+		v.Reason = ""
+		v.Message = "imported with Update allowed: repairing " + joinRepairs(v.Repairs) + ". Differences: " + strings.Join(d, "; ")
+	}
 	return v
 }
 

@@ -243,6 +243,24 @@ func TestDecideImport(t *testing.T) {
 	}
 }
 
+func TestDecideImportWithUpdate(t *testing.T) {
+	o := base()
+	o.Import, o.ImportUpdate = true, true
+	o.KV.Owner = nil
+	o.DB.Owner, o.DB.PublicConnect, o.DB.RoleConnect = "legacy", true, false
+	o.Requested = []string{"pg_trgm", "citext"}
+	v := Decide(o)
+	want := []Repair{RepairOwner, RepairConnect, RepairExtensions}
+	if diff := cmp.Diff(want, v.Repairs); diff != "" || v.UpToDate || v.Reason != "" {
+		t.Errorf("repairs -want +got:\n%s upToDate %v reason %q", diff, v.UpToDate, v.Reason)
+	}
+	// Without a credential that logs in, nothing is repaired.
+	o.Login = LoginRefused
+	if v := Decide(o); len(v.Repairs) != 0 || !v.UpToDate || v.Reason != ReasonImportDifferences {
+		t.Errorf("unproven import: repairs %v upToDate %v reason %q", v.Repairs, v.UpToDate, v.Reason)
+	}
+}
+
 func TestOwnerMetadataAndPath(t *testing.T) {
 	if !KVOurs(KVState{Present: true, Owner: OwnerMetadata(me)}, me) {
 		t.Error("our own metadata is not ours")

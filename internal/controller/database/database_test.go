@@ -795,6 +795,21 @@ func TestImportIsReadOnly(t *testing.T) {
 	if k := readKV(t, "postgresql-tenants/legacy/handmade"); k.Versions != 1 || len(k.Owner) != 0 {
 		t.Error("the import changed the credential record")
 	}
+
+	// Switching the import to Update repairs the differences, never the
+	// password, and leaves the record alone.
+	d.Spec.ManagementPolicies = xpv2.ManagementPolicies{xpv2.ManagementActionObserve, xpv2.ManagementActionUpdate}
+	if err := env.Kube.Client.Update(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	waitDB(t, d, "Ready after the allowed repairs", ready)
+	after := readPG(t, "handmade", "handmade")
+	if after.PublicConnected || !strings.Contains(strings.Join(after.Extensions, ","), "pg_trgm") || after.Verifier != before.Verifier || after.Owner != "handmade" {
+		t.Errorf("after Update on the import: %+v", after)
+	}
+	if k := readKV(t, "postgresql-tenants/legacy/handmade"); k.Versions != 1 || len(k.Owner) != 0 {
+		t.Error("the import's Update changed the credential record")
+	}
 }
 
 // The canary runs last: no credential of the run appears in logs, Events,

@@ -101,6 +101,15 @@ func canCreate(db *v1alpha1.Database) bool {
 	return false
 }
 
+func canUpdate(db *v1alpha1.Database) bool {
+	for _, p := range db.GetManagementPolicies() {
+		if p == xpv2.ManagementActionAll || p == xpv2.ManagementActionUpdate {
+			return true
+		}
+	}
+	return false
+}
+
 func canDelete(db *v1alpha1.Database) bool {
 	for _, p := range db.GetManagementPolicies() {
 		if p == xpv2.ManagementActionAll || p == xpv2.ManagementActionDelete {
@@ -220,7 +229,7 @@ func (e *external) Observe(ctx context.Context, db *v1alpha1.Database) (managed.
 		return managed.ExternalObservation{}, fail(db, tenancy.ReasonDependencyUnavailable, err.Error())
 	}
 	o := tenancy.Observation{
-		Identity: e.id, Import: n.importing,
+		Identity: e.id, Import: n.importing, ImportUpdate: n.importing && canUpdate(db),
 		Database: n.database, Role: n.role, Path: n.path,
 		Requested: db.Spec.ForProvider.Extensions,
 		WantData:  e.wantData(n),
@@ -540,7 +549,7 @@ func (e *external) installExtensions(ctx context.Context, db *v1alpha1.Database,
 // never sets a new password.
 func (e *external) Update(ctx context.Context, db *v1alpha1.Database) (managed.ExternalUpdate, error) {
 	n, o, v := e.names, e.obs, e.verdict
-	if v.Reason == tenancy.ReasonConflict || o.Import {
+	if v.Reason == tenancy.ReasonConflict || (o.Import && !o.ImportUpdate) {
 		return managed.ExternalUpdate{}, nil
 	}
 	if err := e.step(StepRepair); err != nil {
