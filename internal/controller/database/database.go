@@ -9,6 +9,7 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/event"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/feature"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/logging"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/meta"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/ratelimiter"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/reconciler/managed"
@@ -83,6 +84,7 @@ func Setup(mgr ctrl.Manager, o controller.Options, d Deps) error {
 
 	ro := []managed.ReconcilerOption{
 		managed.WithTypedExternalConnector[*v1alpha1.Database](&connector{
+			log:    o.Logger.WithValues("controller", name),
 			kube:   mgr.GetClient(),
 			usage:  resource.NewProviderConfigUsageTracker(mgr.GetClient(), &v1alpha1.ProviderConfigUsage{}),
 			deps:   d,
@@ -124,6 +126,7 @@ func Setup(mgr ctrl.Manager, o controller.Options, d Deps) error {
 // A connector resolves a Database's provider config and produces the
 // external client that acts on its server.
 type connector struct {
+	log    logging.Logger
 	kube   client.Client
 	usage  resource.ModernTracker
 	deps   Deps
@@ -167,6 +170,7 @@ func (c *connector) Connect(ctx context.Context, db *v1alpha1.Database) (managed
 	}
 	ep := cfg.ConfigSpec().Endpoint
 	return &external{
+		log:    c.log.WithValues("namespace", db.GetNamespace(), "name", db.GetName(), "config", name, "generation", db.GetGeneration()),
 		pool:   pool,
 		kv:     c.deps.KV,
 		opts:   c.deps.Options,

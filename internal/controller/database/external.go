@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/event"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/logging"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/meta"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/reconciler/managed"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/resource"
@@ -50,6 +51,7 @@ const (
 // reconcile: Observe fills obs and verdict, which Create, Update and Delete
 // then act on.
 type external struct {
+	log    logging.Logger
 	pool   *postgres.Pool
 	kv     KV
 	opts   options.Options
@@ -60,9 +62,10 @@ type external struct {
 	cfgVer string
 	id     tenancy.Identity
 
-	names   names
-	obs     tenancy.Observation
-	verdict tenancy.Verdict
+	names     names
+	prevPhase v1alpha1.DatabasePhase
+	obs       tenancy.Observation
+	verdict   tenancy.Verdict
 }
 
 // names are the effective names of a Database.
@@ -169,6 +172,8 @@ func (e *external) resolve(db *v1alpha1.Database) (names, error) {
 // fail sets Ready=False with reason and message and returns the message as
 // an error.
 func fail(db *v1alpha1.Database, reason, msg string) error {
+	// The error class is logged by the managed reconciler with the error;
+	// the message names steps and objects, never a credential.
 	metrics.Failure("database", reason)
 	db.SetConditions(xpv2.Condition{
 		Type: xpv2.TypeReady, Status: corev1.ConditionFalse, Reason: xpv2.ConditionReason(reason),
@@ -346,6 +351,7 @@ func (e *external) login(ctx context.Context, n names, password string) (tenancy
 // report writes the verdict into status and conditions.
 func (e *external) report(db *v1alpha1.Database, v tenancy.Verdict) {
 	ap := &db.Status.AtProvider
+	e.prevPhase = ap.Phase
 	ap.Phase = v.Phase
 	ap.Credential = v1alpha1.CredentialObservation{
 		Path:       e.names.path,
@@ -360,6 +366,9 @@ func (e *external) report(db *v1alpha1.Database, v tenancy.Verdict) {
 		ap.Extensions = e.obs.Installed
 	}
 	prev := db.GetCondition(xpv2.TypeReady)
+	if string(prev.Reason) != v.Reason || prev.Status == corev1.ConditionTrue != v.Ready || ap.Phase != e.prevPhase {
+		e.log.Info("Database observed", "phase", v.Phase, "ready", v.Ready, "reason", v.Reason, "kvOurs", v.KVOurs, "roleOurs", v.RoleOurs, "databaseOurs", v.DBOurs, "repairs", len(v.Repairs))
+	}
 	switch {
 	case v.Ready:
 		db.SetConditions(xpv2.Available().WithMessage(v.Message))
