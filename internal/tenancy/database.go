@@ -292,21 +292,7 @@ func Decide(o Observation) Verdict {
 	if missingOwnerKeys(o.KV.Owner, o.Identity) || recorded == "" || recordedRole == "" {
 		v.Repairs = append(v.Repairs, RepairOwnerMetadata)
 	}
-	if !o.R.AdminMember {
-		v.Repairs = append(v.Repairs, RepairAdminMember)
-	}
-	if !o.R.AttributesOK && !o.R.Elevated {
-		v.Repairs = append(v.Repairs, RepairRole)
-	}
-	if o.DB.Owner != o.Role {
-		v.Repairs = append(v.Repairs, RepairOwner)
-	}
-	if o.DB.PublicConnect || !o.DB.RoleConnect {
-		v.Repairs = append(v.Repairs, RepairConnect)
-	}
-	if len(Missing(o.Requested, o.Installed)) > 0 {
-		v.Repairs = append(v.Repairs, RepairExtensions)
-	}
+	v.Repairs = append(v.Repairs, catalogRepairs(o)...)
 	v.UpToDate = len(v.Repairs) == 0
 	switch {
 	case o.R.Elevated:
@@ -361,21 +347,7 @@ func decideImport(o Observation) Verdict {
 	if len(d) > 0 && o.ImportUpdate && o.R.Exists && o.Login == LoginOK {
 		// The admin allowed updates and the record's credential logs in as
 		// the role: repair what differs, never the password.
-		if !o.R.AdminMember {
-			v.Repairs = append(v.Repairs, RepairAdminMember)
-		}
-		if !o.R.AttributesOK && !o.R.Elevated {
-			v.Repairs = append(v.Repairs, RepairRole)
-		}
-		if o.DB.Owner != o.Role {
-			v.Repairs = append(v.Repairs, RepairOwner)
-		}
-		if o.DB.PublicConnect || !o.DB.RoleConnect {
-			v.Repairs = append(v.Repairs, RepairConnect)
-		}
-		if len(Missing(o.Requested, o.Installed)) > 0 {
-			v.Repairs = append(v.Repairs, RepairExtensions)
-		}
+		v.Repairs = catalogRepairs(o)
 		v.UpToDate = len(v.Repairs) == 0
 	}
 	if len(d) == 0 {
@@ -391,6 +363,28 @@ func decideImport(o Observation) Verdict {
 		v.Message = "imported with Update allowed: repairing " + joinRepairs(v.Repairs) + ". Differences: " + strings.Join(d, "; ")
 	}
 	return v
+}
+
+// catalogRepairs lists the repairs of the role, the database and its
+// extensions that the observation calls for, in the order they apply.
+func catalogRepairs(o Observation) []Repair {
+	var r []Repair
+	if !o.R.AdminMember {
+		r = append(r, RepairAdminMember)
+	}
+	if !o.R.AttributesOK && !o.R.Elevated {
+		r = append(r, RepairRole)
+	}
+	if o.DB.Owner != o.Role {
+		r = append(r, RepairOwner)
+	}
+	if o.DB.PublicConnect || !o.DB.RoleConnect {
+		r = append(r, RepairConnect)
+	}
+	if len(Missing(o.Requested, o.Installed)) > 0 {
+		r = append(r, RepairExtensions)
+	}
+	return r
 }
 
 func nextStep(p v1alpha1.DatabasePhase) string {

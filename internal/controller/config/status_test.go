@@ -12,28 +12,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crossplane/crossplane-runtime/v2/pkg/controller"
-	"github.com/crossplane/crossplane-runtime/v2/pkg/feature"
-	"github.com/crossplane/crossplane-runtime/v2/pkg/logging"
-	"github.com/crossplane/crossplane-runtime/v2/pkg/ratelimiter"
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	"github.com/jackc/pgx/v5"
 	corev1 "k8s.io/api/core/v1"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
-	"ddupan.top/provider-postgresql-tenant/internal/clients/openbao"
 	"ddupan.top/provider-postgresql-tenant/internal/clients/postgres"
 	"ddupan.top/provider-postgresql-tenant/internal/controller/config"
-	"ddupan.top/provider-postgresql-tenant/internal/controller/database"
-	"ddupan.top/provider-postgresql-tenant/internal/options"
 	"ddupan.top/provider-postgresql-tenant/internal/testenv"
+	"ddupan.top/provider-postgresql-tenant/internal/testenv/inproc"
 )
 
 // These tests run the config controllers in process against a real
@@ -74,53 +65,12 @@ func startControllers(e *testenv.Env) (func(), error) {
 	if err := os.WriteFile(caFile, e.CA.CertPEM, 0o644); err != nil {
 		return nil, err
 	}
-	zl := zap.New(zap.UseDevMode(true), zap.WriteTo(logs))
-	ctrl.SetLogger(zl)
-	mgr, err := ctrl.NewManager(e.Kube.Config, ctrl.Options{
-		Scheme:                 testenv.Scheme(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-	})
+	c, stop, err := inproc.Start(e, inproc.Options{Poll: interval, ConfigInterval: interval, ConfigRetry: time.Second, CABundleFile: caFile, Logs: logs})
 	if err != nil {
 		return nil, err
 	}
-	o := controller.Options{
-		Logger:                  logging.NewLogrLogger(zl),
-		MaxConcurrentReconciles: 4,
-		PollInterval:            interval,
-		GlobalRateLimiter:       ratelimiter.NewGlobal(100),
-		Features:                &feature.Flags{},
-	}
-	o.Features.Enable(feature.EnableBetaManagementPolicies)
-	pools = postgres.NewManager(postgres.Options{MaxConns: 2, ConnectTimeout: 3 * time.Second, CallTimeout: 5 * time.Second, CABundleFile: caFile})
-	opts := options.Options{Namespace: testenv.ProviderNamespace}
-	if err := config.Setup(mgr, o); err != nil {
-		return nil, err
-	}
-	if err := config.SetupStatus(mgr, o, config.StatusOptions{Namespace: opts.Namespace, Pools: pools, Interval: interval, RetryInterval: time.Second}); err != nil {
-		return nil, err
-	}
-	tf, err := e.ProviderTokenFile(context.Background())
-	if err != nil {
-		return nil, err
-	}
-	kv, err := openbao.New(openbao.Options{Address: e.OpenBao.Address, CABundleFile: e.CA.CertFile, AuthMount: e.OpenBao.AuthMount, AuthRole: e.OpenBao.ProviderRole, ServiceAccountTokenFile: tf, KVMount: e.OpenBao.KVMount})
-	if err != nil {
-		return nil, err
-	}
-	opts.OpenBao = options.OpenBao{Address: e.OpenBao.Address, ConsumerAddress: e.OpenBao.Address, KVMount: e.OpenBao.KVMount, TenantBasePath: e.OpenBao.TenantBasePath}
-	if err := database.Setup(mgr, o, database.Deps{Options: opts, Pools: pools, KV: kv}); err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
-			fmt.Fprintln(os.Stderr, "manager:", err)
-		}
-	}()
-	return func() { cancel(); <-done; pools.Close() }, nil
+	pools = c.Pools
+	return stop, nil
 }
 
 var seq int

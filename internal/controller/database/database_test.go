@@ -11,11 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crossplane/crossplane-runtime/v2/pkg/controller"
-	"github.com/crossplane/crossplane-runtime/v2/pkg/feature"
-	"github.com/crossplane/crossplane-runtime/v2/pkg/logging"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/meta"
-	"github.com/crossplane/crossplane-runtime/v2/pkg/ratelimiter"
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	"github.com/jackc/pgx/v5"
 	"github.com/openbao/openbao/api/v2"
@@ -23,19 +19,13 @@ import (
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
-	"ddupan.top/provider-postgresql-tenant/internal/clients/openbao"
-	"ddupan.top/provider-postgresql-tenant/internal/clients/postgres"
-	"ddupan.top/provider-postgresql-tenant/internal/controller/config"
 	"ddupan.top/provider-postgresql-tenant/internal/controller/database"
-	"ddupan.top/provider-postgresql-tenant/internal/options"
 	"ddupan.top/provider-postgresql-tenant/internal/testenv"
+	"ddupan.top/provider-postgresql-tenant/internal/testenv/inproc"
 )
 
 // The Database controller runs in process against a real kube-apiserver, a
@@ -92,53 +82,11 @@ func TestMain(m *testing.M) { testenv.Main(m, testenv.All, &env, start) }
 
 func start(e *testenv.Env) (func(), error) {
 	ctx := context.Background()
-	zl := zap.New(zap.UseDevMode(true), zap.WriteTo(logs))
-	ctrl.SetLogger(zl)
-	mgr, err := ctrl.NewManager(e.Kube.Config, ctrl.Options{
-		Scheme:                 testenv.Scheme(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-	})
+	_, stop, err := inproc.Start(e, inproc.Options{Poll: poll, ConfigInterval: 5 * time.Second, ConfigRetry: time.Second, StepHook: hook, Logs: logs})
 	if err != nil {
 		return nil, err
 	}
-	o := controller.Options{
-		Logger:                  logging.NewLogrLogger(zl),
-		MaxConcurrentReconciles: 4,
-		PollInterval:            poll,
-		GlobalRateLimiter:       ratelimiter.NewGlobal(1000),
-		Features:                &feature.Flags{},
-	}
-	o.Features.Enable(feature.EnableBetaManagementPolicies)
-	pools := postgres.NewManager(postgres.Options{MaxConns: 4, CABundleFile: e.CA.CertFile})
-	tf, err := e.ProviderTokenFile(ctx)
-	if err != nil {
-		return nil, err
-	}
-	kv, err := openbao.New(openbao.Options{Address: e.OpenBao.Address, CABundleFile: e.CA.CertFile, AuthMount: e.OpenBao.AuthMount, AuthRole: e.OpenBao.ProviderRole, ServiceAccountTokenFile: tf, KVMount: e.OpenBao.KVMount})
-	if err != nil {
-		return nil, err
-	}
-	opts := options.Options{Namespace: testenv.ProviderNamespace, CABundle: e.CA.CertFile, OpenBao: options.OpenBao{
-		Address: e.OpenBao.Address, ConsumerAddress: e.OpenBao.Address, KVMount: e.OpenBao.KVMount, TenantBasePath: e.OpenBao.TenantBasePath,
-	}}
-	if err := config.Setup(mgr, o); err != nil {
-		return nil, err
-	}
-	if err := config.SetupStatus(mgr, o, config.StatusOptions{Namespace: opts.Namespace, Pools: pools, Interval: 5 * time.Second}); err != nil {
-		return nil, err
-	}
-	if err := database.Setup(mgr, o, database.Deps{Options: opts, Pools: pools, KV: kv, StepHook: hook}); err != nil {
-		return nil, err
-	}
-	cctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(cctx); err != nil {
-			fmt.Fprintln(os.Stderr, "manager:", err)
-		}
-	}()
+
 	// The shared server, registered as the platform admin would.
 	pg := e.Postgres
 	c := e.Kube.Client
@@ -146,7 +94,7 @@ func start(e *testenv.Env) (func(), error) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: testenv.ProviderNamespace, Name: "admin"},
 		StringData: map[string]string{"username": pg.AdminUser, "password": pg.AdminPassword},
 	}); err != nil {
-		cancel()
+		stop()
 		return nil, err
 	}
 	if err := c.Create(ctx, &v1alpha1.ClusterProviderConfig{
@@ -156,10 +104,10 @@ func start(e *testenv.Env) (func(), error) {
 			Credentials: v1alpha1.Credentials{SecretRef: v1alpha1.SecretReference{Namespace: testenv.ProviderNamespace, Name: "admin"}},
 		},
 	}); err != nil {
-		cancel()
+		stop()
 		return nil, err
 	}
-	return func() { cancel(); <-done; pools.Close() }, nil
+	return stop, nil
 }
 
 func newDB(ns, name string, mut ...func(*v1alpha1.Database)) *v1alpha1.Database {

@@ -1,0 +1,104 @@
+// Package inproc runs the provider's controllers inside a test process,
+// against the real components of a testenv.Env, wired as cmd/provider wires
+// them.
+package inproc
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/controller"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/feature"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/logging"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/ratelimiter"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"ddupan.top/provider-postgresql-tenant/internal/clients/openbao"
+	"ddupan.top/provider-postgresql-tenant/internal/clients/postgres"
+	"ddupan.top/provider-postgresql-tenant/internal/controller/config"
+	"ddupan.top/provider-postgresql-tenant/internal/controller/database"
+	"ddupan.top/provider-postgresql-tenant/internal/options"
+	"ddupan.top/provider-postgresql-tenant/internal/testenv"
+)
+
+// Options tune the in-process controllers of a test package.
+type Options struct {
+	// Poll is the Databases' poll interval.
+	Poll time.Duration
+	// ConfigInterval and ConfigRetry are the config health intervals.
+	ConfigInterval, ConfigRetry time.Duration
+	// CABundleFile for PostgreSQL (default: the run's CA).
+	CABundleFile string
+	// StepHook injects faults before Database write steps.
+	StepHook func(step string) error
+	// Logs receives every log line (development format).
+	Logs io.Writer
+}
+
+// Controllers are the provider's controllers running in this process
+// against the Env's real components, as cmd/provider wires them.
+type Controllers struct {
+	Pools *postgres.Manager
+}
+
+// Start runs the config usage and health controllers and the Database
+// controller in process and returns how to stop them.
+func Start(e *testenv.Env, co Options) (*Controllers, func(), error) {
+	ctx := context.Background()
+	zl := zap.New(zap.UseDevMode(true), zap.WriteTo(co.Logs))
+	ctrl.SetLogger(zl)
+	mgr, err := ctrl.NewManager(e.Kube.Config, ctrl.Options{
+		Scheme:                 testenv.Scheme(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	o := controller.Options{
+		Logger:                  logging.NewLogrLogger(zl),
+		MaxConcurrentReconciles: 4,
+		PollInterval:            co.Poll,
+		GlobalRateLimiter:       ratelimiter.NewGlobal(1000),
+		Features:                &feature.Flags{},
+	}
+	o.Features.Enable(feature.EnableBetaManagementPolicies)
+	if co.CABundleFile == "" {
+		co.CABundleFile = e.CA.CertFile
+	}
+	pools := postgres.NewManager(postgres.Options{MaxConns: 4, ConnectTimeout: 3 * time.Second, CallTimeout: 10 * time.Second, CABundleFile: co.CABundleFile})
+	tf, err := e.ProviderTokenFile(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	kv, err := openbao.New(openbao.Options{Address: e.OpenBao.Address, CABundleFile: e.CA.CertFile, AuthMount: e.OpenBao.AuthMount, AuthRole: e.OpenBao.ProviderRole, ServiceAccountTokenFile: tf, KVMount: e.OpenBao.KVMount})
+	if err != nil {
+		return nil, nil, err
+	}
+	opts := options.Options{Namespace: testenv.ProviderNamespace, CABundle: e.CA.CertFile, OpenBao: options.OpenBao{
+		Address: e.OpenBao.Address, ConsumerAddress: e.OpenBao.Address, KVMount: e.OpenBao.KVMount, TenantBasePath: e.OpenBao.TenantBasePath,
+	}}
+	if err := config.Setup(mgr, o); err != nil {
+		return nil, nil, err
+	}
+	if err := config.SetupStatus(mgr, o, config.StatusOptions{Namespace: opts.Namespace, Pools: pools, Interval: co.ConfigInterval, RetryInterval: co.ConfigRetry}); err != nil {
+		return nil, nil, err
+	}
+	if err := database.Setup(mgr, o, database.Deps{Options: opts, Pools: pools, KV: kv, StepHook: co.StepHook}); err != nil {
+		return nil, nil, err
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(cctx); err != nil {
+			fmt.Fprintln(os.Stderr, "manager:", err)
+		}
+	}()
+	return &Controllers{Pools: pools}, func() { cancel(); <-done; pools.Close() }, nil
+}
