@@ -312,6 +312,14 @@ func Decide(o Observation) Verdict {
 
 func decideImport(o Observation) Verdict {
 	v := Verdict{Exists: o.DB.Exists, UpToDate: true}
+	// For an import, "ours" means named by the admin and proven by the
+	// named credential: its password is accepted for the role, and the
+	// database is owned by that role. Only that may be dropped by an
+	// explicit Delete.
+	credential := o.KV.Present && o.KV.Data["password"] != ""
+	v.RoleOurs = o.R.Exists && credential && (o.Login == LoginOK || o.Login == LoginAuthOK)
+	v.KVOurs = v.RoleOurs
+	v.DBOurs = o.DB.Exists && v.RoleOurs && o.DB.Owner == o.Role
 	if !o.DB.Exists {
 		v.Phase, v.Reason = v1alpha1.DatabasePhasePending, ReasonImportDifferences
 		v.Message = fmt.Sprintf("import: the database %q does not exist", o.Database)

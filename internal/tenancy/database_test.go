@@ -243,6 +243,23 @@ func TestDecideImport(t *testing.T) {
 	}
 }
 
+func TestDecideImportOwnershipForDelete(t *testing.T) {
+	o := base()
+	o.Import = true
+	o.KV.Owner = nil
+	if v := Decide(o); !v.KVOurs || !v.RoleOurs || !v.DBOurs {
+		t.Errorf("a proven import: kv %v role %v db %v", v.KVOurs, v.RoleOurs, v.DBOurs)
+	}
+	o.Login = LoginRefused
+	if v := Decide(o); v.RoleOurs || v.DBOurs || v.KVOurs {
+		t.Error("an import whose credential does not log in counts as droppable")
+	}
+	o.Login, o.DB.Owner = LoginOK, "someone"
+	if v := Decide(o); !v.RoleOurs || v.DBOurs {
+		t.Error("an imported database owned by another role counts as droppable")
+	}
+}
+
 func TestDecideImportWithUpdate(t *testing.T) {
 	o := base()
 	o.Import, o.ImportUpdate = true, true

@@ -596,7 +596,10 @@ func waitGone(t *testing.T, d *v1alpha1.Database) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatalf("%s/%s was not deleted", d.Namespace, d.Name)
+	cur := &v1alpha1.Database{}
+	_ = env.Kube.Client.Get(context.Background(), client.ObjectKeyFromObject(d), cur)
+	b, _ := json.Marshal(cur.Status.Conditions)
+	t.Fatalf("%s/%s was not deleted; conditions %s", d.Namespace, d.Name, b)
 }
 
 func TestDeleteWithLiveSessionAndFailures(t *testing.T) {
@@ -757,6 +760,62 @@ func TestImportIsReadOnly(t *testing.T) {
 	}
 	if k := readKV(t, "postgresql-tenants/legacy/handmade"); k.Versions != 1 || len(k.Owner) != 0 {
 		t.Error("the import's Update changed the credential record")
+	}
+}
+
+func TestImportWithDeleteDropsOnlyWhatItsCredentialProves(t *testing.T) {
+	ctx := context.Background()
+	su := superConn(t, "postgres")
+	root, _ := env.OpenBao.Client(env.OpenBao.RootToken)
+	for _, name := range []string{"oldapp", "otherapp"} {
+		pw := testenv.RandomSecret("old-")
+		if err := env.Postgres.CreateRole(ctx, name, pw, ""); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := su.Exec(ctx, "CREATE DATABASE "+name+" OWNER "+name); err != nil {
+			t.Fatal(err)
+		}
+		if name == "otherapp" {
+			pw = "a-wrong-password" // the record does not prove this one
+		}
+		if _, err := root.KVv2("kv").Put(ctx, "postgresql-tenants/legacy/"+name, map[string]any{"username": name, "password": pw}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ds []*v1alpha1.Database
+	for _, name := range []string{"oldapp", "otherapp"} {
+		d := newDB("imports-del", name, func(d *v1alpha1.Database) {
+			d.Spec.ManagementPolicies = xpv2.ManagementPolicies{xpv2.ManagementActionObserve, xpv2.ManagementActionDelete}
+			d.Spec.ForProvider.CredentialPath = ptr.To("postgresql-tenants/legacy/" + d.Name)
+			d.Spec.ForProvider.Extensions = nil
+		})
+		apply(t, d)
+		ds = append(ds, d)
+	}
+	waitDB(t, ds[0], "Ready (proven import)", func(d *v1alpha1.Database) bool { return ready(d) || reason("ImportDifferences")(d) })
+	waitDB(t, ds[1], "differences (unproven import)", reason("ImportDifferences"))
+	app, err := appLogin(t, "oldapp", readKV(t, "postgresql-tenants/legacy/oldapp").Data["password"].(string), "oldapp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close(ctx) //nolint:errcheck // the server ends it
+	for _, d := range ds {
+		if err := env.Kube.Client.Delete(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+		waitGone(t, d)
+	}
+	if s := readPG(t, "oldapp", "oldapp"); s.DBExists || s.RoleExists {
+		t.Errorf("the proven import survived its explicit Delete: %+v", s)
+	}
+	if k := readKV(t, "postgresql-tenants/legacy/oldapp"); k.Exists {
+		t.Error("the proven import's record survived its explicit Delete")
+	}
+	if s := readPG(t, "otherapp", "otherapp"); !s.DBExists || !s.RoleExists {
+		t.Errorf("an import its credential does not prove was dropped: %+v", s)
+	}
+	if k := readKV(t, "postgresql-tenants/legacy/otherapp"); !k.Exists {
+		t.Error("the unproven import's record was deleted")
 	}
 }
 

@@ -606,7 +606,7 @@ func (e *external) Delete(ctx context.Context, db *v1alpha1.Database) (managed.E
 	n, v := e.names, e.verdict
 	db.Status.AtProvider.Phase = v1alpha1.DatabasePhaseDeleting
 	db.SetConditions(xpv2.Deleting())
-	if v.RoleOurs && v.KVOurs {
+	if v.RoleOurs && v.KVOurs && !e.obs.Import {
 		// Blocking logins ends the login proof: the role's OID must be on
 		// record first, so a retry still knows the role is ours.
 		var dbOID uint32
@@ -617,7 +617,16 @@ func (e *external) Delete(ctx context.Context, db *v1alpha1.Database) (managed.E
 			return managed.ExternalDelete{}, err
 		}
 	}
-	if v.RoleOurs {
+	// Ending a role's sessions and dropping what it owns need membership
+	// in it (an imported role, or one whose membership was revoked).
+	if v.RoleOurs && !e.obs.R.AdminMember {
+		if err := e.do(db, StepRole, func() error { return e.pool.GrantRoleToAdmin(ctx, n.role) }); err != nil {
+			return managed.ExternalDelete{}, err
+		}
+	}
+	// An imported role is proven only by its login, so its logins are not
+	// blocked (DROP DATABASE ... WITH (FORCE) still ends the sessions).
+	if v.RoleOurs && !e.obs.Import {
 		if err := e.do(db, StepBlockLogins, func() error { return e.pool.BlockLogins(ctx, n.role) }); err != nil {
 			return managed.ExternalDelete{}, err
 		}
