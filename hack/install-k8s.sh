@@ -48,7 +48,7 @@ for b in kube-apiserver kube-controller-manager kubectl; do
   else have "$b" "$K8S_VERSION" --version || todo+=("$b"); fi
 done
 if [ ${#todo[@]} -eq 0 ]; then
-  log "kubernetes binaries present"
+  if wanted kube-apiserver || wanted kube-controller-manager || wanted kubectl; then log "kubernetes binaries present"; fi
 else
   minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
   staging=v0.${K8S_VERSION#v1.}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # install.sh [SET] - installs, idempotently, every real component a set needs,
 # building the slow ones in parallel.
-#   test (default)  what `make test` uses: etcd, kube-apiserver, OpenBao, PostgreSQL
+#   test (default)  what `make test` uses: etcd, kube-apiserver, ESO, OpenBao, PostgreSQL
 #   dev             what `make dev` uses: the test set and kubectl
 #   all             also kube-controller-manager, kubectl, ESO, the Crossplane
 #                   CLI and core, the composition functions and crane
@@ -10,21 +10,25 @@ cd "$(dirname "$0")/.."
 . hack/lib.sh
 set_=${1:-test}
 case "$set_" in
-  test) k8s=(etcd kube-apiserver); tools=(bao) ;;
-  dev)  k8s=(etcd kube-apiserver kubectl); tools=(bao) ;;
-  all)  k8s=(etcd kube-apiserver kube-controller-manager kubectl external-secrets)
+  test) k8s=(etcd kube-apiserver); eso=(external-secrets); tools=(bao) ;;
+  dev)  k8s=(etcd kube-apiserver kubectl); eso=(external-secrets); tools=(bao) ;;
+  all)  k8s=(etcd kube-apiserver kube-controller-manager kubectl); eso=(external-secrets)
         tools=(bao crossplane crossplane-core function-patch-and-transform function-auto-ready crane) ;;
   *) echo "usage: $0 [test|dev|all]" >&2; exit 2 ;;
 esac
 mkdir -p "$PPT_CACHE/logs"
 t0=$SECONDS
 hack/install-postgres.sh
-# Two build queues, one per core: the Kubernetes binaries and the rest.
+# Three build queues: the Kubernetes binaries, ESO, and the rest (a cold
+# build is CPU-bound; the queues keep both cores busy until the end).
 hack/install-k8s.sh "${k8s[@]}" > "$PPT_CACHE/logs/install-k8s-$set_.log" 2>&1 & k8s_pid=$!
+hack/install-k8s.sh "${eso[@]}" > "$PPT_CACHE/logs/install-eso-$set_.log" 2>&1 & eso_pid=$!
 hack/install-tools.sh "${tools[@]}" > "$PPT_CACHE/logs/install-tools-$set_.log" 2>&1 & tools_pid=$!
 rc=0
-wait $k8s_pid || { echo "install-k8s.sh failed; last lines of $PPT_CACHE/logs/install-k8s-$set_.log:" >&2; tail -n 30 "$PPT_CACHE/logs/install-k8s-$set_.log" >&2; rc=1; }
-wait $tools_pid || { echo "install-tools.sh failed; last lines of $PPT_CACHE/logs/install-tools-$set_.log:" >&2; tail -n 30 "$PPT_CACHE/logs/install-tools-$set_.log" >&2; rc=1; }
-grep -h '^\[' "$PPT_CACHE/logs/install-k8s-$set_.log" "$PPT_CACHE/logs/install-tools-$set_.log" >&2 || true
+for q in k8s:$k8s_pid eso:$eso_pid tools:$tools_pid; do
+  name=${q%%:*} pid=${q##*:} f=$PPT_CACHE/logs/install-${q%%:*}-$set_.log
+  wait "$pid" || { echo "install ($name) failed; last lines of $f:" >&2; tail -n 30 "$f" >&2; rc=1; }
+done
+grep -h '^\[' "$PPT_CACHE"/logs/install-{k8s,eso,tools}-"$set_".log >&2 || true
 log "component set '$set_' ready in $PPT_BIN after $((SECONDS - t0))s"
 exit $rc

@@ -19,6 +19,9 @@ type Options struct {
 	Postgres bool
 	OpenBao  bool
 	Kube     bool
+	// ESO starts the External Secrets Operator (needs Kube; installs its
+	// CRDs) and, with OpenBao, the tenant-reader role ESO logs in with.
+	ESO bool
 	// ExtraCRDDirs are installed next to package/crds.
 	ExtraCRDDirs []string
 }
@@ -41,6 +44,7 @@ type Env struct {
 	Postgres *Postgres
 	OpenBao  *OpenBao
 	Kube     *Kube
+	ESO      *ESO
 }
 
 // BinDir returns where hack/install-*.sh put the binaries: $PPT_BIN, else
@@ -85,6 +89,13 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 	}
 	if o.Kube {
 		crds := append([]string{filepath.Join(RepoRoot(), "package", "crds")}, o.ExtraCRDDirs...)
+		if o.ESO {
+			d := ESOCRDDir(e.BinDir)
+			if _, err := os.Stat(d); err != nil {
+				return fail(missing("ESO CRDs", d, "hack/install-k8s.sh external-secrets (make tools)"))
+			}
+			crds = append(crds, d)
+		}
 		if e.Kube, err = startKube(ctx, dir, e.BinDir, crds); err != nil {
 			return fail(err)
 		}
@@ -102,6 +113,16 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 			if err := e.OpenBao.configureKubernetesAuth(ctx, e.Kube); err != nil {
 				return fail(err)
 			}
+			if o.ESO {
+				if err := e.OpenBao.configureTenantReader(ctx); err != nil {
+					return fail(err)
+				}
+			}
+		}
+	}
+	if o.ESO {
+		if e.ESO, err = startESO(ctx, dir, e.BinDir, e.Kube); err != nil {
+			return fail(err)
 		}
 	}
 	return e, nil
@@ -113,6 +134,7 @@ func (e *Env) Stop() {
 	if e == nil {
 		return
 	}
+	e.ESO.Stop()
 	if e.OpenBao != nil {
 		e.OpenBao.Stop()
 	}

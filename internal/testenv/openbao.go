@@ -245,3 +245,47 @@ func (b *OpenBao) configureKubernetesAuth(ctx context.Context, k *Kube) error {
 	}
 	return nil
 }
+
+// TenantReaderRole is the Kubernetes auth role ESO logs in with, as the
+// service account TenantReaderServiceAccount of the ExternalSecret's own
+// namespace (ESO's referent authentication).
+const (
+	TenantReaderRole           = "eso-tenant-reader"
+	TenantReaderServiceAccount = "openbao-tenant-reader"
+)
+
+// TenantReaderPolicy is templated on the logging-in service account's
+// namespace: a namespace can read only <base>/<its namespace>/*.
+func (b *OpenBao) TenantReaderPolicy(accessor string) string {
+	return fmt.Sprintf(`path "%s/data/%s/{{identity.entity.aliases.%s.metadata.service_account_namespace}}/*" {
+  capabilities = ["read"]
+}
+`, b.KVMount, b.TenantBasePath, accessor)
+}
+
+func (b *OpenBao) configureTenantReader(ctx context.Context) error {
+	c, err := b.Client(b.RootToken)
+	if err != nil {
+		return err
+	}
+	auths, err := c.Sys().ListAuthWithContext(ctx)
+	if err != nil {
+		return err
+	}
+	m, ok := auths[b.AuthMount+"/"]
+	if !ok {
+		return fmt.Errorf("no auth mount %s", b.AuthMount)
+	}
+	if err := c.Sys().PutPolicyWithContext(ctx, TenantReaderRole, b.TenantReaderPolicy(m.Accessor)); err != nil {
+		return fmt.Errorf("cannot write the tenant reader policy: %w", err)
+	}
+	if _, err := c.Logical().WriteWithContext(ctx, "auth/"+b.AuthMount+"/role/"+TenantReaderRole, map[string]any{
+		"bound_service_account_names":      []string{TenantReaderServiceAccount},
+		"bound_service_account_namespaces": []string{"*"},
+		"token_policies":                   []string{TenantReaderRole},
+		"token_ttl":                        "10m",
+	}); err != nil {
+		return fmt.Errorf("cannot write the tenant reader role: %w", err)
+	}
+	return nil
+}

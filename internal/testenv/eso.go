@@ -1,0 +1,55 @@
+package testenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// ESO is the real External Secrets Operator controller, started as a process
+// against the test apiserver (its CRDs are installed with the project's).
+type ESO struct {
+	logFile string
+	proc    *process
+}
+
+// ESOCRDDir is where hack/install-k8s.sh puts the ESO CRDs.
+func ESOCRDDir(binDir string) string { return filepath.Join(binDir, "eso-crds") }
+
+func startESO(ctx context.Context, root, binDir string, k *Kube) (*ESO, error) {
+	bin := filepath.Join(binDir, "external-secrets")
+	if _, err := os.Stat(bin); err != nil {
+		return nil, missing("External Secrets Operator", bin, "hack/install-k8s.sh external-secrets (make tools)")
+	}
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	e := &ESO{logFile: filepath.Join(root, "eso.log")}
+	// ESO has no --kubeconfig flag; it reads $KUBECONFIG.
+	cmd := exec.Command(bin, fmt.Sprintf("--metrics-addr=127.0.0.1:%d", port), "--concurrent=4", "--store-requeue-interval=10s")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+k.KubeconfigFile)
+	if e.proc, err = startProcess("external-secrets", e.logFile, cmd); err != nil {
+		return nil, err
+	}
+	time.Sleep(500 * time.Millisecond)
+	if e.proc.exited() {
+		return nil, errors.New("external-secrets exited at once:\n" + tail(e.logFile, 20))
+	}
+	return e, nil
+}
+
+// Stop stops the controller.
+func (e *ESO) Stop() {
+	if e != nil && e.proc != nil {
+		e.proc.stop(syscall.SIGTERM)
+	}
+}
+
+// LogFile is the controller's log.
+func (e *ESO) LogFile() string { return e.logFile }

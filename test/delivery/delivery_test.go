@@ -1,0 +1,241 @@
+// Package delivery tests the last mile on real components: a provisioned
+// Database's credential reaches the app namespace as a Secret through the
+// real External Secrets Operator reading the real OpenBao, authenticating
+// as the ExternalSecret's own namespace, and the Secret's values log in to
+// PostgreSQL with verify-full.
+package delivery
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+	"github.com/jackc/pgx/v5"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
+	"ddupan.top/provider-postgresql-tenant/internal/testenv"
+	"ddupan.top/provider-postgresql-tenant/internal/testenv/inproc"
+)
+
+var env *testenv.Env
+
+type buffer struct{ bytes.Buffer }
+
+func TestMain(m *testing.M) {
+	testenv.Main(m, testenv.Options{Kube: true, Postgres: true, OpenBao: true, ESO: true}, &env, start)
+}
+
+const store = "openbao-tenants"
+
+func start(e *testenv.Env) (func(), error) {
+	_, stop, err := inproc.Start(e, inproc.Options{Poll: time.Second, ConfigInterval: 5 * time.Second, ConfigRetry: time.Second, Logs: &buffer{}})
+	if err != nil {
+		return nil, err
+	}
+	ctx := context.Background()
+	pg := e.Postgres
+	objs := []client.Object{
+		&corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: testenv.ProviderNamespace, Name: "admin"},
+			StringData: map[string]string{"username": pg.AdminUser, "password": pg.AdminPassword},
+		},
+		&v1alpha1.ClusterProviderConfig{
+			ObjectMeta: metav1.ObjectMeta{Name: "shared"},
+			Spec: v1alpha1.ProviderConfigSpec{
+				Endpoint:    v1alpha1.Endpoint{Host: pg.Host, Hostaddr: pg.Hostaddr, Port: int32(pg.Port)}, //nolint:gosec // test port
+				Credentials: v1alpha1.Credentials{SecretRef: v1alpha1.SecretReference{Namespace: testenv.ProviderNamespace, Name: "admin"}},
+			},
+		},
+		mustUnstructured(fmt.Sprintf(`
+apiVersion: external-secrets.io/v1
+kind: ClusterSecretStore
+metadata:
+  name: %s
+spec:
+  provider:
+    vault:
+      server: %s
+      path: %s
+      version: v2
+      caBundle: %s
+      auth:
+        kubernetes:
+          mountPath: %s
+          role: %s
+          # No namespace: ESO authenticates as this service account in the
+          # ExternalSecret's own namespace (referent authentication).
+          serviceAccountRef:
+            name: %s
+`, store, e.OpenBao.Address, e.OpenBao.KVMount, base64.StdEncoding.EncodeToString(e.CA.CertPEM),
+			e.OpenBao.AuthMount, testenv.TenantReaderRole, testenv.TenantReaderServiceAccount)),
+	}
+	for _, o := range objs {
+		if err := e.Kube.Client.Create(ctx, o); err != nil {
+			stop()
+			return nil, err
+		}
+	}
+	return stop, nil
+}
+
+func mustUnstructured(y string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(y), &u.Object); err != nil {
+		panic(err)
+	}
+	return u
+}
+
+// tenant makes an app namespace with the reader service account, a Database
+// and an ExternalSecret reading path.
+func tenant(t *testing.T, ns, name, path string, withDatabase bool) string {
+	t.Helper()
+	ctx := context.Background()
+	if err := env.Kube.EnsureServiceAccount(ctx, ns, testenv.TenantReaderServiceAccount); err != nil {
+		t.Fatal(err)
+	}
+	if withDatabase {
+		d := &v1alpha1.Database{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: v1alpha1.DatabaseSpec{
+				ManagedResourceSpec: xpv2.ManagedResourceSpec{ProviderConfigReference: &xpv2.ProviderConfigReference{Kind: "ClusterProviderConfig", Name: "shared"}},
+				ForProvider:         v1alpha1.DatabaseParameters{Extensions: []string{"pg_trgm"}},
+			},
+		}
+		if err := env.Kube.Client.Create(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	secret := "shared-" + name + "-postgresql"
+	es := mustUnstructured(fmt.Sprintf(`
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata:
+  name: %s
+  namespace: %s
+spec:
+  refreshInterval: 5s
+  secretStoreRef: {kind: ClusterSecretStore, name: %s}
+  target: {name: %s, creationPolicy: Owner}
+  dataFrom:
+  - extract: {key: %s}
+`, secret, ns, store, secret, path))
+	if err := env.Kube.Client.Create(ctx, es); err != nil {
+		t.Fatal(err)
+	}
+	return secret
+}
+
+func esReady(ns, name string) (string, string) {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("external-secrets.io/v1")
+	u.SetKind("ExternalSecret")
+	if err := env.Kube.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, u); err != nil {
+		return "", err.Error()
+	}
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == "Ready" {
+			return fmt.Sprint(m["status"]), fmt.Sprint(m["message"])
+		}
+	}
+	return "", "no Ready condition yet"
+}
+
+func TestSecretDeliveredAndLogsInByHostAndHostaddr(t *testing.T) {
+	ctx := context.Background()
+	secret := tenant(t, "shop", "shop", "postgresql-tenants/shop/shop", true)
+	s := &corev1.Secret{}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		err := env.Kube.Client.Get(ctx, client.ObjectKey{Namespace: "shop", Name: secret}, s)
+		if st, _ := esReady("shop", secret); err == nil && st == "True" {
+			break
+		}
+		if time.Now().After(deadline) {
+			st, msg := esReady("shop", secret)
+			t.Fatalf("no Secret: ExternalSecret Ready=%s %s (err %v); ESO log:\n%s", st, msg, err, lastLines(env.ESO.LogFile()))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	var keys []string
+	for k := range s.Data {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	if got := strings.Join(keys, ","); got != "database,host,hostaddr,password,port,sslmode,username" {
+		t.Fatalf("Secret keys %s, want exactly the seven", got)
+	}
+	d := func(k string) string { return string(s.Data[k]) }
+	if d("sslmode") != "verify-full" || d("hostaddr") != env.Postgres.Hostaddr || d("host") != env.Postgres.Host {
+		t.Errorf("sslmode %q host %q hostaddr %q", d("sslmode"), d("host"), d("hostaddr"))
+	}
+	for _, host := range []string{d("host"), d("hostaddr")} {
+		cfg, err := pgx.ParseConfig(fmt.Sprintf("host=%s port=%s dbname=%s user=%s sslmode=%s sslrootcert=%s",
+			host, d("port"), d("database"), d("username"), d("sslmode"), env.CA.CertFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Password = d("password")
+		c, err := pgx.ConnectConfig(ctx, cfg)
+		if err != nil {
+			t.Errorf("login with the delivered Secret via %s: %v", host, err)
+			continue
+		}
+		var user string
+		if err := c.QueryRow(ctx, "SELECT current_user").Scan(&user); err != nil || user != d("username") {
+			t.Errorf("logged in as %q (%v)", user, err)
+		}
+		_ = c.Close(ctx)
+	}
+}
+
+// One namespace cannot read another's record: ESO authenticates as the
+// ExternalSecret's namespace and the policy is templated on it.
+func TestAnotherNamespaceCannotReadTheRecord(t *testing.T) {
+	secret := tenant(t, "intruder", "shop", "postgresql-tenants/shop/shop", false)
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		st, msg := esReady("intruder", secret)
+		if st == "False" {
+			if err := env.Kube.Client.Get(context.Background(), client.ObjectKey{Namespace: "intruder", Name: secret}, &corev1.Secret{}); err == nil {
+				t.Fatal("the intruder got a Secret")
+			}
+			// The ExternalSecret's message is generic; ESO's log shows that
+			// the login worked and the read was refused by the policy.
+			log, _ := readFile(env.ESO.LogFile())
+			for _, l := range strings.Split(string(log), "\n") {
+				if strings.Contains(l, `"namespace":"intruder"`) && strings.Contains(l, "Code: 403") && strings.Contains(l, "permission denied") {
+					return
+				}
+			}
+			t.Fatalf("refused (%s), but not by the OpenBao policy; ESO log:\n%s", msg, lastLines(env.ESO.LogFile()))
+		}
+		if st == "True" {
+			t.Fatal("an ExternalSecret in another namespace read the tenant's record")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("the intruder's ExternalSecret never settled; ESO log:\n%s", lastLines(env.ESO.LogFile()))
+}
+
+func lastLines(file string) string {
+	b, _ := readFile(file)
+	l := strings.Split(string(b), "\n")
+	if len(l) > 30 {
+		l = l[len(l)-30:]
+	}
+	return strings.Join(l, "\n")
+}

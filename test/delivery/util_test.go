@@ -1,0 +1,5 @@
+package delivery
+
+import "os"
+
+func readFile(f string) ([]byte, error) { return os.ReadFile(f) }
