@@ -57,13 +57,14 @@ Local control plane, PostgreSQL, OpenBao and the provider are running.
   kubectl get databases -n $ns
   kubectl describe database -n $ns $db
 
-  The tenant credential lives only in OpenBao (a throw-away local server):
-  export BAO_ADDR=$bao BAO_CACERT=$STATE/ca.crt
-  export BAO_TOKEN=\$(cat $STATE/openbao-root-token)
-  $PPT_BIN/bao kv get kv/postgresql-tenants/$ns/$db
+  The credential lives in OpenBao; ESO projected it into the app namespace:
+  kubectl get secret -n $ns shared-$db-postgresql
+  PGPASSWORD=\$(kubectl get secret -n $ns shared-$db-postgresql -o jsonpath='{.data.password}' | base64 -d) \\
+    psql "host=localhost hostaddr=127.0.0.1 port=$port dbname=$db user=$db sslmode=verify-full sslrootcert=$STATE/ca.crt"
 
-  Log in as the tenant with its password from that record:
-  PGPASSWORD=<password> psql "host=localhost hostaddr=127.0.0.1 port=$port dbname=$db user=$db sslmode=verify-full sslrootcert=$STATE/ca.crt"
+  The record itself (a throw-away local OpenBao; its root token is in a 0600 file):
+  BAO_ADDR=$bao BAO_CACERT=$STATE/ca.crt BAO_TOKEN=\$(cat $STATE/openbao-root-token) \\
+    $PPT_BIN/bao kv get kv/postgresql-tenants/$ns/$db
 
   Provider log: $STATE/provider.log
 

@@ -23,7 +23,11 @@ import (
 
 var env *testenv.Env
 
-func TestMain(m *testing.M) { testenv.Main(m, testenv.Options{Kube: true}, &env) }
+// The ESO CRDs are installed too, so that the examples that use them can be
+// checked.
+func TestMain(m *testing.M) {
+	testenv.Main(m, testenv.Options{Kube: true, ExtraCRDDirs: []string{testenv.ESOCRDDir(testenv.BinDir())}}, &env)
+}
 
 const ns = "admission"
 
@@ -337,8 +341,8 @@ func TestExamplesAreAccepted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(objs) < 4 {
-		t.Fatalf("found %d example objects, want at least 4", len(objs))
+	if len(objs) < 7 {
+		t.Fatalf("found %d example objects, want at least 7", len(objs))
 	}
 	for _, o := range objs {
 		if o.GetKind() == "Namespace" {

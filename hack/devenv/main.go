@@ -11,6 +11,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -71,9 +73,9 @@ func run(stateDir string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	step("starting kube-apiserver + etcd, PostgreSQL (TLS) and OpenBao (TLS, Kubernetes auth)")
+	step("starting kube-apiserver + etcd, PostgreSQL (TLS), OpenBao (TLS, Kubernetes auth) and the External Secrets Operator")
 	startCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	env, err := testenv.Start(startCtx, testenv.All)
+	env, err := testenv.Start(startCtx, testenv.Options{Kube: true, Postgres: true, OpenBao: true, ESO: true})
 	cancel()
 	if err != nil {
 		return err
@@ -154,6 +156,9 @@ func run(stateDir string) error {
 	if err := waitForDatabase(ctx, env, db, provDone); err != nil {
 		return fmt.Errorf("%w; provider log: %s", err, providerLog)
 	}
+	if err := waitForSecret(ctx, env, db.Namespace, "shared-"+db.Name+"-postgresql"); err != nil {
+		return fmt.Errorf("%w; ESO log: %s", err, env.ESO.LogFile())
+	}
 	// A local, throw-away OpenBao: its root token goes to a 0600 file so
 	// the developer can read the tenant record (it is never printed).
 	if err := os.WriteFile(filepath.Join(stateDir, "openbao-root-token"), []byte(env.OpenBao.RootToken), 0o600); err != nil {
@@ -214,6 +219,13 @@ func applyExamples(ctx context.Context, env *testenv.Env) (types.NamespacedName,
 			}
 		case v1alpha1.DatabaseKind:
 			db = types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}
+		case "ClusterSecretStore":
+			vault := map[string]any{"server": env.OpenBao.Address, "caBundle": base64.StdEncoding.EncodeToString(env.CA.CertPEM)}
+			for k, v := range vault {
+				if err := unstructured.SetNestedField(o.Object, v, "spec", "provider", "vault", k); err != nil {
+					return db, err
+				}
+			}
 		}
 		if err := kube.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
 			return db, fmt.Errorf("cannot apply example %s %s: %w", o.GetKind(), o.GetName(), err)
@@ -287,6 +299,30 @@ func waitForDatabase(ctx context.Context, env *testenv.Env, key types.Namespaced
 		}
 	}
 	return fmt.Errorf("database %s did not become Ready within 3 minutes", key)
+}
+
+// waitForSecret waits until ESO has projected the credential into the app
+// namespace, and prints the Secret's keys (never its values).
+func waitForSecret(ctx context.Context, env *testenv.Env, ns, name string) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		s := &corev1.Secret{}
+		if err := env.Kube.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s); err == nil {
+			keys := make([]string, 0, len(s.Data))
+			for k := range s.Data {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			fmt.Printf("    secret/%s in namespace %s (projected by ESO from OpenBao): keys %v\n", name, ns, keys)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("ESO did not project secret %s/%s within 2 minutes", ns, name)
 }
 
 func nsName(o client.Object) string {
