@@ -39,7 +39,7 @@ func startESO(ctx context.Context, root, binDir string, k *Kube) (*ESO, error) {
 	}
 	time.Sleep(500 * time.Millisecond)
 	if e.proc.exited() {
-		return nil, errors.New("external-secrets exited at once:\n" + tail(e.logFile, 20))
+		return nil, errors.New("external-secrets exited at once:\n" + Tail(e.logFile, 20))
 	}
 	return e, nil
 }

@@ -118,7 +118,7 @@ func (b *OpenBao) start(ctx context.Context) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("openbao did not start: %w\n%s", err, tail(b.logFile, 20))
+		return fmt.Errorf("openbao did not start: %w\n%s", err, Tail(b.logFile, 20))
 	}
 	return nil
 }

@@ -180,7 +180,7 @@ func (p *Postgres) Start(ctx context.Context) error {
 		return c.Close(ctx)
 	})
 	if err != nil {
-		return fmt.Errorf("postgres did not become ready: %w\n%s", err, tail(p.logFile, 20))
+		return fmt.Errorf("postgres did not become ready: %w\n%s", err, Tail(p.logFile, 20))
 	}
 	return nil
 }

@@ -109,9 +109,9 @@ func (p *process) stop(sig os.Signal) {
 	}
 }
 
-// tail returns the last lines of a log file, for error messages. Component
+// Tail returns the last lines of a log file, for error messages. Component
 // logs never hold credentials: no statement logging, no token output.
-func tail(file string, lines int) string {
+func Tail(file string, lines int) string {
 	b, err := os.ReadFile(file)
 	if err != nil {
 		return ""

@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"testing"
@@ -166,7 +167,7 @@ func TestSecretDeliveredAndLogsInByHostAndHostaddr(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			st, msg := esReady("shop", secret)
-			t.Fatalf("no Secret: ExternalSecret Ready=%s %s (err %v); ESO log:\n%s", st, msg, err, lastLines(env.ESO.LogFile()))
+			t.Fatalf("no Secret: ExternalSecret Ready=%s %s (err %v); ESO log:\n%s", st, msg, err, testenv.Tail(env.ESO.LogFile(), 30))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -215,27 +216,18 @@ func TestAnotherNamespaceCannotReadTheRecord(t *testing.T) {
 			}
 			// The ExternalSecret's message is generic; ESO's log shows that
 			// the login worked and the read was refused by the policy.
-			log, _ := readFile(env.ESO.LogFile())
+			log, _ := os.ReadFile(env.ESO.LogFile())
 			for _, l := range strings.Split(string(log), "\n") {
 				if strings.Contains(l, `"namespace":"intruder"`) && strings.Contains(l, "Code: 403") && strings.Contains(l, "permission denied") {
 					return
 				}
 			}
-			t.Fatalf("refused (%s), but not by the OpenBao policy; ESO log:\n%s", msg, lastLines(env.ESO.LogFile()))
+			t.Fatalf("refused (%s), but not by the OpenBao policy; ESO log:\n%s", msg, testenv.Tail(env.ESO.LogFile(), 30))
 		}
 		if st == "True" {
 			t.Fatal("an ExternalSecret in another namespace read the tenant's record")
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	t.Fatalf("the intruder's ExternalSecret never settled; ESO log:\n%s", lastLines(env.ESO.LogFile()))
-}
-
-func lastLines(file string) string {
-	b, _ := readFile(file)
-	l := strings.Split(string(b), "\n")
-	if len(l) > 30 {
-		l = l[len(l)-30:]
-	}
-	return strings.Join(l, "\n")
+	t.Fatalf("the intruder's ExternalSecret never settled; ESO log:\n%s", testenv.Tail(env.ESO.LogFile(), 30))
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -639,16 +638,7 @@ func TestDeleteWithLiveSessionAndFailures(t *testing.T) {
 			if err := env.Kube.Client.Delete(ctx, d); err != nil {
 				t.Fatal(err)
 			}
-			t0 := time.Now()
 			waitGone(t, d)
-			if os.Getenv("DEBUG_DELETE") != "" {
-				t.Logf("gone after %s", time.Since(t0))
-				for _, l := range strings.Split(logs.String(), "\n") {
-					if strings.Contains(l, name) {
-						t.Log(l)
-					}
-				}
-			}
 			if s := readPG(t, name, name); s.DBExists || s.RoleExists {
 				t.Errorf("after Delete: %+v", s)
 			}
