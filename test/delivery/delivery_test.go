@@ -6,7 +6,6 @@
 package delivery
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"fmt"
@@ -31,8 +30,6 @@ import (
 
 var env *testenv.Env
 
-type buffer struct{ bytes.Buffer }
-
 func TestMain(m *testing.M) {
 	testenv.Main(m, testenv.Options{Kube: true, Postgres: true, OpenBao: true, ESO: true}, &env, start)
 }
@@ -40,7 +37,7 @@ func TestMain(m *testing.M) {
 const store = "openbao-tenants"
 
 func start(e *testenv.Env) (func(), error) {
-	_, stop, err := inproc.Start(e, inproc.Options{Poll: time.Second, ConfigInterval: 5 * time.Second, ConfigRetry: time.Second, Logs: &buffer{}})
+	_, stop, err := inproc.Start(e, inproc.Options{Poll: time.Second, ConfigInterval: 5 * time.Second, ConfigRetry: time.Second, Logs: &testenv.LogBuffer{}})
 	if err != nil {
 		return nil, err
 	}

@@ -55,10 +55,7 @@ func ident(kind, name string) (string, error) {
 
 // Observe reads the database and role in one round trip on the admin pool.
 func (p *Pool) Observe(ctx context.Context, database, role string) (Catalog, error) {
-	if _, err := ident("database", database); err != nil {
-		return Catalog{}, err
-	}
-	if _, err := ident("role", role); err != nil {
+	if _, _, err := dbAndRole(database, role); err != nil {
 		return Catalog{}, err
 	}
 	ctx, cancel := p.withTimeout(ctx)
@@ -161,13 +158,19 @@ func (p *Pool) RepairRole(ctx context.Context, role string) error {
 	return p.exec(ctx, fmt.Sprintf(qRepairRole, r))
 }
 
-// CreateDatabase creates database owned by owner.
-func (p *Pool) CreateDatabase(ctx context.Context, database, owner string) error {
+// dbAndRole validates and quotes a database and a role name.
+func dbAndRole(database, role string) (string, string, error) {
 	d, err := ident("database", database)
 	if err != nil {
-		return err
+		return "", "", err
 	}
-	o, err := ident("role", owner)
+	r, err := ident("role", role)
+	return d, r, err
+}
+
+// CreateDatabase creates database owned by owner.
+func (p *Pool) CreateDatabase(ctx context.Context, database, owner string) error {
+	d, o, err := dbAndRole(database, owner)
 	if err != nil {
 		return err
 	}
@@ -176,11 +179,7 @@ func (p *Pool) CreateDatabase(ctx context.Context, database, owner string) error
 
 // SetDatabaseOwner gives database to owner.
 func (p *Pool) SetDatabaseOwner(ctx context.Context, database, owner string) error {
-	d, err := ident("database", database)
-	if err != nil {
-		return err
-	}
-	o, err := ident("role", owner)
+	d, o, err := dbAndRole(database, owner)
 	if err != nil {
 		return err
 	}
@@ -190,11 +189,7 @@ func (p *Pool) SetDatabaseOwner(ctx context.Context, database, owner string) err
 // RestrictConnect revokes CONNECT and TEMPORARY from PUBLIC and grants
 // CONNECT to role, in one transaction.
 func (p *Pool) RestrictConnect(ctx context.Context, database, role string) error {
-	d, err := ident("database", database)
-	if err != nil {
-		return err
-	}
-	r, err := ident("role", role)
+	d, r, err := dbAndRole(database, role)
 	if err != nil {
 		return err
 	}
@@ -270,10 +265,7 @@ type TenantConn struct {
 
 // ConnectAs opens one connection as cred to database on the pool's server.
 func (p *Pool) ConnectAs(ctx context.Context, database string, cred Credential) (*TenantConn, error) {
-	if _, err := ident("database", database); err != nil {
-		return nil, err
-	}
-	if _, err := ident("role", cred.Username); err != nil {
+	if _, _, err := dbAndRole(database, cred.Username); err != nil {
 		return nil, err
 	}
 	cfg := p.pool.Config().ConnConfig.Copy()

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -34,27 +33,10 @@ var (
 	env    *testenv.Env
 	pools  *postgres.Manager
 	caFile string // the CA bundle the controllers use; tests may rewrite it
-	logs   = &syncBuffer{}
+	logs   = &testenv.LogBuffer{}
 )
 
 const interval = 2 * time.Second
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestMain(m *testing.M) {
 	testenv.Main(m, testenv.All, &env, startControllers)

@@ -33,7 +33,7 @@ import (
 
 var (
 	env  *testenv.Env
-	logs = &syncBuffer{}
+	logs = &testenv.LogBuffer{}
 	// faults: step name → remaining failures to inject.
 	faults = map[string]int{}
 	fmu    sync.Mutex
@@ -43,23 +43,6 @@ const (
 	poll       = 500 * time.Millisecond
 	configName = "shared"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func hook(step string) error {
 	fmu.Lock()
