@@ -59,5 +59,17 @@ lint: ## gofmt and go vet
 	$(GO) vet ./...
 
 .PHONY: build
-build: ## build the provider binary
+build: ## build the provider package (_output/provider-postgresql-tenant.xpkg, no Docker) and lint it
+	hack/build-package.sh
+	$(MAKE) lint-package
+
+.PHONY: lint-package
+lint-package: ## check the built package and validate the examples against the CRDs offline
+	$(GO) run ./hack/xpkgcheck $(OUTPUT)/provider-postgresql-tenant.xpkg package/crds
+	bin=$${PPT_BIN:-$${PPT_CACHE:-$$HOME/.cache/provider-postgresql-tenant}/bin}; \
+	  $$bin/crossplane resource validate --crossplane-image= --cache-dir=$(OUTPUT)/validate-cache \
+	    --error-on-missing-schemas --skip-success-results package/crds,$$bin/eso-crds examples
+
+.PHONY: provider
+provider: ## build the provider binary
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(OUTPUT)/bin/provider ./cmd/provider

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # install.sh [SET] - installs, idempotently, every real component a set needs,
 # building the slow ones in parallel.
-#   test (default)  what `make test` uses: etcd, kube-apiserver, ESO, OpenBao, PostgreSQL
+#   test (default)  what CI uses: etcd, kube-apiserver, ESO, OpenBao, PostgreSQL,
+#                   and the Crossplane CLI and crane for the package build
 #   dev             what `make dev` uses: the test set and kubectl
 #   all             also kube-controller-manager, kubectl, ESO, the Crossplane
 #                   CLI and core, the composition functions and crane
@@ -10,7 +11,7 @@ cd "$(dirname "$0")/.."
 . hack/lib.sh
 set_=${1:-test}
 case "$set_" in
-  test) k8s=(etcd kube-apiserver); eso=(external-secrets); tools=(bao) ;;
+  test) k8s=(etcd kube-apiserver); eso=(external-secrets); tools=(bao crossplane crane) ;;
   dev)  k8s=(etcd kube-apiserver kubectl); eso=(external-secrets); tools=(bao) ;;
   all)  k8s=(etcd kube-apiserver kube-controller-manager kubectl); eso=(external-secrets)
         tools=(bao crossplane crossplane-core function-patch-and-transform function-auto-ready crane) ;;
