@@ -1,0 +1,175 @@
+// Package configuration tests the Tenant XRD of the Configuration package on
+// the real kube-apiserver: the XRD is converted to the CRD Crossplane would
+// serve (crossplane xrd convert) and installed, so every rejection below is
+// what `kubectl apply` of a Tenant answers.
+package configuration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"ddupan.top/provider-postgresql-tenant/internal/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "ppt-xrd-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL:", err)
+		os.Exit(1)
+	}
+	if err := convertXRD(dir); err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL: test environment:", err)
+		os.Exit(1)
+	}
+	testenv.Main(m, testenv.Options{Kube: true, ExtraCRDDirs: []string{dir}}, &env)
+}
+
+// convertXRD writes the CRD of package/configuration/xrd.yaml into dir,
+// without the owner reference to the XRD object (which does not exist here).
+func convertXRD(dir string) error {
+	bin := filepath.Join(testenv.BinDir(), "crossplane")
+	if _, err := os.Stat(bin); err != nil {
+		return fmt.Errorf("the Crossplane CLI is not at %s: install it with `make tools` (hack/install-tools.sh crossplane)", bin)
+	}
+	out := filepath.Join(dir, "raw.yaml")
+	xrd := filepath.Join(testenv.RepoRoot(), "package", "configuration", "xrd.yaml")
+	if b, err := exec.Command(bin, "xrd", "convert", xrd, "-o", out).CombinedOutput(); err != nil {
+		return fmt.Errorf("crossplane xrd convert: %v\n%s", err, b)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		return err
+	}
+	crd := map[string]any{}
+	if err := yaml.Unmarshal([]byte(strings.TrimPrefix(string(b), "---\n")), &crd); err != nil {
+		return err
+	}
+	unstructured.RemoveNestedField(crd, "metadata", "ownerReferences")
+	clean, err := yaml.Marshal(crd)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(out); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "tenants.yaml"), clean, 0o644)
+}
+
+const ns = "app"
+
+func tenant(name string, spec string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(fmt.Sprintf("apiVersion: database.ayatori.ddupan.top/v1alpha1\nkind: Tenant\nmetadata: {name: %q, namespace: %s}\nspec:\n%s", name, ns, spec)), &u.Object); err != nil {
+		panic(err)
+	}
+	return u
+}
+
+func setup(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	if err := env.Kube.EnsureNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	return ctx
+}
+
+func TestTenantDefaults(t *testing.T) {
+	ctx := setup(t)
+	u := tenant("netbox", "  instanceRef: shared\n  extensions: [pg_trgm]\n")
+	if err := env.Kube.Client.Create(ctx, u); err != nil {
+		t.Fatalf("the architecture's example Tenant was rejected: %v", err)
+	}
+	got, _, _ := unstructured.NestedString(u.Object, "spec", "deletionPolicy")
+	if diff := cmp.Diff("Retain", got); diff != "" {
+		t.Errorf("default deletionPolicy: -want +got:\n%s", diff)
+	}
+	// A name that is no identifier works with both names given.
+	ok := tenant("my-app", "  instanceRef: shared\n  database: my_app\n  loginRole: my_app\n")
+	if err := env.Kube.Client.Create(ctx, ok); err != nil {
+		t.Errorf("explicit names rejected: %v", err)
+	}
+}
+
+func TestTenantRejectsBadInput(t *testing.T) {
+	// A Tenant's name has at most 63 characters; an instanceRef of 190 pushes
+	// the default Secret name past 253.
+	long, longRef := strings.Repeat("a", 60), strings.Repeat("s", 190)
+	cases := map[string]struct {
+		name, spec, field, msg string
+	}{
+		"NoInstance":            {name: "a1", spec: "  database: a1\n", field: "spec.instanceRef", msg: "Required value"},
+		"NameNotAnIdentifier":   {name: "my-app", spec: "  instanceRef: shared\n  loginRole: my_app\n", field: "spec.database", msg: "set spec.database"},
+		"LoginRoleNeeded":       {name: "my-app", spec: "  instanceRef: shared\n  database: my_app\n", field: "spec.loginRole", msg: "set spec.loginRole"},
+		"DatabaseNotIdentifier": {name: "a2", spec: "  instanceRef: shared\n  database: Bad-Name\n", field: "spec.database", msg: "should match"},
+		"SystemDatabase":        {name: "a3", spec: "  instanceRef: shared\n  database: postgres\n", field: "spec.database", msg: "system database"},
+		"ReservedLoginRole":     {name: "a4", spec: "  instanceRef: shared\n  loginRole: pg_read_all_data\n", field: "spec.loginRole", msg: "start with pg_"},
+		"BadExtension":          {name: "a5", spec: "  instanceRef: shared\n  extensions: [uuid-ossp]\n", field: "spec.extensions[0]", msg: "should match"},
+		"BadDeletionPolicy":     {name: "a6", spec: "  instanceRef: shared\n  deletionPolicy: Orphan\n", field: "spec.deletionPolicy", msg: "Unsupported value"},
+		"SecretNameTooLong":     {name: long + "b", spec: fmt.Sprintf("  instanceRef: %s\n", longRef), field: "spec.credential.secretName", msg: "241"},
+		"BadSecretName":         {name: "a8", spec: "  instanceRef: shared\n  credential: {secretName: Not_A_Name}\n", field: "spec.credential.secretName", msg: "should match"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ctx := setup(t)
+			err := env.Kube.Client.Create(ctx, tenant(tc.name, tc.spec))
+			if err == nil {
+				t.Fatalf("accepted, want a rejection naming %s", tc.field)
+			}
+			if !strings.Contains(err.Error(), tc.field+":") || !strings.Contains(err.Error(), tc.msg) {
+				t.Errorf("rejection does not name %s with %q: %v", tc.field, tc.msg, err)
+			}
+		})
+	}
+	// With an explicit Secret name, a long Tenant name is fine.
+	ctx := setup(t)
+	ok := tenant(long+"d", fmt.Sprintf("  instanceRef: %s\n  credential: {secretName: short}\n", longRef))
+	if err := env.Kube.Client.Create(ctx, ok); err != nil {
+		t.Errorf("long names with an explicit secretName rejected: %v", err)
+	}
+}
+
+func TestTenantImmutableFields(t *testing.T) {
+	cases := map[string]struct {
+		spec, field, msg string
+		change           func(*unstructured.Unstructured)
+	}{
+		"Instance": {spec: "  instanceRef: shared\n", field: "spec.instanceRef", msg: "immutable",
+			change: func(u *unstructured.Unstructured) { _ = unstructured.SetNestedField(u.Object, "other", "spec", "instanceRef") }},
+		"Database": {spec: "  instanceRef: shared\n  database: first\n", field: "spec.database", msg: "immutable",
+			change: func(u *unstructured.Unstructured) { _ = unstructured.SetNestedField(u.Object, "second", "spec", "database") }},
+		"ExtensionRemoved": {spec: "  instanceRef: shared\n  extensions: [pg_trgm, citext]\n", field: "spec.extensions", msg: "append-only",
+			change: func(u *unstructured.Unstructured) {
+				_ = unstructured.SetNestedStringSlice(u.Object, []string{"citext"}, "spec", "extensions")
+			}},
+	}
+	i := 0
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ctx := setup(t)
+			i++
+			u := tenant(fmt.Sprintf("imm%d", i), tc.spec)
+			if err := env.Kube.Client.Create(ctx, u); err != nil {
+				t.Fatal(err)
+			}
+			tc.change(u)
+			err := env.Kube.Client.Update(ctx, u)
+			if err == nil || !strings.Contains(err.Error(), tc.field+":") || !strings.Contains(err.Error(), tc.msg) {
+				t.Errorf("update: %v, want a rejection naming %s", err, tc.field)
+			}
+		})
+	}
+}
