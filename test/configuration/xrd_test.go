@@ -148,9 +148,13 @@ func TestTenantImmutableFields(t *testing.T) {
 		change           func(*unstructured.Unstructured)
 	}{
 		"Instance": {spec: "  instanceRef: shared\n", field: "spec.instanceRef", msg: "immutable",
-			change: func(u *unstructured.Unstructured) { _ = unstructured.SetNestedField(u.Object, "other", "spec", "instanceRef") }},
+			change: func(u *unstructured.Unstructured) {
+				_ = unstructured.SetNestedField(u.Object, "other", "spec", "instanceRef")
+			}},
 		"Database": {spec: "  instanceRef: shared\n  database: first\n", field: "spec.database", msg: "immutable",
-			change: func(u *unstructured.Unstructured) { _ = unstructured.SetNestedField(u.Object, "second", "spec", "database") }},
+			change: func(u *unstructured.Unstructured) {
+				_ = unstructured.SetNestedField(u.Object, "second", "spec", "database")
+			}},
 		"ExtensionRemoved": {spec: "  instanceRef: shared\n  extensions: [pg_trgm, citext]\n", field: "spec.extensions", msg: "append-only",
 			change: func(u *unstructured.Unstructured) {
 				_ = unstructured.SetNestedStringSlice(u.Object, []string{"citext"}, "spec", "extensions")
