@@ -30,6 +30,8 @@ rm -f "$OUT/provider-image.tar"
 "$PPT_BIN/crane" pull "$ref:runtime" "$OUT/provider-image.tar"
 
 rm -f "$OUT/provider-postgresql-tenant.xpkg"
-"$PPT_BIN/crossplane" xpkg build --package-root=package --examples-root=examples \
+# package/configuration/ holds the Configuration package (the Tenant XRD and
+# its Composition): not part of the provider package.
+"$PPT_BIN/crossplane" xpkg build --package-root=package --examples-root=examples --ignore='configuration/*' \
   --embed-runtime-image-tarball="$OUT/provider-image.tar" -o "$OUT/provider-postgresql-tenant.xpkg"
 log "built $OUT/provider-postgresql-tenant.xpkg ($(du -h "$OUT/provider-postgresql-tenant.xpkg" | cut -f1))"
