@@ -1,6 +1,8 @@
 package testenv
 
 import (
+	"testing"
+
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -14,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // FreePort asks the kernel for a free loopback TCP port.
@@ -143,4 +147,23 @@ func (l *LogBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// Await polls obj from the API server until cond holds or timeout passes,
+// then fails the test with what it waited for and describe(obj).
+func Await[T client.Object](t testing.TB, c client.Client, obj T, timeout time.Duration, what string, cond func(T) bool, describe func(T) string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	for {
+		err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+		if err == nil && cond(obj) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out after %s waiting until %s (last error: %v); %s", timeout, what, err, describe(obj))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }

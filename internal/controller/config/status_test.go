@@ -97,20 +97,10 @@ func create(t *testing.T, o client.Object) {
 // waitFor polls obj until cond holds, failing with the last status seen.
 func waitFor(t *testing.T, obj config.Object, what string, cond func(config.Object) bool) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	for {
-		err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj)
-		if err == nil && cond(obj) {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			st, _ := json.Marshal(obj.ConfigStatus())
-			t.Fatalf("timed out waiting until %s (err %v); status: %s", what, err, st)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	testenv.Await(t, env.Kube.Client, obj, 60*time.Second, what, cond, func(o config.Object) string {
+		st, _ := json.Marshal(o.ConfigStatus())
+		return "status: " + string(st)
+	})
 }
 
 func readyIs(status corev1.ConditionStatus, reason string) func(config.Object) bool {

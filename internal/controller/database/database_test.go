@@ -119,20 +119,10 @@ func apply(t *testing.T, d *v1alpha1.Database) {
 
 func waitDB(t *testing.T, d *v1alpha1.Database, what string, cond func(*v1alpha1.Database) bool) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	for {
-		err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(d), d)
-		if err == nil && cond(d) {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			b, _ := json.MarshalIndent(d.Status, "", " ")
-			t.Fatalf("timed out waiting until %s (err %v); status:\n%s", what, err, b)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	testenv.Await(t, env.Kube.Client, d, 90*time.Second, what, cond, func(d *v1alpha1.Database) string {
+		b, _ := json.MarshalIndent(d.Status, "", " ")
+		return "status:\n" + string(b)
+	})
 }
 
 func ready(d *v1alpha1.Database) bool {
