@@ -220,21 +220,17 @@ func (p *Postgres) SuperConn(ctx context.Context, database string) (*pgx.Conn, e
 // CreateRole creates a LOGIN role with the given extra attributes (e.g.
 // "CREATEDB CREATEROLE") and password, sent as a SCRAM verifier.
 func (p *Postgres) CreateRole(ctx context.Context, name, password, attrs string) error {
-	v, err := scram.Verifier(password)
-	if err != nil {
-		return err
-	}
-	c, err := p.SuperConn(ctx, "postgres")
-	if err != nil {
-		return err
-	}
-	defer c.Close(ctx) //nolint:errcheck // best effort
-	_, err = c.Exec(ctx, fmt.Sprintf("CREATE ROLE %s LOGIN %s PASSWORD '%s'", pgx.Identifier{name}.Sanitize(), attrs, v))
-	return err
+	return p.withVerifier(ctx, "CREATE ROLE %s LOGIN "+attrs+" PASSWORD '%s'", name, password)
 }
 
 // AlterPassword sets a role's password (as a SCRAM verifier).
 func (p *Postgres) AlterPassword(ctx context.Context, name, password string) error {
+	return p.withVerifier(ctx, "ALTER ROLE %s PASSWORD '%s'", name, password)
+}
+
+// withVerifier runs a role statement as the superuser with the role's
+// quoted name and the SCRAM verifier of password filled in.
+func (p *Postgres) withVerifier(ctx context.Context, stmt, name, password string) error {
 	v, err := scram.Verifier(password)
 	if err != nil {
 		return err
@@ -244,7 +240,7 @@ func (p *Postgres) AlterPassword(ctx context.Context, name, password string) err
 		return err
 	}
 	defer c.Close(ctx) //nolint:errcheck // best effort
-	_, err = c.Exec(ctx, fmt.Sprintf("ALTER ROLE %s PASSWORD '%s'", pgx.Identifier{name}.Sanitize(), v))
+	_, err = c.Exec(ctx, fmt.Sprintf(stmt, pgx.Identifier{name}.Sanitize(), v))
 	return err
 }
 

@@ -8,6 +8,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -393,7 +395,32 @@ func stringMap(m map[string]any) map[string]string {
 func scrub(err error) error {
 	var re *api.ResponseError
 	if errors.As(err, &re) {
-		return fmt.Errorf("OpenBao answered %d %s: %s", re.StatusCode, re.HTTPMethod, strings.Join(re.Errors, "; "))
+		return &StatusError{Code: re.StatusCode, Method: re.HTTPMethod, Errors: re.Errors}
 	}
 	return err
+}
+
+// StatusError is an answer from OpenBao other than success: the status and
+// OpenBao's error list, without request or response bodies.
+type StatusError struct {
+	Code   int
+	Method string
+	Errors []string
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("OpenBao answered %d %s: %s", e.Code, e.Method, strings.Join(e.Errors, "; "))
+}
+
+// Unavailable reports whether err means OpenBao could not serve the request
+// now (a 5xx answer such as sealed or standby, or no answer at all) rather
+// than refusing it (4xx).
+func Unavailable(err error) bool {
+	var se *StatusError
+	if errors.As(err, &se) {
+		return se.Code >= 500
+	}
+	var ue *url.Error
+	var ne net.Error
+	return errors.As(err, &ue) || errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded)
 }

@@ -134,6 +134,19 @@ func TestPolicyConfinesToTheBasePath(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "403") {
 		t.Errorf("write outside the base path = %v, want 403", err)
 	}
+	var se *StatusError
+	if !errors.As(err, &se) || se.Code != 403 || Unavailable(err) {
+		t.Errorf("a refusal must be a StatusError 403 and not Unavailable: %#v", err)
+	}
+	// No answer at all is Unavailable.
+	down, err2 := New(Options{Address: "https://127.0.0.1:1", KVMount: "kv", TokenFile: "/nonexistent", Timeout: time.Second})
+	if err2 != nil {
+		t.Fatal(err2)
+	}
+	down.token = "x"
+	if _, err := down.Read(context.Background(), "postgresql-tenants/a/b"); !Unavailable(err) {
+		t.Errorf("unreachable OpenBao: %v, want Unavailable", err)
+	}
 }
 
 func TestTokenRenewalAndRelogin(t *testing.T) {

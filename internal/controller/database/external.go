@@ -191,7 +191,7 @@ func failFrom(db *v1alpha1.Database, step string, err error) error {
 	case postgres.ClassInvalid:
 		reason = tenancy.ReasonInvalidSpec
 	}
-	if strings.Contains(err.Error(), "OpenBao") && !strings.Contains(err.Error(), "OpenBao answered 4") {
+	if openbao.Unavailable(err) {
 		reason = tenancy.ReasonDependencyUnavailable
 	}
 	return fail(db, reason, fmt.Sprintf("step %s failed: %v", step, err))
