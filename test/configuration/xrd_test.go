@@ -33,45 +33,61 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "FAIL: test environment:", err)
 		os.Exit(1)
 	}
-	testenv.Main(m, testenv.Options{Kube: true, ExtraCRDDirs: []string{dir}}, &env)
+	testenv.Main(m, testenv.Options{Kube: true, ExtraCRDDirs: []string{dir}}, &env, startRenderer)
 }
 
-// convertXRD writes the CRD of package/configuration/xrd.yaml into dir,
-// without the owner reference to the XRD object (which does not exist here).
+// convertXRD writes the CRDs of the Tenant XRD and of the legacy XRD (its
+// XR and its claim) into dir, without the owner reference to the XRD object
+// (which does not exist here).
 func convertXRD(dir string) error {
 	bin := filepath.Join(testenv.BinDir(), "crossplane")
 	if _, err := os.Stat(bin); err != nil {
 		return fmt.Errorf("the Crossplane CLI is not at %s: install it with `make tools` (hack/install-tools.sh crossplane)", bin)
 	}
-	out := filepath.Join(dir, "raw.yaml")
-	xrd := filepath.Join(testenv.RepoRoot(), "package", "configuration", "xrd.yaml")
-	if b, err := exec.Command(bin, "xrd", "convert", xrd, "-o", out).CombinedOutput(); err != nil {
-		return fmt.Errorf("crossplane xrd convert: %v\n%s", err, b)
+	for i, xrd := range []string{"xrd.yaml", filepath.Join("legacy", "xrd.yaml")} {
+		out := filepath.Join(dir, "raw.yaml")
+		src := filepath.Join(testenv.RepoRoot(), "package", "configuration", xrd)
+		if b, err := exec.Command(bin, "xrd", "convert", src, "-o", out).CombinedOutput(); err != nil {
+			return fmt.Errorf("crossplane xrd convert %s: %v\n%s", xrd, err, b)
+		}
+		b, err := os.ReadFile(out)
+		if err != nil {
+			return err
+		}
+		if err := os.Remove(out); err != nil {
+			return err
+		}
+		for j, doc := range strings.Split(string(b), "\n---\n") {
+			doc = strings.TrimPrefix(strings.TrimSpace(doc), "---")
+			if strings.TrimSpace(doc) == "" {
+				continue
+			}
+			crd := map[string]any{}
+			if err := yaml.Unmarshal([]byte(doc), &crd); err != nil {
+				return err
+			}
+			unstructured.RemoveNestedField(crd, "metadata", "ownerReferences")
+			clean, err := yaml.Marshal(crd)
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("crd-%d-%d.yaml", i, j)), clean, 0o644); err != nil {
+				return err
+			}
+		}
 	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		return err
-	}
-	crd := map[string]any{}
-	if err := yaml.Unmarshal([]byte(strings.TrimPrefix(string(b), "---\n")), &crd); err != nil {
-		return err
-	}
-	unstructured.RemoveNestedField(crd, "metadata", "ownerReferences")
-	clean, err := yaml.Marshal(crd)
-	if err != nil {
-		return err
-	}
-	if err := os.Remove(out); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dir, "tenants.yaml"), clean, 0o644)
+	return nil
 }
 
 const ns = "app"
 
-func tenant(name string, spec string) *unstructured.Unstructured {
+// groups are the two Tenant kinds an app team can write: the namespaced v2
+// composite and the legacy claim. Both must admit and reject the same input.
+var groups = []string{"database.ayatori.ddupan.top", "legacy.database.ayatori.ddupan.top"}
+
+func tenant(group, name, spec string) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal([]byte(fmt.Sprintf("apiVersion: database.ayatori.ddupan.top/v1alpha1\nkind: Tenant\nmetadata: {name: %q, namespace: %s}\nspec:\n%s", name, ns, spec)), &u.Object); err != nil {
+	if err := yaml.Unmarshal([]byte(fmt.Sprintf("apiVersion: %s/v1alpha1\nkind: Tenant\nmetadata: {name: %q, namespace: %s}\nspec:\n%s", group, name, ns, spec)), &u.Object); err != nil {
 		panic(err)
 	}
 	return u
@@ -88,8 +104,14 @@ func setup(t *testing.T) context.Context {
 }
 
 func TestTenantDefaults(t *testing.T) {
+	for _, g := range groups {
+		t.Run(g, func(t *testing.T) { testTenantDefaults(t, g) })
+	}
+}
+
+func testTenantDefaults(t *testing.T, g string) {
 	ctx := setup(t)
-	u := tenant("netbox", "  instanceRef: shared\n  extensions: [pg_trgm]\n")
+	u := tenant(g, "netbox", "  instanceRef: shared\n  extensions: [pg_trgm]\n")
 	if err := env.Kube.Client.Create(ctx, u); err != nil {
 		t.Fatalf("the architecture's example Tenant was rejected: %v", err)
 	}
@@ -98,13 +120,19 @@ func TestTenantDefaults(t *testing.T) {
 		t.Errorf("default deletionPolicy: -want +got:\n%s", diff)
 	}
 	// A name that is no identifier works with both names given.
-	ok := tenant("my-app", "  instanceRef: shared\n  database: my_app\n  loginRole: my_app\n")
+	ok := tenant(g, "my-app", "  instanceRef: shared\n  database: my_app\n  loginRole: my_app\n")
 	if err := env.Kube.Client.Create(ctx, ok); err != nil {
 		t.Errorf("explicit names rejected: %v", err)
 	}
 }
 
 func TestTenantRejectsBadInput(t *testing.T) {
+	for _, g := range groups {
+		t.Run(g, func(t *testing.T) { testTenantRejectsBadInput(t, g) })
+	}
+}
+
+func testTenantRejectsBadInput(t *testing.T, g string) {
 	// A Tenant's name has at most 63 characters; an instanceRef of 190 pushes
 	// the default Secret name past 253.
 	long, longRef := strings.Repeat("a", 60), strings.Repeat("s", 190)
@@ -125,7 +153,7 @@ func TestTenantRejectsBadInput(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			ctx := setup(t)
-			err := env.Kube.Client.Create(ctx, tenant(tc.name, tc.spec))
+			err := env.Kube.Client.Create(ctx, tenant(g, tc.name, tc.spec))
 			if err == nil {
 				t.Fatalf("accepted, want a rejection naming %s", tc.field)
 			}
@@ -136,13 +164,19 @@ func TestTenantRejectsBadInput(t *testing.T) {
 	}
 	// With an explicit Secret name, a long Tenant name is fine.
 	ctx := setup(t)
-	ok := tenant(long+"d", fmt.Sprintf("  instanceRef: %s\n  credential: {secretName: short}\n", longRef))
+	ok := tenant(g, long+"d", fmt.Sprintf("  instanceRef: %s\n  credential: {secretName: short}\n", longRef))
 	if err := env.Kube.Client.Create(ctx, ok); err != nil {
 		t.Errorf("long names with an explicit secretName rejected: %v", err)
 	}
 }
 
 func TestTenantImmutableFields(t *testing.T) {
+	for _, g := range groups {
+		t.Run(g, func(t *testing.T) { testTenantImmutableFields(t, g) })
+	}
+}
+
+func testTenantImmutableFields(t *testing.T, g string) {
 	cases := map[string]struct {
 		spec, field, msg string
 		change           func(*unstructured.Unstructured)
@@ -165,7 +199,7 @@ func TestTenantImmutableFields(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx := setup(t)
 			i++
-			u := tenant(fmt.Sprintf("imm%d", i), tc.spec)
+			u := tenant(g, fmt.Sprintf("imm%d", i), tc.spec)
 			if err := env.Kube.Client.Create(ctx, u); err != nil {
 				t.Fatal(err)
 			}
@@ -175,5 +209,49 @@ func TestTenantImmutableFields(t *testing.T) {
 				t.Errorf("update: %v, want a rejection naming %s", err, tc.field)
 			}
 		})
+	}
+}
+
+// The XR Crossplane makes from a legacy claim has a generated name that is no
+// identifier; the name rules are the claim's, so it is admitted.
+func TestLegacyXRWithGeneratedName(t *testing.T) {
+	ctx := setup(t)
+	xr := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(`apiVersion: legacy.database.ayatori.ddupan.top/v1alpha1
+kind: XTenant
+metadata: {name: my-app-x7k2p}
+spec:
+  instanceRef: shared
+  claimRef: {apiVersion: legacy.database.ayatori.ddupan.top/v1alpha1, kind: Tenant, namespace: app, name: netbox}
+`), &xr.Object); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Kube.Client.Create(ctx, xr); err != nil {
+		t.Errorf("the XR of a claim was rejected: %v", err)
+	}
+}
+
+// The claim's schema is the Tenant's: a change to one XRD that is not made to
+// the other fails here.
+func TestLegacySchemaMatchesTenant(t *testing.T) {
+	load := func(file string) map[string]any {
+		b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "package", "configuration", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		xrd := map[string]any{}
+		if err := yaml.Unmarshal(b, &xrd); err != nil {
+			t.Fatal(err)
+		}
+		versions, _, _ := unstructured.NestedSlice(xrd, "spec", "versions")
+		if len(versions) != 1 {
+			t.Fatalf("%s: %d versions, want 1", file, len(versions))
+		}
+		v := versions[0].(map[string]any)
+		props, _, _ := unstructured.NestedMap(v, "schema", "openAPIV3Schema", "properties")
+		return map[string]any{"properties": props, "printerColumns": v["additionalPrinterColumns"], "name": v["name"]}
+	}
+	if diff := cmp.Diff(load("xrd.yaml"), load(filepath.Join("legacy", "xrd.yaml"))); diff != "" {
+		t.Errorf("Tenant vs legacy claim schema: -tenant +legacy:\n%s", diff)
 	}
 }

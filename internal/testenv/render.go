@@ -1,0 +1,173 @@
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+)
+
+// Function is a composition function the Tenant's Compositions use, with the
+// name the Configuration package's dependency gives it in a cluster.
+type Function struct {
+	Name    string // pkg.crossplane.io Function name
+	Binary  string // file in BinDir()
+	Package string // the package the Configuration depends on
+}
+
+// TenantFunctions are the functions of package/configuration, pinned.
+var TenantFunctions = []Function{
+	{Name: "crossplane-contrib-function-patch-and-transform", Binary: "function-patch-and-transform",
+		Package: "xpkg.crossplane.io/crossplane-contrib/function-patch-and-transform:v0.10.7"},
+	{Name: "crossplane-contrib-function-auto-ready", Binary: "function-auto-ready",
+		Package: "xpkg.crossplane.io/crossplane-contrib/function-auto-ready:v0.7.0"},
+}
+
+// Renderer runs `crossplane composition render` with Crossplane core's
+// binary and the real functions running locally (the Development runtime):
+// what Crossplane would compose, without a cluster.
+type Renderer struct {
+	dir       string
+	functions string // functions.yaml
+	procs     []*process
+	logs      []string
+}
+
+// StartRenderer starts every function of TenantFunctions on a loopback port
+// and writes the functions.yaml that points render at them.
+func StartRenderer(dir string) (*Renderer, error) {
+	for _, b := range []string{"crossplane", "crossplane-core"} {
+		if _, err := os.Stat(filepath.Join(BinDir(), b)); err != nil {
+			return nil, missing("Crossplane "+b, filepath.Join(BinDir(), b), "hack/install-tools.sh "+b+" (make tools)")
+		}
+	}
+	r := &Renderer{dir: dir, functions: filepath.Join(dir, "functions.yaml")}
+	var docs []string
+	for _, f := range TenantFunctions {
+		bin := filepath.Join(BinDir(), f.Binary)
+		if _, err := os.Stat(bin); err != nil {
+			r.Stop()
+			return nil, missing(f.Binary, bin, "hack/install-tools.sh "+f.Binary+" (make tools)")
+		}
+		port, err := FreePort()
+		if err != nil {
+			r.Stop()
+			return nil, err
+		}
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		logFile := filepath.Join(dir, f.Binary+".log")
+		p, err := startProcess(f.Binary, logFile, exec.Command(bin, "--insecure", "--address="+addr))
+		if err != nil {
+			r.Stop()
+			return nil, err
+		}
+		r.procs, r.logs = append(r.procs, p), append(r.logs, logFile)
+		if err := waitFor(context.Background(), 30*time.Second, func(context.Context) error {
+			if p.exited() {
+				return errors.New(f.Binary + " exited:\n" + Tail(logFile, 20))
+			}
+			c, err := net.DialTimeout("tcp", addr, time.Second)
+			if err != nil {
+				return err
+			}
+			return c.Close()
+		}); err != nil {
+			r.Stop()
+			return nil, err
+		}
+		docs = append(docs, fmt.Sprintf(`apiVersion: pkg.crossplane.io/v1
+kind: Function
+metadata:
+  name: %s
+  annotations:
+    render.crossplane.io/runtime: Development
+    render.crossplane.io/runtime-development-target: %s
+spec:
+  package: %s
+`, f.Name, addr, f.Package))
+	}
+	if err := os.WriteFile(r.functions, []byte(strings.Join(docs, "---\n")), 0o644); err != nil {
+		r.Stop()
+		return nil, err
+	}
+	return r, nil
+}
+
+// Stop stops the functions.
+func (r *Renderer) Stop() {
+	for _, p := range r.procs {
+		p.stop(syscall.SIGTERM)
+	}
+}
+
+// Render renders the composite resource xr through the Composition in the
+// file composition, with observed as the composed resources that exist
+// (none when empty). It returns the desired composite resource and the
+// desired composed resources, in render's order.
+func (r *Renderer) Render(ctx context.Context, xr *unstructured.Unstructured, composition string, observed ...*unstructured.Unstructured) (*unstructured.Unstructured, []*unstructured.Unstructured, error) {
+	f, err := os.CreateTemp(r.dir, "render-*")
+	if err != nil {
+		return nil, nil, err
+	}
+	base := f.Name()
+	f.Close() //nolint:errcheck // only a name
+	defer os.Remove(base)  //nolint:errcheck // best effort
+	xrFile, obsFile := base+"-xr.yaml", base+"-observed.yaml"
+	defer os.Remove(xrFile)  //nolint:errcheck // best effort
+	defer os.Remove(obsFile) //nolint:errcheck // best effort
+	if err := writeYAML(xrFile, xr); err != nil {
+		return nil, nil, err
+	}
+	args := []string{"composition", "render", "--crossplane-binary=" + filepath.Join(BinDir(), "crossplane-core"), xrFile, composition, r.functions}
+	if len(observed) > 0 {
+		if err := writeYAML(obsFile, observed...); err != nil {
+			return nil, nil, err
+		}
+		args = append(args, "--observed-resources="+obsFile)
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(BinDir(), "crossplane"), args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, nil, fmt.Errorf("crossplane composition render: %v\n%s", err, stderr.String())
+	}
+	var objs []*unstructured.Unstructured
+	for _, doc := range strings.Split(stdout.String(), "\n---\n") {
+		doc = strings.TrimPrefix(strings.TrimSpace(doc), "---")
+		if strings.TrimSpace(doc) == "" {
+			continue
+		}
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+			return nil, nil, fmt.Errorf("cannot parse render output: %w\n%s", err, doc)
+		}
+		objs = append(objs, u)
+	}
+	if len(objs) == 0 {
+		return nil, nil, fmt.Errorf("render printed nothing; stderr:\n%s", stderr.String())
+	}
+	return objs[0], objs[1:], nil
+}
+
+func writeYAML(file string, objs ...*unstructured.Unstructured) error {
+	var b strings.Builder
+	for _, o := range objs {
+		y, err := yaml.Marshal(o.Object)
+		if err != nil {
+			return err
+		}
+		b.WriteString("---\n")
+		b.Write(y)
+	}
+	return os.WriteFile(file, []byte(b.String()), 0o644)
+}
