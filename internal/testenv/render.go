@@ -120,8 +120,8 @@ func (r *Renderer) Render(ctx context.Context, xr *unstructured.Unstructured, co
 		return nil, nil, err
 	}
 	base := f.Name()
-	f.Close() //nolint:errcheck // only a name
-	defer os.Remove(base)  //nolint:errcheck // best effort
+	f.Close()             //nolint:errcheck // only a name
+	defer os.Remove(base) //nolint:errcheck // best effort
 	xrFile, obsFile := base+"-xr.yaml", base+"-observed.yaml"
 	defer os.Remove(xrFile)  //nolint:errcheck // best effort
 	defer os.Remove(obsFile) //nolint:errcheck // best effort

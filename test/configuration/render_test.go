@@ -99,7 +99,7 @@ func observedUsage(name string) *unstructured.Unstructured {
 // Crossplane would compose.
 type tenantView struct {
 	Phase, Ready, Database, LoginRole, Secret, OpenBaoURL string
-	Composed                                             []string
+	Composed                                              []string
 }
 
 func view(xr *unstructured.Unstructured, composed []*unstructured.Unstructured) tenantView {
