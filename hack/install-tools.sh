@@ -30,16 +30,42 @@ TOOLS=(
   "crane|github.com/google/go-containerregistry|$CRANE_VERSION|github.com/google/go-containerregistry/cmd/crane||"
 )
 
+# Files some tools need beside their binary, copied from their module:
+# Crossplane core's CRDs (core init installs them) and each function's
+# package (crossplane.yaml + input CRD: what a Function's package holds).
+assets_of() {
+  case "$1" in
+    crossplane-core) echo "cluster/crds crossplane-crds" ;;
+    function-patch-and-transform|function-auto-ready) echo "package $1-package" ;;
+  esac
+}
+
+copy_assets() {
+  local name=$1 src=$2 a from to dir
+  a=$(assets_of "$name"); [ -n "$a" ] || return 0
+  from=${a% *} to=${a#* }
+  [ -d "$PPT_BIN/$to" ] && return 0
+  dir=$(go mod download -json "$src" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$/\1/p')
+  [ -d "$dir/$from" ] || { log "cannot find $from in $src"; return 1; }
+  rm -rf "$PPT_BIN/.$to.tmp" && cp -r "$dir/$from" "$PPT_BIN/.$to.tmp" && chmod -R u+w "$PPT_BIN/.$to.tmp"
+  mv "$PPT_BIN/.$to.tmp" "$PPT_BIN/$to"
+  log "copied $src/$from to $PPT_BIN/$to"
+}
+
 build_tool() {
   local name=$1 mod=$2 ver=$3 pkg=$4 extra=$5 ldflags=$6 repl=${7:-}
   local stamp="$mod@$ver $pkg $extra $ldflags $repl"
+  local src="$mod@$ver"
+  [ -n "$repl" ] && src="${repl% *}@${repl##* }"
   if stamp_ok "$name" "$stamp"; then
     log "$name present ($mod@$ver)"
+    copy_assets "$name" "$src"
     return 0
   fi
   log "building $name from $mod@$ver"
-  local src="$mod@$ver" dir gover d=$PPT_BUILD/$name t0=$SECONDS
-  [ -n "$repl" ] && src="${repl% *}@${repl##* }"
+  local dir gover d=$PPT_BUILD/$name t0=$SECONDS
+  local a; a=$(assets_of "$name")
+  if [ -n "$a" ]; then rm -rf "${PPT_BIN:?}/${a#* }"; fi
   dir=$(go mod download -json "$src" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$/\1/p')
   [ -d "$dir" ] || { log "cannot download $src"; return 1; }
   gover=$(awk '$1=="go"{print $2; exit}' "$dir/go.mod")
@@ -55,6 +81,7 @@ build_tool() {
   mv -f "$PPT_BIN/.$name.tmp" "$PPT_BIN/$name"
   write_stamp "$name" "$stamp"
   log "built $name in $((SECONDS - t0))s"
+  copy_assets "$name" "$src"
 }
 
 want=("$@")

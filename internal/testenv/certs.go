@@ -66,6 +66,26 @@ type KeyPair struct {
 // issue signs a server certificate for the given DNS names and IPs and writes
 // it to dir/<name>.crt and dir/<name>.key (mode 0600).
 func (ca *CA) issue(dir, name string, dnsNames []string, ips []net.IP) (*KeyPair, error) {
+	return ca.issueFor(dir, name, dnsNames, ips, x509.ExtKeyUsageServerAuth)
+}
+
+// issueTLSDir writes dir/tls.crt, dir/tls.key and dir/ca.crt: the layout
+// Crossplane core and function servers read.
+func (ca *CA) issueTLSDir(dir string, dnsNames []string, ips []net.IP, usages ...x509.ExtKeyUsage) error {
+	kp, err := ca.issueFor(dir, "tls", dnsNames, ips, usages...)
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(kp.CertFile, filepath.Join(dir, "tls.crt")); err != nil {
+		return err
+	}
+	if err := os.Rename(kp.KeyFile, filepath.Join(dir, "tls.key")); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "ca.crt"), ca.CertPEM, 0o644)
+}
+
+func (ca *CA) issueFor(dir, name string, dnsNames []string, ips []net.IP, usages ...x509.ExtKeyUsage) (*KeyPair, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -76,7 +96,7 @@ func (ca *CA) issue(dir, name string, dnsNames []string, ips []net.IP) (*KeyPair
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		ExtKeyUsage:  usages,
 		DNSNames:     dnsNames,
 		IPAddresses:  ips,
 	}

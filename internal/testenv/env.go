@@ -22,6 +22,9 @@ type Options struct {
 	// ESO starts the External Secrets Operator (needs Kube; installs its
 	// CRDs) and, with OpenBao, the tenant-reader role ESO logs in with.
 	ESO bool
+	// Crossplane starts Crossplane core (needs Kube), the Configuration's
+	// functions and the garbage collector, and installs package/configuration.
+	Crossplane bool
 	// ExtraCRDDirs are installed next to package/crds.
 	ExtraCRDDirs []string
 }
@@ -43,8 +46,9 @@ type Env struct {
 
 	Postgres *Postgres
 	OpenBao  *OpenBao
-	Kube     *Kube
-	ESO      *ESO
+	Kube       *Kube
+	ESO        *ESO
+	Crossplane *Crossplane
 }
 
 // BinDir returns where hack/install-*.sh put the binaries: $PPT_BIN, else
@@ -96,6 +100,13 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 			}
 			crds = append(crds, d)
 		}
+		if o.Crossplane {
+			d := CrossplaneCRDDir(e.BinDir)
+			if _, err := os.Stat(d); err != nil {
+				return fail(missing("Crossplane core CRDs", d, "hack/install-tools.sh crossplane-core (make tools)"))
+			}
+			crds = append(crds, d)
+		}
 		if e.Kube, err = startKube(ctx, dir, e.BinDir, crds); err != nil {
 			return fail(err)
 		}
@@ -125,6 +136,14 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 			return fail(err)
 		}
 	}
+	if o.Crossplane {
+		if e.Crossplane, err = startCrossplane(ctx, dir, e.BinDir, e.Kube, e.CA); err != nil {
+			return fail(err)
+		}
+		if err := e.Crossplane.ApplyConfiguration(ctx, dir, e.BinDir, e.Kube); err != nil {
+			return fail(err)
+		}
+	}
 	return e, nil
 }
 
@@ -134,6 +153,7 @@ func (e *Env) Stop() {
 	if e == nil {
 		return
 	}
+	e.Crossplane.Stop()
 	e.ESO.Stop()
 	if e.OpenBao != nil {
 		e.OpenBao.Stop()

@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -29,54 +28,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "FAIL:", err)
 		os.Exit(1)
 	}
-	if err := convertXRD(dir); err != nil {
+	if err := testenv.ConvertXRDs(dir); err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL: test environment:", err)
 		os.Exit(1)
 	}
 	testenv.Main(m, testenv.Options{Kube: true, ExtraCRDDirs: []string{dir}}, &env, startRenderer)
-}
-
-// convertXRD writes the CRDs of the Tenant XRD and of the legacy XRD (its
-// XR and its claim) into dir, without the owner reference to the XRD object
-// (which does not exist here).
-func convertXRD(dir string) error {
-	bin := filepath.Join(testenv.BinDir(), "crossplane")
-	if _, err := os.Stat(bin); err != nil {
-		return fmt.Errorf("the Crossplane CLI is not at %s: install it with `make tools` (hack/install-tools.sh crossplane)", bin)
-	}
-	for i, xrd := range []string{"xrd.yaml", filepath.Join("legacy", "xrd.yaml")} {
-		out := filepath.Join(dir, "raw.yaml")
-		src := filepath.Join(testenv.RepoRoot(), "package", "configuration", xrd)
-		if b, err := exec.Command(bin, "xrd", "convert", src, "-o", out).CombinedOutput(); err != nil {
-			return fmt.Errorf("crossplane xrd convert %s: %v\n%s", xrd, err, b)
-		}
-		b, err := os.ReadFile(out)
-		if err != nil {
-			return err
-		}
-		if err := os.Remove(out); err != nil {
-			return err
-		}
-		for j, doc := range strings.Split(string(b), "\n---\n") {
-			doc = strings.TrimPrefix(strings.TrimSpace(doc), "---")
-			if strings.TrimSpace(doc) == "" {
-				continue
-			}
-			crd := map[string]any{}
-			if err := yaml.Unmarshal([]byte(doc), &crd); err != nil {
-				return err
-			}
-			unstructured.RemoveNestedField(crd, "metadata", "ownerReferences")
-			clean, err := yaml.Marshal(crd)
-			if err != nil {
-				return err
-			}
-			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("crd-%d-%d.yaml", i, j)), clean, 0o644); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 const ns = "app"

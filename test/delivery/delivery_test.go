@@ -10,12 +10,14 @@ import (
 	"encoding/base64"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,7 +33,7 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	testenv.Main(m, testenv.Options{Kube: true, Postgres: true, OpenBao: true, ESO: true}, &env, start)
+	testenv.Main(m, testenv.Options{Kube: true, Postgres: true, OpenBao: true, ESO: true, Crossplane: true}, &env, start)
 }
 
 const store = "openbao-tenants"
@@ -152,21 +154,130 @@ func esReady(ns, name string) (string, string) {
 	return "", "no Ready condition yet"
 }
 
-func TestSecretDeliveredAndLogsInByHostAndHostaddr(t *testing.T) {
-	ctx := context.Background()
-	secret := tenant(t, "shop", "shop", "postgresql-tenants/shop/shop", true)
-	s := &corev1.Secret{}
-	deadline := time.Now().Add(2 * time.Minute)
+// TestTenantEndToEnd: a Tenant in an app namespace, composed by Crossplane
+// core with the shipped Configuration and the real functions, reconciled by
+// the provider's controllers and the real ESO against the real PostgreSQL
+// and OpenBao,
+// ends Ready with a Secret of exactly seven keys that logs in by host and by
+// hostaddr with verify-full.
+func TestTenantEndToEnd(t *testing.T) {
+	const ns, name = "shop", "shop"
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	if err := env.Kube.EnsureServiceAccount(ctx, ns, testenv.TenantReaderServiceAccount); err != nil {
+		t.Fatal(err)
+	}
+	tn := mustUnstructured(fmt.Sprintf("apiVersion: database.ayatori.ddupan.top/v1alpha1\nkind: Tenant\nmetadata: {name: %s, namespace: %s}\nspec: {instanceRef: shared, extensions: [pg_trgm]}\n", name, ns))
+	if err := env.Kube.Client.Create(ctx, tn); err != nil {
+		t.Fatal(err)
+	}
+	order := []string{"Pending", "Planned", "CredentialCreated", "RoleCreated", "DatabaseCreated", "ExternalSecretCreated", "CredentialProjected", "Ready"}
+	rank := map[string]int{}
+	for i, p := range order {
+		rank[p] = i
+	}
+	var phases []string
+	var xr *unstructured.Unstructured
 	for {
-		err := env.Kube.Client.Get(ctx, client.ObjectKey{Namespace: "shop", Name: secret}, s)
-		if st, _ := esReady("shop", secret); err == nil && st == "True" {
+		var err error
+		if xr, err = get(ctx, "database.ayatori.ddupan.top/v1alpha1", "Tenant", ns, name); err != nil {
+			t.Fatal(err)
+		}
+		p, _, _ := unstructured.NestedString(xr.Object, "status", "phase")
+		if p != "" && (len(phases) == 0 || phases[len(phases)-1] != p) {
+			if len(phases) > 0 && rank[p] < rank[phases[len(phases)-1]] {
+				t.Errorf("phase went back: %v then %s", phases, p)
+			}
+			phases = append(phases, p)
+			t.Logf("Tenant phase %s", p)
+		}
+		if p == "Ready" && readyCondition(xr) == "True" {
 			break
 		}
-		if time.Now().After(deadline) {
-			st, msg := esReady("shop", secret)
-			t.Fatalf("no Secret: ExternalSecret Ready=%s %s (err %v); ESO log:\n%s", st, msg, err, testenv.Tail(env.ESO.LogFile(), 30))
+		if ctx.Err() != nil {
+			st, msg := esReady(ns, "shared-shop-postgresql")
+			y, _ := yaml.Marshal(xr.Object["status"])
+			t.Fatalf("Tenant not Ready: phases %v, status:\n%s\nExternalSecret Ready=%s %s; crossplane log:\n%s", phases, y, st, msg, testenv.Tail(env.Crossplane.LogFile(), 20))
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("phases: %v", phases)
+	for _, want := range []string{"DatabaseCreated", "Ready"} {
+		if !slices.Contains(phases, want) {
+			t.Errorf("phase %s never reported (phases %v)", want, phases)
+		}
+	}
+	// The ExternalSecret was composed only after the Database was Ready.
+	db, err := get(ctx, "database.ayatori.ddupan.top/v1alpha1", "Database", ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	es, err := get(ctx, "external-secrets.io/v1", "ExternalSecret", ns, "shared-shop-postgresql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readyAt, created := readySince(db), es.GetCreationTimestamp()
+	if readyAt.IsZero() || created.Before(&readyAt) {
+		t.Errorf("ExternalSecret created %s, Database Ready since %s", es.GetCreationTimestamp(), readyAt)
+	}
+	got := map[string]string{}
+	for _, f := range [][]string{{"database"}, {"loginRole"}, {"credential", "secretRef", "name"}} {
+		got[strings.Join(f, ".")], _, _ = unstructured.NestedString(xr.Object, append([]string{"status"}, f...)...)
+	}
+	if diff := cmp.Diff(map[string]string{"database": "shop", "loginRole": "shop", "credential.secretRef.name": "shared-shop-postgresql"}, got); diff != "" {
+		t.Errorf("Tenant status: -want +got:\n%s", diff)
+	}
+	if u, _, _ := unstructured.NestedString(xr.Object, "status", "credential", "openBaoURL"); !strings.HasPrefix(u, env.OpenBao.Address+"/v1/") || !strings.HasSuffix(u, "/postgresql-tenants/shop/shop") {
+		t.Errorf("status.credential.openBaoURL %q", u)
+	}
+	// The status the Composer wrote is on the live Tenant.
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(tn.GroupVersionKind())
+	if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(tn), live); err != nil {
+		t.Fatal(err)
+	}
+	if p, _, _ := unstructured.NestedString(live.Object, "status", "phase"); p != "Ready" || readyCondition(live) != "True" {
+		t.Errorf("live Tenant: phase %q Ready %q", p, readyCondition(live))
+	}
+	checkSecretLogsIn(ctx, t, ns, "shared-shop-postgresql")
+}
+
+func readyCondition(u *unstructured.Unstructured) string {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == "Ready" {
+			return fmt.Sprint(m["status"])
+		}
+	}
+	return ""
+}
+
+func readySince(u *unstructured.Unstructured) metav1.Time {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == "Ready" && m["status"] == "True" {
+			var t metav1.Time
+			_ = t.UnmarshalQueryParameter(fmt.Sprint(m["lastTransitionTime"]))
+			return t
+		}
+	}
+	return metav1.Time{}
+}
+
+func get(ctx context.Context, apiVersion, kind, ns, name string) (*unstructured.Unstructured, error) {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(apiVersion)
+	u.SetKind(kind)
+	return u, env.Kube.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, u)
+}
+
+// checkSecretLogsIn asserts the Secret has exactly the seven keys and logs in
+// to PostgreSQL as the tenant, by host and by hostaddr, with verify-full.
+func checkSecretLogsIn(ctx context.Context, t *testing.T, ns, secret string) {
+	t.Helper()
+	s := &corev1.Secret{}
+	if err := env.Kube.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: secret}, s); err != nil {
+		t.Fatal(err)
 	}
 	var keys []string
 	for k := range s.Data {
