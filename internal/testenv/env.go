@@ -44,8 +44,8 @@ type Env struct {
 	// fail verification.
 	OtherCA *CA
 
-	Postgres *Postgres
-	OpenBao  *OpenBao
+	Postgres   *Postgres
+	OpenBao    *OpenBao
 	Kube       *Kube
 	ESO        *ESO
 	Crossplane *Crossplane
