@@ -59,16 +59,20 @@ lint: ## gofmt and go vet
 	$(GO) vet ./...
 
 .PHONY: build
-build: ## build the provider package (_output/provider-postgresql-tenant.xpkg, no Docker) and lint it
+build: ## build the provider and Configuration packages (_output/*.xpkg, no Docker) and lint them
 	hack/build-package.sh
 	$(MAKE) lint-package
 
 .PHONY: lint-package
-lint-package: ## check the built package and validate the examples against the CRDs offline
-	$(GO) run ./hack/xpkgcheck $(OUTPUT)/provider-postgresql-tenant.xpkg package/crds
+lint-package: ## check the built packages; validate the Configuration and the examples against the CRDs offline
+	$(GO) run ./hack/xpkgcheck provider $(OUTPUT)/provider-postgresql-tenant.xpkg package/crds
+	$(GO) run ./hack/xpkgcheck configuration $(OUTPUT)/configuration-postgresql-tenant.xpkg package/configuration
 	bin=$${PPT_BIN:-$${PPT_CACHE:-$$HOME/.cache/provider-postgresql-tenant}/bin}; \
+	  schemas=package/crds,$$bin/eso-crds,$$bin/crossplane-crds,package/configuration/xrd.yaml,package/configuration/legacy/xrd.yaml,$$bin/function-patch-and-transform-package/input; \
 	  $$bin/crossplane resource validate --crossplane-image= --cache-dir=$(OUTPUT)/validate-cache \
-	    --error-on-missing-schemas --skip-success-results package/crds,$$bin/eso-crds examples
+	    --error-on-missing-schemas --skip-success-results $$schemas examples && \
+	  $$bin/crossplane resource validate --crossplane-image= --cache-dir=$(OUTPUT)/validate-cache \
+	    --error-on-missing-schemas --skip-success-results $$schemas package/configuration/xrd.yaml,package/configuration/composition.yaml,package/configuration/legacy
 
 .PHONY: provider
 provider: ## build the provider binary

@@ -4,8 +4,11 @@
 #   2. a runtime image tarball: one layer with /provider on an empty OCI base,
 #      entrypoint /provider, user 65532 (crane, through a throw-away local
 #      registry on loopback, because `crane mutate` needs a registry);
-#   3. `crossplane xpkg build` of package/ with examples/ and that image
-#      embedded -> _output/provider-postgresql-tenant.xpkg
+#   3. `crossplane xpkg build` of package/ with the provider's examples and
+#      that image embedded -> _output/provider-postgresql-tenant.xpkg;
+#   4. `crossplane xpkg build` of the Configuration (package/configuration:
+#      the Tenant XRDs and Compositions, depending on the two functions) with
+#      the Tenant examples -> _output/configuration-postgresql-tenant.xpkg.
 # cluster/images/provider/Dockerfile is the same image for people with Docker.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,9 +32,21 @@ ref=127.0.0.1:$port/provider-postgresql-tenant
 rm -f "$OUT/provider-image.tar"
 "$PPT_BIN/crane" pull "$ref:runtime" "$OUT/provider-image.tar"
 
-rm -f "$OUT/provider-postgresql-tenant.xpkg"
-# package/configuration/ holds the Configuration package (the Tenant XRD and
-# its Composition): not part of the provider package.
-"$PPT_BIN/crossplane" xpkg build --package-root=package --examples-root=examples --ignore='configuration/*' \
+# Examples of each package: the provider's (a config, a Database, an
+# ExternalSecret for it) and the Configuration's (a Tenant and what it needs
+# in the app namespace; not the generated copies of the package itself).
+rm -rf "$OUT/examples-provider" "$OUT/examples-configuration"
+mkdir -p "$OUT/examples-provider" "$OUT/examples-configuration/tenant"
+cp -r examples/provider examples/database examples/eso "$OUT/examples-provider/"
+cp examples/tenant/*.yaml "$OUT/examples-configuration/tenant/"
+
+rm -f "$OUT/provider-postgresql-tenant.xpkg" "$OUT/configuration-postgresql-tenant.xpkg"
+# package/configuration/ is the Configuration package and package/rbac/ the
+# RBAC that goes with it: neither is part of the provider package.
+"$PPT_BIN/crossplane" xpkg build --package-root=package --examples-root="$OUT/examples-provider" \
+  --ignore='configuration/*,configuration/*/*,rbac/*' \
   --embed-runtime-image-tarball="$OUT/provider-image.tar" -o "$OUT/provider-postgresql-tenant.xpkg"
 log "built $OUT/provider-postgresql-tenant.xpkg ($(du -h "$OUT/provider-postgresql-tenant.xpkg" | cut -f1))"
+"$PPT_BIN/crossplane" xpkg build --package-root=package/configuration --examples-root="$OUT/examples-configuration" \
+  -o "$OUT/configuration-postgresql-tenant.xpkg"
+log "built $OUT/configuration-postgresql-tenant.xpkg ($(du -h "$OUT/configuration-postgresql-tenant.xpkg" | cut -f1))"

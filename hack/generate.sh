@@ -23,3 +23,4 @@ rm -rf package/crds
 "$tools_bin/angryjet" generate-methodsets --header-file=hack/boilerplate.go.txt ./apis/...
 unset GOFLAGS
 go run ./hack/crdpatch package/crds/database.ayatori.ddupan.top_databases.yaml
+go run ./hack/configgen

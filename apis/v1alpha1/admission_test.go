@@ -3,6 +3,7 @@ package v1alpha1_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -26,7 +27,19 @@ var env *testenv.Env
 // The ESO CRDs are installed too, so that the examples that use them can be
 // checked.
 func TestMain(m *testing.M) {
-	testenv.Main(m, testenv.Options{Kube: true, ExtraCRDDirs: []string{testenv.ESOCRDDir(testenv.BinDir())}}, &env)
+	// The examples include ESO objects, Crossplane's (XRDs, Compositions,
+	// Functions) and Tenants: serve all their kinds.
+	xrds, err := os.MkdirTemp("", "ppt-xrds-")
+	if err == nil {
+		err = testenv.ConvertXRDs(xrds)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL: test environment:", err)
+		os.Exit(1)
+	}
+	testenv.Main(m, testenv.Options{Kube: true, ExtraCRDDirs: []string{
+		testenv.ESOCRDDir(testenv.BinDir()), testenv.CrossplaneCRDDir(testenv.BinDir()), xrds,
+	}}, &env, func(*testenv.Env) (func(), error) { return func() { _ = os.RemoveAll(xrds) }, nil })
 }
 
 const ns = "admission"

@@ -1,7 +1,16 @@
-// Command xpkgcheck lints a built provider package (an OCI image tarball):
-// the runtime entrypoint and user, a package.yaml layer holding the Provider
-// metadata with the safe-start capability and every CRD of package/crds, and
-// an examples layer.
+// Command xpkgcheck lints the built packages (OCI image tarballs).
+//
+//	xpkgcheck provider PACKAGE.xpkg CRD-DIR
+//
+// checks the runtime entrypoint and user, a package.yaml layer holding the
+// Provider metadata with the safe-start capability and every CRD of CRD-DIR
+// (and nothing of the Configuration), and an examples layer;
+//
+//	xpkgcheck configuration PACKAGE.xpkg CONFIG-DIR
+//
+// checks a package.yaml with the Configuration metadata, its pinned function
+// dependencies, every XRD and Composition under CONFIG-DIR, and a Tenant
+// example.
 package main
 
 import (
@@ -18,18 +27,22 @@ import (
 )
 
 func main() {
-	if len(os.Args) != 3 {
-		fmt.Fprintln(os.Stderr, "usage: xpkgcheck PACKAGE.xpkg CRD-DIR")
+	if len(os.Args) != 4 || (os.Args[1] != "provider" && os.Args[1] != "configuration") {
+		fmt.Fprintln(os.Stderr, "usage: xpkgcheck provider|configuration PACKAGE.xpkg DIR")
 		os.Exit(2)
 	}
-	if err := check(os.Args[1], os.Args[2]); err != nil {
+	check := checkProvider
+	if os.Args[1] == "configuration" {
+		check = checkConfiguration
+	}
+	if err := check(os.Args[2], os.Args[3]); err != nil {
 		fmt.Fprintln(os.Stderr, "xpkgcheck:", err)
 		os.Exit(1)
 	}
 	fmt.Println("xpkgcheck: ok")
 }
 
-func check(pkg, crdDir string) error {
+func checkProvider(pkg, crdDir string) error {
 	files, err := untar(pkg)
 	if err != nil {
 		return err
@@ -87,6 +100,77 @@ func check(pkg, crdDir string) error {
 	}
 	if !strings.Contains(string(contents[".up/examples.yaml"]), "kind: Database") {
 		problems = append(problems, "no examples layer with a Database")
+	}
+	for _, kind := range []string{"CompositeResourceDefinition", "Composition", "ClusterRole"} {
+		if strings.Contains(pkgYAML, "kind: "+kind+"\n") {
+			problems = append(problems, "the provider package holds a "+kind+" (it belongs to the Configuration)")
+		}
+	}
+	if len(problems) > 0 {
+		return errors.New(strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+func checkConfiguration(pkg, configDir string) error {
+	files, err := untar(pkg)
+	if err != nil {
+		return err
+	}
+	var manifest []struct{ Layers []string }
+	if err := json.Unmarshal(files["manifest.json"], &manifest); err != nil || len(manifest) != 1 {
+		return fmt.Errorf("manifest.json: %v", err)
+	}
+	contents := map[string][]byte{}
+	for _, l := range manifest[0].Layers {
+		layer, err := untarGz(files[l])
+		if err != nil {
+			return fmt.Errorf("layer %s: %w", l, err)
+		}
+		for k, v := range layer {
+			contents[k] = v
+		}
+	}
+	pkgYAML := string(contents["package.yaml"])
+	var problems []string
+	want := []string{
+		"kind: Configuration",
+		"package: xpkg.crossplane.io/crossplane-contrib/function-patch-and-transform\n    version: v0.10.7",
+		"package: xpkg.crossplane.io/crossplane-contrib/function-auto-ready\n    version: v0.7.0",
+	}
+	// Every XRD and Composition of the source directory is in the package.
+	err = filepath.WalkDir(configDir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".yaml") {
+			return err
+		}
+		b, err := os.ReadFile(p) //nolint:gosec // the repository's own files
+		if err != nil {
+			return err
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "  name: ") && (strings.Contains(string(b), "kind: Composition\n") || strings.Contains(string(b), "kind: CompositeResourceDefinition\n")) {
+				want = append(want, l)
+				break
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, w := range want {
+		if !strings.Contains(pkgYAML, w) {
+			problems = append(problems, fmt.Sprintf("package.yaml lacks %q", w))
+		}
+	}
+	if n := strings.Count(pkgYAML, "kind: Composition\n"); n != 2 {
+		problems = append(problems, fmt.Sprintf("%d Compositions in package.yaml, want 2", n))
+	}
+	if n := strings.Count(pkgYAML, "kind: CompositeResourceDefinition\n"); n != 2 {
+		problems = append(problems, fmt.Sprintf("%d XRDs in package.yaml, want 2", n))
+	}
+	if !strings.Contains(string(contents[".up/examples.yaml"]), "kind: Tenant") {
+		problems = append(problems, "no examples layer with a Tenant")
 	}
 	if len(problems) > 0 {
 		return errors.New(strings.Join(problems, "; "))
