@@ -38,8 +38,11 @@ func TestMain(m *testing.M) {
 
 const store = "openbao-tenants"
 
+// providerLogs collects the in-process provider's log for the canary.
+var providerLogs = &testenv.LogBuffer{}
+
 func start(e *testenv.Env) (func(), error) {
-	_, stop, err := inproc.Start(e, inproc.Options{Poll: time.Second, ConfigInterval: 5 * time.Second, ConfigRetry: time.Second, Logs: &testenv.LogBuffer{}})
+	_, stop, err := inproc.Start(e, inproc.Options{Poll: time.Second, ConfigInterval: 5 * time.Second, ConfigRetry: time.Second, Logs: providerLogs})
 	if err != nil {
 		return nil, err
 	}
@@ -237,7 +240,10 @@ func TestTenantEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	if p, _, _ := unstructured.NestedString(live.Object, "status", "phase"); p != "Ready" || readyCondition(live) != "True" {
-		t.Errorf("live Tenant: phase %q Ready %q", p, readyCondition(live))
+		y, _ := yaml.Marshal(live.Object["status"])
+		dy, _ := yaml.Marshal(db.Object["status"])
+		ey, _ := yaml.Marshal(es.Object["status"])
+		t.Errorf("live Tenant: phase %q Ready %q; status:\n%s\nDatabase status:\n%s\nExternalSecret status:\n%s", p, readyCondition(live), y, dy, ey)
 	}
 	checkSecretLogsIn(ctx, t, ns, "shared-shop-postgresql")
 }
