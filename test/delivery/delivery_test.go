@@ -233,17 +233,21 @@ func TestTenantEndToEnd(t *testing.T) {
 	if u, _, _ := unstructured.NestedString(xr.Object, "status", "credential", "openBaoURL"); !strings.HasPrefix(u, env.OpenBao.Address+"/v1/") || !strings.HasSuffix(u, "/postgresql-tenants/shop/shop") {
 		t.Errorf("status.credential.openBaoURL %q", u)
 	}
-	// The status the Composer wrote is on the live Tenant.
-	live := &unstructured.Unstructured{}
-	live.SetGroupVersionKind(tn.GroupVersionKind())
-	if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(tn), live); err != nil {
-		t.Fatal(err)
-	}
-	if p, _, _ := unstructured.NestedString(live.Object, "status", "phase"); p != "Ready" || readyCondition(live) != "True" {
-		y, _ := yaml.Marshal(live.Object["status"])
-		dy, _ := yaml.Marshal(db.Object["status"])
-		ey, _ := yaml.Marshal(es.Object["status"])
-		t.Errorf("live Tenant: phase %q Ready %q; status:\n%s\nDatabase status:\n%s\nExternalSecret status:\n%s", p, readyCondition(live), y, dy, ey)
+	// Once Ready, the Tenant stays Ready: nothing the controllers do on
+	// their own (usage labels, ESO refreshes, provider polls) flips it.
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		live, err := get(ctx, tenantAPI, "Tenant", ns, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p, _, _ := unstructured.NestedString(live.Object, "status", "phase"); p != "Ready" || readyCondition(live) != "True" {
+			y, _ := yaml.Marshal(live.Object["status"])
+			d, _ := get(ctx, tenantAPI, "Database", ns, name)
+			e, _ := get(ctx, "external-secrets.io/v1", "ExternalSecret", ns, "shared-shop-postgresql")
+			dy, _ := yaml.Marshal(d.Object["status"])
+			ey, _ := yaml.Marshal(e.Object["status"])
+			t.Fatalf("the Tenant left Ready: phase %q Ready %q; status:\n%s\nDatabase status:\n%s\nExternalSecret status:\n%s", p, readyCondition(live), y, dy, ey)
+		}
 	}
 	checkSecretLogsIn(ctx, t, ns, "shared-shop-postgresql")
 }
