@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # dev.sh up|down|status - the local development environment of `make dev`.
 # up:   installs what is missing, starts hack/devenv in the background
-#       (kube-apiserver + etcd, PostgreSQL with TLS, OpenBao, the provider,
-#       the examples), waits until it is ready and prints how to use it.
+#       (kube-apiserver + etcd, PostgreSQL with TLS, OpenBao, ESO, Crossplane
+#       core and its functions, the provider, the examples), waits until the
+#       example Database and Tenant are Ready and prints how to use it.
 # down: stops it; nothing it started keeps running.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,31 +43,39 @@ up() {
 
 print_usage() {
   local kc=$STATE/kubeconfig st=$STATE/state.json
-  local bao port ns db
-  bao=$(sed -n 's/.*"openBaoAddress": "\(.*\)".*/\1/p' "$st")
-  port=$(sed -n 's/.*"postgresPort": \([0-9]*\).*/\1/p' "$st")
-  ns=$(sed -n 's/.*"namespace": "\(.*\)".*/\1/p' "$st")
-  db=$(sed -n 's/.*"database": "\(.*\)".*/\1/p' "$st")
+  local bao port ns db tns tn tsec xlog logs
+  val() { sed -n "s/.*\"$1\": \"\{0,1\}\([^\",]*\).*/\1/p" "$st"; }
+  bao=$(val openBaoAddress) port=$(val postgresPort) ns=$(val namespace) db=$(val database)
+  tns=$(val tenantNamespace) tn=$(val tenant) tsec=$(val tenantSecret)
+  xlog=$(val crossplaneLog) logs=$(val logsDir)
   cat <<EOT
 
-Local control plane, PostgreSQL, OpenBao and the provider are running.
+Local control plane, Crossplane, PostgreSQL, OpenBao, ESO and the provider are running.
 
   export KUBECONFIG=$kc
   export PATH=$PPT_BIN:\$PATH        # kubectl $K8S_VERSION built by hack/install-k8s.sh
   kubectl get clusterproviderconfigs
-  kubectl get databases -n $ns
-  kubectl describe database -n $ns $db
 
-  The credential lives in OpenBao; ESO projected it into the app namespace:
-  kubectl get secret -n $ns shared-$db-postgresql
+  The example Tenant: Crossplane composed a Database and an ExternalSecret;
+  ESO projected the credential from OpenBao into the Secret $tsec:
+  kubectl get tenants -n $tns
+  kubectl get databases,externalsecrets -n $tns
+  kubectl describe secret -n $tns $tsec      # its keys, no values
+  Log in with nothing but the Secret (and the local CA):
+  PGPASSWORD=\$(kubectl get secret -n $tns $tsec -o jsonpath='{.data.password}' | base64 -d) \\
+    psql "\$(kubectl get secret -n $tns $tsec -o go-template='host={{.data.host|base64decode}} hostaddr={{.data.hostaddr|base64decode}} port={{.data.port|base64decode}} dbname={{.data.database|base64decode}} user={{.data.username|base64decode}} sslmode={{.data.sslmode|base64decode}}') sslrootcert=$STATE/ca.crt"
+
+  The example Database written directly, and its ExternalSecret:
+  kubectl describe database -n $ns $db
   PGPASSWORD=\$(kubectl get secret -n $ns shared-$db-postgresql -o jsonpath='{.data.password}' | base64 -d) \\
     psql "host=localhost hostaddr=127.0.0.1 port=$port dbname=$db user=$db sslmode=verify-full sslrootcert=$STATE/ca.crt"
 
   The record itself (a throw-away local OpenBao; its root token is in a 0600 file):
   BAO_ADDR=$bao BAO_CACERT=$STATE/ca.crt BAO_TOKEN=\$(cat $STATE/openbao-root-token) \\
-    $PPT_BIN/bao kv get kv/postgresql-tenants/$ns/$db
+    $PPT_BIN/bao kv get kv/postgresql-tenants/$tns/$tn
 
-  Provider log: $STATE/provider.log
+  Logs: provider $STATE/provider.log, Crossplane core $xlog
+        (ESO, functions, OpenBao, PostgreSQL: $logs/)
 
 Stop everything with: make dev-down
 EOT

@@ -1,12 +1,15 @@
 // Command devenv runs the local development environment behind `make dev`:
 // the same real components the tests use (kube-apiserver + etcd with the
-// project's CRDs, PostgreSQL with TLS, OpenBao with Kubernetes auth), the
-// provider built from this tree as a separate process, and the examples
-// applied with their endpoint and credential pointed at the local server.
+// project's CRDs, PostgreSQL with TLS, OpenBao with Kubernetes auth, the
+// External Secrets Operator, Crossplane core with the Configuration's
+// functions as local processes), the provider built from this tree as a
+// separate process, and the examples applied with their endpoint and
+// credential pointed at the local server.
 //
-// It writes its state to -state (kubeconfig, CA, provider log, a "ready"
-// file once everything is applied) and runs until SIGINT or SIGTERM, then
-// stops everything it started.
+// It writes its state to -state (kubeconfig, CA, provider log, the other
+// components' logs under logs/, a "ready" file once the example Database
+// and Tenant are Ready) and runs until SIGINT or SIGTERM, then stops
+// everything it started.
 package main
 
 import (
@@ -20,6 +23,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -47,7 +51,26 @@ type State struct {
 	ProviderPID    int    `json:"providerPID"`
 	Namespace      string `json:"namespace"`
 	Database       string `json:"database"`
+	// The example Tenant and the Secret ESO projected for it.
+	TenantNamespace string `json:"tenantNamespace"`
+	Tenant          string `json:"tenant"`
+	TenantSecret    string `json:"tenantSecret"`
+	CrossplaneLog   string `json:"crossplaneLog"`
+	LogsDir         string `json:"logsDir"`
 }
+
+// The example Tenant's kind.
+const (
+	tenantAPIVersion = "database.ayatori.ddupan.top/v1alpha1"
+	tenantKind       = "Tenant"
+)
+
+// skipKinds are in examples/ for clusters that install them by hand; here
+// the harness installed the XRDs and Compositions from
+// package/configuration and Functions of the same names pointed at local
+// processes (examples/tenant/functions.yaml would make core pull them from
+// xpkg.crossplane.io).
+var skipKinds = map[string]bool{"Function": true, "CompositeResourceDefinition": true, "Composition": true}
 
 func main() {
 	state := flag.String("state", "_output/dev", "Directory for the environment's state files.")
@@ -73,14 +96,31 @@ func run(stateDir string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	step("starting kube-apiserver + etcd, PostgreSQL (TLS), OpenBao (TLS, Kubernetes auth) and the External Secrets Operator")
+	step("starting kube-apiserver + etcd, PostgreSQL (TLS), OpenBao (TLS, Kubernetes auth), the External Secrets Operator, " +
+		"Crossplane core (External package runtime) with its functions and the garbage collector, all as local processes")
 	startCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	env, err := testenv.Start(startCtx, testenv.Options{Kube: true, Postgres: true, OpenBao: true, ESO: true})
+	env, err := testenv.Start(startCtx, testenv.Options{Kube: true, Postgres: true, OpenBao: true, ESO: true, Crossplane: true})
 	cancel()
 	if err != nil {
 		return err
 	}
-	defer env.Stop()
+	// The components' logs live in env.Dir, which env.Stop removes: link
+	// them into logs/ while running, and keep copies when stopping.
+	logsDir := filepath.Join(stateDir, "logs")
+	if err := linkLogs(env.Dir, logsDir); err != nil {
+		env.Stop()
+		return err
+	}
+	crossplaneLog := filepath.Join(logsDir, filepath.Base(env.Crossplane.LogFile()))
+	esoLog := filepath.Join(logsDir, filepath.Base(env.ESO.LogFile()))
+	defer func() {
+		// Crossplane and ESO first (env.Stop's order), so their logs are
+		// complete when copied.
+		env.Crossplane.Stop()
+		env.ESO.Stop()
+		keepLogs(logsDir)
+		env.Stop()
+	}()
 
 	kubeconfig := filepath.Join(stateDir, "kubeconfig")
 	if err := copyFile(env.Kube.KubeconfigFile, kubeconfig); err != nil {
@@ -139,16 +179,19 @@ func run(stateDir string) error {
 	}()
 
 	step("applying examples/ (endpoint and admin credential pointed at the local server)")
-	db, err := applyExamples(ctx, env)
+	db, tn, err := applyExamples(ctx, env)
 	if err != nil {
 		return err
 	}
+	tenantSecret := "shared-" + tn.Name + "-postgresql"
 
 	st := State{
 		Kubeconfig: kubeconfig, CABundle: ca, OpenBaoAddress: env.OpenBao.Address,
 		PostgresHost: env.Postgres.Host, PostgresPort: env.Postgres.Port,
 		ProviderLog: providerLog, ProviderPID: prov.Process.Pid,
 		Namespace: db.Namespace, Database: db.Name,
+		TenantNamespace: tn.Namespace, Tenant: tn.Name, TenantSecret: tenantSecret,
+		CrossplaneLog: crossplaneLog, LogsDir: logsDir,
 	}
 	if err := waitUntilWatched(ctx, env, provDone); err != nil {
 		return fmt.Errorf("%w; provider log: %s", err, providerLog)
@@ -157,7 +200,13 @@ func run(stateDir string) error {
 		return fmt.Errorf("%w; provider log: %s", err, providerLog)
 	}
 	if err := waitForSecret(ctx, env, db.Namespace, "shared-"+db.Name+"-postgresql"); err != nil {
-		return fmt.Errorf("%w; ESO log: %s", err, env.ESO.LogFile())
+		return fmt.Errorf("%w; ESO log: %s", err, esoLog)
+	}
+	if err := waitForTenant(ctx, env, tn, crossplaneLog, provDone); err != nil {
+		return fmt.Errorf("%w\nprovider log: %s", err, providerLog)
+	}
+	if err := waitForSecret(ctx, env, tn.Namespace, tenantSecret); err != nil {
+		return fmt.Errorf("%w; ESO log: %s", err, esoLog)
 	}
 	// A local, throw-away OpenBao: its root token goes to a 0600 file so
 	// the developer can read the tenant record (it is never printed).
@@ -182,31 +231,36 @@ func run(stateDir string) error {
 	}
 }
 
-// applyExamples applies every object under examples/, pointing the
-// ClusterProviderConfig at the local server and filling the admin Secret
-// with the local admin role. It returns the example Database.
-func applyExamples(ctx context.Context, env *testenv.Env) (types.NamespacedName, error) {
+// applyExamples applies every object under examples/ but the kinds in
+// skipKinds, pointing the ClusterProviderConfig at the local server, filling
+// the admin Secret with the local admin role and the ClusterSecretStore with
+// the local OpenBao. It returns the example Database and Tenant.
+func applyExamples(ctx context.Context, env *testenv.Env) (db, tn types.NamespacedName, err error) {
 	objs, err := testenv.ReadManifests(filepath.Join(testenv.RepoRoot(), "examples"))
 	if err != nil {
-		return types.NamespacedName{}, err
+		return db, tn, err
 	}
-	var db types.NamespacedName
 	kube := env.Kube.Client
-	// Namespaces first.
+	// Namespaces first, then what others refer to (the ClusterSecretStore
+	// before the ExternalSecrets, the ClusterProviderConfig before the
+	// Database), then the rest in path order.
+	sort.SliceStable(objs, func(i, j int) bool { return applyRank(objs[i]) < applyRank(objs[j]) })
+	skipped := map[string]int{}
 	for _, o := range objs {
-		if o.GetKind() == "Namespace" {
-			if err := env.Kube.EnsureNamespace(ctx, o.GetName()); err != nil {
-				return db, err
-			}
+		if skipKinds[o.GetKind()] {
+			skipped[o.GetKind()]++
+			continue
 		}
-	}
-	for _, o := range objs {
 		switch o.GetKind() {
 		case "Namespace":
+			if err := env.Kube.EnsureNamespace(ctx, o.GetName()); err != nil {
+				return db, tn, err
+			}
+			fmt.Printf("    applied namespace %s\n", o.GetName())
 			continue
 		case "Secret":
 			if err := setStringData(o, env); err != nil {
-				return db, err
+				return db, tn, err
 			}
 		case v1alpha1.ClusterProviderConfigKind, v1alpha1.ProviderConfigKind:
 			ep := map[string]any{
@@ -215,24 +269,55 @@ func applyExamples(ctx context.Context, env *testenv.Env) (types.NamespacedName,
 				"port":     int64(env.Postgres.Port),
 			}
 			if err := unstructured.SetNestedMap(o.Object, ep, "spec", "endpoint"); err != nil {
-				return db, err
+				return db, tn, err
 			}
 		case v1alpha1.DatabaseKind:
 			db = types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}
+		case tenantKind:
+			if o.GetAPIVersion() == tenantAPIVersion {
+				tn = types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}
+			}
 		case "ClusterSecretStore":
 			vault := map[string]any{"server": env.OpenBao.Address, "caBundle": base64.StdEncoding.EncodeToString(env.CA.CertPEM)}
 			for k, v := range vault {
 				if err := unstructured.SetNestedField(o.Object, v, "spec", "provider", "vault", k); err != nil {
-					return db, err
+					return db, tn, err
 				}
 			}
 		}
 		if err := kube.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
-			return db, fmt.Errorf("cannot apply example %s %s: %w", o.GetKind(), o.GetName(), err)
+			return db, tn, fmt.Errorf("cannot apply example %s %s: %w", o.GetKind(), o.GetName(), err)
 		}
 		fmt.Printf("    applied %s %s\n", strings.ToLower(o.GetKind()), nsName(o))
 	}
-	return db, nil
+	if len(skipped) > 0 {
+		var kinds []string
+		for _, k := range []string{"Function", "CompositeResourceDefinition", "Composition"} {
+			if skipped[k] > 0 {
+				kinds = append(kinds, fmt.Sprintf("%d %s", skipped[k], k))
+			}
+		}
+		fmt.Printf("    skipped %s: the harness installed the XRDs and Compositions from\n"+
+			"      package/configuration, and Functions of the same names served by local processes\n"+
+			"      (examples/tenant/functions.yaml would make Crossplane pull them from a registry)\n", strings.Join(kinds, ", "))
+	}
+	if db.Name == "" || tn.Name == "" {
+		return db, tn, fmt.Errorf("examples/ has no Database or no %s %s (found database %q, tenant %q)", tenantAPIVersion, tenantKind, db, tn)
+	}
+	return db, tn, nil
+}
+
+// applyRank orders the examples for applying: see applyExamples.
+func applyRank(o *unstructured.Unstructured) int {
+	switch o.GetKind() {
+	case "Namespace":
+		return 0
+	case "ServiceAccount", "Secret", "ClusterRole", "ClusterSecretStore", "SecretStore",
+		v1alpha1.ClusterProviderConfigKind, v1alpha1.ProviderConfigKind:
+		return 1
+	default:
+		return 2
+	}
 }
 
 func setStringData(o *unstructured.Unstructured, env *testenv.Env) error {
@@ -301,6 +386,103 @@ func waitForDatabase(ctx context.Context, env *testenv.Env, key types.Namespaced
 	return fmt.Errorf("database %s did not become Ready within 3 minutes", key)
 }
 
+// waitForTenant waits until Crossplane has composed the example Tenant to
+// phase Ready with a Ready condition True, showing its phases as they change.
+func waitForTenant(ctx context.Context, env *testenv.Env, key types.NamespacedName, crossplaneLog string, provDone <-chan error) error {
+	deadline := time.Now().Add(3 * time.Minute)
+	last := "not found"
+	var u *unstructured.Unstructured
+	for time.Now().Before(deadline) {
+		u = &unstructured.Unstructured{}
+		u.SetAPIVersion(tenantAPIVersion)
+		u.SetKind(tenantKind)
+		if err := env.Kube.Client.Get(ctx, key, u); err == nil {
+			phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
+			st, reason, msg := condition(u, "Ready")
+			s := fmt.Sprintf("tenant/%s: phase=%s ready=%s reason=%s", key.Name, phase, st, reason)
+			if msg != "" && st != "True" {
+				s += " message=" + strconv.Quote(msg)
+			}
+			if s != last {
+				fmt.Println("    " + s)
+				last = s
+			}
+			if phase == "Ready" && st == "True" {
+				url, _, _ := unstructured.NestedString(u.Object, "status", "credential", "openBaoURL")
+				fmt.Printf("    credential: %s\n", url)
+				return nil
+			}
+		}
+		select {
+		case err := <-provDone:
+			return fmt.Errorf("the provider exited: %v", err)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("tenant %s did not become Ready within 3 minutes; last status: %s\n%s"+
+		"crossplane log: %s (its last lines below; the functions' logs are in the same directory)\n%s",
+		key, last, composed(ctx, env, u), crossplaneLog, tail(crossplaneLog, 20))
+}
+
+// composed describes the readiness of the resources Crossplane composed
+// for the XR u, for an error message.
+func composed(ctx context.Context, env *testenv.Env, u *unstructured.Unstructured) string {
+	if u == nil {
+		return ""
+	}
+	refs, _, _ := unstructured.NestedSlice(u.Object, "spec", "crossplane", "resourceRefs")
+	var b strings.Builder
+	for _, r := range refs {
+		m, _ := r.(map[string]any)
+		if m == nil {
+			continue
+		}
+		c := &unstructured.Unstructured{}
+		c.SetAPIVersion(fmt.Sprint(m["apiVersion"]))
+		c.SetKind(fmt.Sprint(m["kind"]))
+		name := fmt.Sprint(m["name"])
+		if err := env.Kube.Client.Get(ctx, types.NamespacedName{Namespace: u.GetNamespace(), Name: name}, c); err != nil {
+			fmt.Fprintf(&b, "  composed %s %s: %v\n", c.GetKind(), name, err)
+			continue
+		}
+		st, reason, msg := condition(c, "Ready")
+		fmt.Fprintf(&b, "  composed %s %s: Ready=%s %s\n", c.GetKind(), name, st, strings.TrimSpace(reason+" "+msg))
+	}
+	if st, reason, msg := condition(u, "Synced"); st != "True" {
+		fmt.Fprintf(&b, "  tenant Synced=%s %s\n", st, strings.TrimSpace(reason+" "+msg))
+	}
+	return b.String()
+}
+
+// tail returns the last n lines of a log, without the API deprecation
+// warnings core's client prints (they say nothing about a Tenant).
+func tail(file string, n int) string {
+	var lines []string
+	for _, l := range strings.Split(testenv.Tail(file, 1000), "\n") {
+		if !strings.HasPrefix(l, "Warning: ") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// condition returns the status, reason and message of u's condition typ.
+func condition(u *unstructured.Unstructured, typ string) (status, reason, message string) {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == typ {
+			s := func(k string) string { v, _ := m[k].(string); return v }
+			return s("status"), s("reason"), s("message")
+		}
+	}
+	return "", "", ""
+}
+
 // waitForSecret waits until ESO has projected the credential into the app
 // namespace, and prints the Secret's keys (never its values).
 func waitForSecret(ctx context.Context, env *testenv.Env, ns, name string) error {
@@ -330,6 +512,46 @@ func nsName(o client.Object) string {
 		return o.GetName()
 	}
 	return o.GetNamespace() + "/" + o.GetName()
+}
+
+// linkLogs links every *.log of the environment's directory into dir,
+// emptied first (it may hold the copies of a previous run).
+func linkLogs(envDir, dir string) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	logs, err := filepath.Glob(filepath.Join(envDir, "*.log"))
+	if err != nil {
+		return err
+	}
+	for _, l := range logs {
+		if err := os.Symlink(l, filepath.Join(dir, filepath.Base(l))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// keepLogs replaces the links linkLogs made by copies, before the
+// environment's directory is removed.
+func keepLogs(dir string) {
+	links, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	for _, l := range links {
+		target, err := os.Readlink(l)
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(target) //nolint:gosec // our own environment's log
+		if err != nil {
+			continue
+		}
+		if os.Remove(l) == nil {
+			_ = os.WriteFile(l, b, 0o644)
+		}
+	}
 }
 
 func copyFile(from, to string) error {

@@ -141,8 +141,10 @@ func TestRenderTenant(t *testing.T) {
 	all := []string{"Database app/netbox", "ExternalSecret app/" + es, "Usage app/netbox-credential-before-database"}
 	cases := map[string]struct {
 		name, spec string
-		observed   []*unstructured.Unstructured
-		want       tenantView
+		// status is the Tenant's recorded status.phase (none when empty).
+		status   string
+		observed []*unstructured.Unstructured
+		want     tenantView
 		// wantDatabase is the Database's spec; wantES the ExternalSecret's
 		// spec (checked when the case composes one).
 		wantDatabase map[string]any
@@ -233,6 +235,20 @@ func TestRenderTenant(t *testing.T) {
 			observed: []*unstructured.Unstructured{wipedDatabase("netbox"), observedExternalSecret(es, es, "True", "SecretSynced"), observedUsage("netbox")},
 			want:     tenantView{Phase: "Ready", Ready: "False", Database: "netbox", LoginRole: "netbox", Secret: es, Composed: all},
 		},
+		// The Tenant got as far as DatabaseCreated before; now the render
+		// sees the Database not Ready and the new resources not yet: they
+		// are still composed, and nothing marks the Tenant unready for good.
+		"GateStaysOpenOnceDatabaseCreated": {
+			name: "netbox", spec: "  instanceRef: shared\n  deletionPolicy: Retain\n", status: "DatabaseCreated",
+			observed: []*unstructured.Unstructured{observedDatabase("netbox", "DatabaseCreated", "False")},
+			want:     tenantView{Phase: "DatabaseCreated", Ready: "False", Database: "netbox", LoginRole: "netbox", OpenBaoURL: url, Composed: all},
+		},
+		// Before that, a Database that is not Ready gets nothing composed.
+		"GateClosedBeforeDatabaseCreated": {
+			name: "netbox", spec: "  instanceRef: shared\n  deletionPolicy: Retain\n", status: "RoleCreated",
+			observed: []*unstructured.Unstructured{observedDatabase("netbox", "RoleCreated", "False")},
+			want:     tenantView{Phase: "RoleCreated", Ready: "False", Database: "netbox", LoginRole: "netbox", OpenBaoURL: url, Composed: dbOnly},
+		},
 		"DeletionPolicyChangedToDelete": {
 			name: "netbox", spec: "  instanceRef: shared\n  deletionPolicy: Delete\n",
 			observed: []*unstructured.Unstructured{observedDatabase("netbox", "Ready", "True"), observedExternalSecret(es, es, "True", "SecretSynced"), observedUsage("netbox")},
@@ -249,7 +265,11 @@ func TestRenderTenant(t *testing.T) {
 			t.Run(vname+"/"+name, func(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				defer cancel()
-				xr, composed, err := renderer.Render(ctx, v.xr(tc.name, tc.spec), filepath.Join(testenv.RepoRoot(), "package", "configuration", v.composition), tc.observed...)
+				in := v.xr(tc.name, tc.spec)
+				if tc.status != "" {
+					_ = unstructured.SetNestedField(in.Object, tc.status, "status", "phase")
+				}
+				xr, composed, err := renderer.Render(ctx, in, filepath.Join(testenv.RepoRoot(), "package", "configuration", v.composition), tc.observed...)
 				if err != nil {
 					t.Fatal(err)
 				}
