@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/controller"
@@ -203,9 +204,30 @@ func run(args []string) error {
 	if err != nil {
 		return fmt.Errorf("cannot configure the OpenBao client: %w", err)
 	}
-	if err := pctrl.SetupGated(mgr, o, f.opts, pools, kv); err != nil {
+	if err := pctrl.SetupGated(mgr, o, f.opts, pools, kv, faultHook(log)); err != nil {
 		return fmt.Errorf("cannot set up the controllers: %w", err)
 	}
 	log.Info("Starting", "namespace", f.opts.Namespace, "poll", f.poll.String(), "maxReconcileRate", f.maxReconcileRate)
 	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// faultKillEnv names a Database write step before which the process kills
+// itself with SIGKILL: fault injection for the end-to-end tests, which
+// restart the provider without it and expect the same end state. Unset in
+// any real deployment; when set, the provider says so loudly at start.
+const faultKillEnv = "PPT_FAULT_KILL_BEFORE_STEP"
+
+func faultHook(log logging.Logger) func(string) error {
+	step := os.Getenv(faultKillEnv)
+	if step == "" {
+		return nil
+	}
+	log.Info("FAULT INJECTION ENABLED (tests only): the process kills itself before this Database write step", "env", faultKillEnv, "step", step)
+	return func(s string) error {
+		if s == step {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {} // SIGKILL is not deliverable late; never continue the step
+		}
+		return nil
+	}
 }

@@ -15,10 +15,11 @@ import (
 // starts only once the CRDs it needs are established.
 // The pool manager is shared: the config controllers build and validate one
 // pool per config, the Database controller only looks them up.
-func SetupGated(mgr ctrl.Manager, o controller.Options, opts options.Options, pools *postgres.Manager, kv database.KV) error {
+// stepHook, normally nil, injects faults before Database write steps.
+func SetupGated(mgr ctrl.Manager, o controller.Options, opts options.Options, pools *postgres.Manager, kv database.KV, stepHook func(string) error) error {
 	so := config.StatusOptions{Namespace: opts.Namespace, Pools: pools, Interval: o.PollInterval}
 	if err := config.SetupGated(mgr, o, so); err != nil {
 		return err
 	}
-	return database.SetupGated(mgr, o, database.Deps{Options: opts, Pools: pools, KV: kv})
+	return database.SetupGated(mgr, o, database.Deps{Options: opts, Pools: pools, KV: kv, StepHook: stepHook})
 }

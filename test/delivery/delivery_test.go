@@ -7,18 +7,15 @@ package delivery
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"os"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	"github.com/google/go-cmp/cmp"
-	"github.com/jackc/pgx/v5"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -28,6 +25,7 @@ import (
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 	"ddupan.top/provider-postgresql-tenant/internal/testenv"
 	"ddupan.top/provider-postgresql-tenant/internal/testenv/inproc"
+	"ddupan.top/provider-postgresql-tenant/internal/testenv/tenantkit"
 )
 
 var env *testenv.Env
@@ -36,7 +34,7 @@ func TestMain(m *testing.M) {
 	testenv.Main(m, testenv.Options{Kube: true, Postgres: true, OpenBao: true, ESO: true, Crossplane: true}, &env, start)
 }
 
-const store = "openbao-tenants"
+const store = tenantkit.Store
 
 // providerLogs collects the in-process provider's log for the canary.
 var providerLogs = &testenv.LogBuffer{}
@@ -46,58 +44,11 @@ func start(e *testenv.Env) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx := context.Background()
-	pg := e.Postgres
-	objs := []client.Object{
-		&corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: testenv.ProviderNamespace, Name: "admin"},
-			StringData: map[string]string{"username": pg.AdminUser, "password": pg.AdminPassword},
-		},
-		&v1alpha1.ClusterProviderConfig{
-			ObjectMeta: metav1.ObjectMeta{Name: "shared"},
-			Spec: v1alpha1.ProviderConfigSpec{
-				Endpoint:    v1alpha1.Endpoint{Host: pg.Host, Hostaddr: pg.Hostaddr, Port: int32(pg.Port)}, //nolint:gosec // test port
-				Credentials: v1alpha1.Credentials{SecretRef: v1alpha1.SecretReference{Namespace: testenv.ProviderNamespace, Name: "admin"}},
-			},
-		},
-		mustUnstructured(fmt.Sprintf(`
-apiVersion: external-secrets.io/v1
-kind: ClusterSecretStore
-metadata:
-  name: %s
-spec:
-  provider:
-    vault:
-      server: %s
-      path: %s
-      version: v2
-      caBundle: %s
-      auth:
-        kubernetes:
-          mountPath: %s
-          role: %s
-          # No namespace: ESO authenticates as this service account in the
-          # ExternalSecret's own namespace (referent authentication).
-          serviceAccountRef:
-            name: %s
-`, store, e.OpenBao.Address, e.OpenBao.KVMount, base64.StdEncoding.EncodeToString(e.CA.CertPEM),
-			e.OpenBao.AuthMount, testenv.TenantReaderRole, testenv.TenantReaderServiceAccount)),
-	}
-	for _, o := range objs {
-		if err := e.Kube.Client.Create(ctx, o); err != nil {
-			stop()
-			return nil, err
-		}
+	if err := tenantkit.Platform(context.Background(), e); err != nil {
+		stop()
+		return nil, err
 	}
 	return stop, nil
-}
-
-func mustUnstructured(y string) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal([]byte(y), &u.Object); err != nil {
-		panic(err)
-	}
-	return u
 }
 
 // tenant makes an app namespace with the reader service account, a Database
@@ -121,7 +72,7 @@ func tenant(t *testing.T, ns, name, path string, withDatabase bool) string {
 		}
 	}
 	secret := "shared-" + name + "-postgresql"
-	es := mustUnstructured(fmt.Sprintf(`
+	es := tenantkit.MustUnstructured(fmt.Sprintf(`
 apiVersion: external-secrets.io/v1
 kind: ExternalSecret
 metadata:
@@ -170,7 +121,7 @@ func TestTenantEndToEnd(t *testing.T) {
 	if err := env.Kube.EnsureServiceAccount(ctx, ns, testenv.TenantReaderServiceAccount); err != nil {
 		t.Fatal(err)
 	}
-	tn := mustUnstructured(fmt.Sprintf("apiVersion: database.ayatori.ddupan.top/v1alpha1\nkind: Tenant\nmetadata: {name: %s, namespace: %s}\nspec: {instanceRef: shared, extensions: [pg_trgm]}\n", name, ns))
+	tn := tenantkit.MustUnstructured(fmt.Sprintf("apiVersion: database.ayatori.ddupan.top/v1alpha1\nkind: Tenant\nmetadata: {name: %s, namespace: %s}\nspec: {instanceRef: shared, extensions: [pg_trgm]}\n", name, ns))
 	if err := env.Kube.Client.Create(ctx, tn); err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +134,7 @@ func TestTenantEndToEnd(t *testing.T) {
 	var xr *unstructured.Unstructured
 	for {
 		var err error
-		if xr, err = get(ctx, "database.ayatori.ddupan.top/v1alpha1", "Tenant", ns, name); err != nil {
+		if xr, err = tenantkit.Get(ctx, env.Kube.Client, "database.ayatori.ddupan.top/v1alpha1", "Tenant", ns, name); err != nil {
 			t.Fatal(err)
 		}
 		p, _, _ := unstructured.NestedString(xr.Object, "status", "phase")
@@ -194,7 +145,7 @@ func TestTenantEndToEnd(t *testing.T) {
 			phases = append(phases, p)
 			t.Logf("Tenant phase %s", p)
 		}
-		if p == "Ready" && readyCondition(xr) == "True" {
+		if p == "Ready" && tenantkit.Ready(xr) == "True" {
 			break
 		}
 		if ctx.Err() != nil {
@@ -211,11 +162,11 @@ func TestTenantEndToEnd(t *testing.T) {
 		}
 	}
 	// The ExternalSecret was composed only after the Database was Ready.
-	db, err := get(ctx, "database.ayatori.ddupan.top/v1alpha1", "Database", ns, name)
+	db, err := tenantkit.Get(ctx, env.Kube.Client, "database.ayatori.ddupan.top/v1alpha1", "Database", ns, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	es, err := get(ctx, "external-secrets.io/v1", "ExternalSecret", ns, "shared-shop-postgresql")
+	es, err := tenantkit.Get(ctx, env.Kube.Client, "external-secrets.io/v1", "ExternalSecret", ns, "shared-shop-postgresql")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,30 +187,20 @@ func TestTenantEndToEnd(t *testing.T) {
 	// Once Ready, the Tenant stays Ready: nothing the controllers do on
 	// their own (usage labels, ESO refreshes, provider polls) flips it.
 	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-		live, err := get(ctx, tenantAPI, "Tenant", ns, name)
+		live, err := tenantkit.Get(ctx, env.Kube.Client, tenantAPI, "Tenant", ns, name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p, _, _ := unstructured.NestedString(live.Object, "status", "phase"); p != "Ready" || readyCondition(live) != "True" {
+		if p, _, _ := unstructured.NestedString(live.Object, "status", "phase"); p != "Ready" || tenantkit.Ready(live) != "True" {
 			y, _ := yaml.Marshal(live.Object["status"])
-			d, _ := get(ctx, tenantAPI, "Database", ns, name)
-			e, _ := get(ctx, "external-secrets.io/v1", "ExternalSecret", ns, "shared-shop-postgresql")
+			d, _ := tenantkit.Get(ctx, env.Kube.Client, tenantAPI, "Database", ns, name)
+			e, _ := tenantkit.Get(ctx, env.Kube.Client, "external-secrets.io/v1", "ExternalSecret", ns, "shared-shop-postgresql")
 			dy, _ := yaml.Marshal(d.Object["status"])
 			ey, _ := yaml.Marshal(e.Object["status"])
-			t.Fatalf("the Tenant left Ready: phase %q Ready %q; status:\n%s\nDatabase status:\n%s\nExternalSecret status:\n%s", p, readyCondition(live), y, dy, ey)
+			t.Fatalf("the Tenant left Ready: phase %q Ready %q; status:\n%s\nDatabase status:\n%s\nExternalSecret status:\n%s", p, tenantkit.Ready(live), y, dy, ey)
 		}
 	}
-	checkSecretLogsIn(ctx, t, ns, "shared-shop-postgresql")
-}
-
-func readyCondition(u *unstructured.Unstructured) string {
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	for _, c := range conds {
-		if m, ok := c.(map[string]any); ok && m["type"] == "Ready" {
-			return fmt.Sprint(m["status"])
-		}
-	}
-	return ""
+	tenantkit.CheckSecretLogsIn(ctx, t, env, ns, "shared-shop-postgresql")
 }
 
 func readySince(u *unstructured.Unstructured) metav1.Time {
@@ -272,53 +213,6 @@ func readySince(u *unstructured.Unstructured) metav1.Time {
 		}
 	}
 	return metav1.Time{}
-}
-
-func get(ctx context.Context, apiVersion, kind, ns, name string) (*unstructured.Unstructured, error) {
-	u := &unstructured.Unstructured{}
-	u.SetAPIVersion(apiVersion)
-	u.SetKind(kind)
-	return u, env.Kube.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, u)
-}
-
-// checkSecretLogsIn asserts the Secret has exactly the seven keys and logs in
-// to PostgreSQL as the tenant, by host and by hostaddr, with verify-full.
-func checkSecretLogsIn(ctx context.Context, t *testing.T, ns, secret string) {
-	t.Helper()
-	s := &corev1.Secret{}
-	if err := env.Kube.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: secret}, s); err != nil {
-		t.Fatal(err)
-	}
-	var keys []string
-	for k := range s.Data {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	if got := strings.Join(keys, ","); got != "database,host,hostaddr,password,port,sslmode,username" {
-		t.Fatalf("Secret keys %s, want exactly the seven", got)
-	}
-	d := func(k string) string { return string(s.Data[k]) }
-	if d("sslmode") != "verify-full" || d("hostaddr") != env.Postgres.Hostaddr || d("host") != env.Postgres.Host {
-		t.Errorf("sslmode %q host %q hostaddr %q", d("sslmode"), d("host"), d("hostaddr"))
-	}
-	for _, host := range []string{d("host"), d("hostaddr")} {
-		cfg, err := pgx.ParseConfig(fmt.Sprintf("host=%s port=%s dbname=%s user=%s sslmode=%s sslrootcert=%s",
-			host, d("port"), d("database"), d("username"), d("sslmode"), env.CA.CertFile))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.Password = d("password")
-		c, err := pgx.ConnectConfig(ctx, cfg)
-		if err != nil {
-			t.Errorf("login with the delivered Secret via %s: %v", host, err)
-			continue
-		}
-		var user string
-		if err := c.QueryRow(ctx, "SELECT current_user").Scan(&user); err != nil || user != d("username") {
-			t.Errorf("logged in as %q (%v)", user, err)
-		}
-		_ = c.Close(ctx)
-	}
 }
 
 // One namespace cannot read another's record: ESO authenticates as the

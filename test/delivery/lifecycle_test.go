@@ -2,7 +2,6 @@ package delivery
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -11,69 +10,15 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"ddupan.top/provider-postgresql-tenant/internal/testenv"
+	"ddupan.top/provider-postgresql-tenant/internal/testenv/tenantkit"
 )
 
 const (
-	tenantAPI = "database.ayatori.ddupan.top/v1alpha1"
-	legacyAPI = "legacy.database.ayatori.ddupan.top/v1alpha1"
+	tenantAPI = tenantkit.TenantAPI
+	legacyAPI = tenantkit.LegacyAPI
 )
-
-// newTenant creates a Tenant (of apiVersion: the v2 composite or the legacy
-// claim) in a fresh app namespace with the reader service account, and
-// waits until it is Ready.
-func newTenant(ctx context.Context, t *testing.T, apiVersion, ns, name, spec string) *unstructured.Unstructured {
-	t.Helper()
-	if err := env.Kube.EnsureServiceAccount(ctx, ns, testenv.TenantReaderServiceAccount); err != nil {
-		t.Fatal(err)
-	}
-	tn := mustUnstructured(fmt.Sprintf("apiVersion: %s\nkind: Tenant\nmetadata: {name: %s, namespace: %s}\nspec: %s\n", apiVersion, name, ns, spec))
-	if err := env.Kube.Client.Create(ctx, tn); err != nil {
-		t.Fatal(err)
-	}
-	for {
-		xr, err := get(ctx, apiVersion, "Tenant", ns, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, _, _ := unstructured.NestedString(xr.Object, "status", "phase")
-		if p == "Ready" && readyCondition(xr) == "True" {
-			return xr
-		}
-		if ctx.Err() != nil {
-			y, _ := yaml.Marshal(xr.Object["status"])
-			t.Fatalf("Tenant %s/%s not Ready; status:\n%s\ncrossplane log:\n%s", ns, name, y, testenv.Tail(env.Crossplane.LogFile(), 20))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// serverHas reports whether the database and the role exist on the server.
-func serverHas(ctx context.Context, t *testing.T, database, role string) (bool, bool) {
-	t.Helper()
-	c, err := env.Postgres.SuperConn(ctx, "postgres")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx) //nolint:errcheck // test connection
-	var db, r bool
-	if err := c.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1), EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $2)", database, role).Scan(&db, &r); err != nil {
-		t.Fatal(err)
-	}
-	return db, r
-}
-
-func recordExists(ctx context.Context, t *testing.T, path string) bool {
-	t.Helper()
-	root, err := env.OpenBao.Client(env.OpenBao.RootToken)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = root.KVv2(env.OpenBao.KVMount).GetMetadata(ctx, path)
-	return err == nil
-}
 
 // holdFinalizer keeps an ExternalSecret from going away, as a slow or
 // stopped ESO (whose Secret cleanup the app must not outlive) would.
@@ -87,7 +32,7 @@ func deleteAndWatch(ctx context.Context, t *testing.T, apiVersion, ns, name stri
 	t.Helper()
 	es := "shared-" + name + "-postgresql"
 	if hold {
-		o, err := get(ctx, "external-secrets.io/v1", "ExternalSecret", ns, es)
+		o, err := tenantkit.Get(ctx, env.Kube.Client, "external-secrets.io/v1", "ExternalSecret", ns, es)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,7 +41,7 @@ func deleteAndWatch(ctx context.Context, t *testing.T, apiVersion, ns, name stri
 			t.Fatal(err)
 		}
 	}
-	tn, err := get(ctx, apiVersion, "Tenant", ns, name)
+	tn, err := tenantkit.Get(ctx, env.Kube.Client, apiVersion, "Tenant", ns, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +52,7 @@ func deleteAndWatch(ctx context.Context, t *testing.T, apiVersion, ns, name stri
 		// Wait until the ExternalSecret is being deleted, then give the
 		// Database every chance to be deleted too.
 		for {
-			o, err := get(ctx, "external-secrets.io/v1", "ExternalSecret", ns, es)
+			o, err := tenantkit.Get(ctx, env.Kube.Client, "external-secrets.io/v1", "ExternalSecret", ns, es)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -120,14 +65,14 @@ func deleteAndWatch(ctx context.Context, t *testing.T, apiVersion, ns, name stri
 			time.Sleep(50 * time.Millisecond)
 		}
 		time.Sleep(5 * time.Second)
-		db, err := get(ctx, tenantAPI, "Database", ns, name)
+		db, err := tenantkit.Get(ctx, env.Kube.Client, tenantAPI, "Database", ns, name)
 		if err != nil || db.GetDeletionTimestamp() != nil {
 			t.Fatalf("the Database is being deleted (%v) while the ExternalSecret still exists", err)
 		}
-		if ok, _ := serverHas(ctx, t, name, name); !ok {
+		if ok, _ := tenantkit.ServerHas(ctx, t, env, name, name); !ok {
 			t.Fatal("the database was dropped while the ExternalSecret still exists")
 		}
-		o, err := get(ctx, "external-secrets.io/v1", "ExternalSecret", ns, es)
+		o, err := tenantkit.Get(ctx, env.Kube.Client, "external-secrets.io/v1", "ExternalSecret", ns, es)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,10 +83,10 @@ func deleteAndWatch(ctx context.Context, t *testing.T, apiVersion, ns, name stri
 	}
 	for esGone.IsZero() || dbGone.IsZero() {
 		now := time.Now()
-		if _, err := get(ctx, "external-secrets.io/v1", "ExternalSecret", ns, es); apierrors.IsNotFound(err) && esGone.IsZero() {
+		if _, err := tenantkit.Get(ctx, env.Kube.Client, "external-secrets.io/v1", "ExternalSecret", ns, es); apierrors.IsNotFound(err) && esGone.IsZero() {
 			esGone = now
 		}
-		if _, err := get(ctx, tenantAPI, "Database", ns, name); apierrors.IsNotFound(err) && dbGone.IsZero() {
+		if _, err := tenantkit.Get(ctx, env.Kube.Client, tenantAPI, "Database", ns, name); apierrors.IsNotFound(err) && dbGone.IsZero() {
 			dbGone = now
 		}
 		if ctx.Err() != nil {
@@ -153,7 +98,7 @@ func deleteAndWatch(ctx context.Context, t *testing.T, apiVersion, ns, name stri
 	// collector); the Usage with the Tenant.
 	for {
 		err := env.Kube.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: es}, &corev1.Secret{})
-		_, terr := get(ctx, apiVersion, "Tenant", ns, name)
+		_, terr := tenantkit.Get(ctx, env.Kube.Client, apiVersion, "Tenant", ns, name)
 		if apierrors.IsNotFound(err) && apierrors.IsNotFound(terr) {
 			break
 		}
@@ -170,11 +115,11 @@ func deleteAndWatch(ctx context.Context, t *testing.T, apiVersion, ns, name stri
 func TestLegacyClaimEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	xr := newTenant(ctx, t, legacyAPI, "ledger", "ledger", "{instanceRef: shared}")
+	xr := tenantkit.NewTenant(ctx, t, env, legacyAPI, "ledger", "ledger", "{instanceRef: shared}")
 	if s, _, _ := unstructured.NestedString(xr.Object, "status", "credential", "secretRef", "name"); s != "shared-ledger-postgresql" {
 		t.Errorf("claim status.credential.secretRef.name = %q", s)
 	}
-	checkSecretLogsIn(ctx, t, "ledger", "shared-ledger-postgresql")
+	tenantkit.CheckSecretLogsIn(ctx, t, env, "ledger", "shared-ledger-postgresql")
 }
 
 // Retain (the default): deleting the Tenant removes the Kubernetes objects,
@@ -183,15 +128,15 @@ func TestLegacyClaimEndToEnd(t *testing.T) {
 func TestTenantDeletedWithRetain(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	newTenant(ctx, t, tenantAPI, "keep", "keep", "{instanceRef: shared}")
+	tenantkit.NewTenant(ctx, t, env, tenantAPI, "keep", "keep", "{instanceRef: shared}")
 	esGone, dbGone := deleteAndWatch(ctx, t, tenantAPI, "keep", "keep", false)
 	if dbGone.Before(esGone) {
 		t.Errorf("the Database went (%s) before the ExternalSecret (%s)", dbGone.Format(time.StampMilli), esGone.Format(time.StampMilli))
 	}
-	if db, role := serverHas(ctx, t, "keep", "keep"); !db || !role {
+	if db, role := tenantkit.ServerHas(ctx, t, env, "keep", "keep"); !db || !role {
 		t.Errorf("Retain: database kept %v, role kept %v", db, role)
 	}
-	if !recordExists(ctx, t, "postgresql-tenants/keep/keep") {
+	if tenantkit.RecordVersions(ctx, t, env, "postgresql-tenants/keep/keep") == 0 {
 		t.Error("Retain: the credential record is gone")
 	}
 }
@@ -202,15 +147,15 @@ func TestTenantDeletedWithRetain(t *testing.T) {
 func TestTenantDeletedWithDelete(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	newTenant(ctx, t, tenantAPI, "drop", "drop", "{instanceRef: shared, deletionPolicy: Delete}")
+	tenantkit.NewTenant(ctx, t, env, tenantAPI, "drop", "drop", "{instanceRef: shared, deletionPolicy: Delete}")
 	esGone, dbGone := deleteAndWatch(ctx, t, tenantAPI, "drop", "drop", true)
 	if dbGone.Before(esGone) {
 		t.Errorf("the Database went (%s) before the ExternalSecret (%s)", dbGone.Format(time.StampMilli), esGone.Format(time.StampMilli))
 	}
-	if db, role := serverHas(ctx, t, "drop", "drop"); db || role {
+	if db, role := tenantkit.ServerHas(ctx, t, env, "drop", "drop"); db || role {
 		t.Errorf("Delete: database still there %v, role still there %v", db, role)
 	}
-	if recordExists(ctx, t, "postgresql-tenants/drop/drop") {
+	if tenantkit.RecordVersions(ctx, t, env, "postgresql-tenants/drop/drop") > 0 {
 		t.Error("Delete: the credential record is still there")
 	}
 }
