@@ -16,12 +16,15 @@ import (
 type ESO struct {
 	logFile string
 	proc    *process
+	bin     string
+	args    []string
+	env     []string
 }
 
 // ESOCRDDir is where hack/install-k8s.sh puts the ESO CRDs.
 func ESOCRDDir(binDir string) string { return filepath.Join(binDir, "eso-crds") }
 
-func startESO(ctx context.Context, root, binDir string, k *Kube) (*ESO, error) {
+func startESO(_ context.Context, root, binDir string, k *Kube) (*ESO, error) {
 	bin := filepath.Join(binDir, "external-secrets")
 	if _, err := os.Stat(bin); err != nil {
 		return nil, missing("External Secrets Operator", bin, "hack/install-k8s.sh external-secrets (make tools)")
@@ -30,18 +33,28 @@ func startESO(ctx context.Context, root, binDir string, k *Kube) (*ESO, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &ESO{logFile: filepath.Join(root, "eso.log")}
-	// ESO has no --kubeconfig flag; it reads $KUBECONFIG.
-	cmd := exec.Command(bin, fmt.Sprintf("--metrics-addr=127.0.0.1:%d", port), "--concurrent=4", "--store-requeue-interval=10s")
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+k.KubeconfigFile)
+	e := &ESO{
+		logFile: filepath.Join(root, "eso.log"), bin: bin,
+		args: []string{fmt.Sprintf("--metrics-addr=127.0.0.1:%d", port), "--concurrent=4", "--store-requeue-interval=10s"},
+		// ESO has no --kubeconfig flag; it reads $KUBECONFIG.
+		env: append(os.Environ(), "KUBECONFIG="+k.KubeconfigFile),
+	}
+	return e, e.Start()
+}
+
+// Start starts the controller (again, after Stop).
+func (e *ESO) Start() error {
+	cmd := exec.Command(e.bin, e.args...)
+	cmd.Env = e.env
+	var err error
 	if e.proc, err = startProcess("external-secrets", e.logFile, cmd); err != nil {
-		return nil, err
+		return err
 	}
 	time.Sleep(500 * time.Millisecond)
 	if e.proc.exited() {
-		return nil, errors.New("external-secrets exited at once:\n" + Tail(e.logFile, 20))
+		return errors.New("external-secrets exited at once:\n" + Tail(e.logFile, 20))
 	}
-	return e, nil
+	return nil
 }
 
 // Stop stops the controller.

@@ -133,11 +133,20 @@ type connector struct {
 	record event.Recorder
 }
 
+// deletingInTerminatingNamespace is true when a Database being deleted cannot
+// record its config usage because its namespace is being deleted: the
+// namespace controller removed the usage record and refuses new objects.
+// The Database must still finish its deletion (with Delete: drop what it
+// owns), or the namespace could never go away.
+func deletingInTerminatingNamespace(db *v1alpha1.Database, err error) bool {
+	return meta.WasDeleted(db) && kerrors.HasStatusCause(err, corev1.NamespaceTerminatingCause)
+}
+
 // Connect records the usage of the config, then hands out the config's
 // validated admin pool. A Database never starts provisioning against a
 // config that is not Ready or is being deleted: it reports InstanceNotReady.
 func (c *connector) Connect(ctx context.Context, db *v1alpha1.Database) (managed.TypedExternalClient[*v1alpha1.Database], error) {
-	if err := c.usage.Track(ctx, db); err != nil {
+	if err := c.usage.Track(ctx, db); err != nil && !deletingInTerminatingNamespace(db, err) {
 		return nil, errors.Wrap(err, errTrackUsage)
 	}
 	ref := db.GetProviderConfigReference()

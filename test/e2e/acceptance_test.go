@@ -1,0 +1,278 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"ddupan.top/provider-postgresql-tenant/internal/controller/database"
+	"ddupan.top/provider-postgresql-tenant/internal/testenv"
+	"ddupan.top/provider-postgresql-tenant/internal/testenv/tenantkit"
+)
+
+const api = tenantkit.TenantAPI
+
+func path(ns, name string) string { return "postgresql-tenants/" + ns + "/" + name }
+
+// endState asserts what a Ready Tenant leaves behind: a Secret that logs in
+// by host and hostaddr with verify-full, the database owned by the role, and
+// exactly one version of the record (one password, ever).
+// name is the Tenant's; db its database and login role.
+func endState(ctx context.Context, t *testing.T, ns, name, db string) string {
+	t.Helper()
+	password := tenantkit.CheckSecretLogsIn(ctx, t, env, ns, tenantkit.SecretName(name))
+	c, err := env.Postgres.SuperConn(ctx, "postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx) //nolint:errcheck // test connection
+	var owner string
+	var super, createdb, createrole bool
+	if err := c.QueryRow(ctx, `SELECT r.rolname, r.rolsuper, r.rolcreatedb, r.rolcreaterole FROM pg_database d JOIN pg_roles r ON r.oid = d.datdba WHERE d.datname = $1`, db).Scan(&owner, &super, &createdb, &createrole); err != nil {
+		t.Fatalf("database %s: %v", db, err)
+	}
+	if owner != db || super || createdb || createrole {
+		t.Errorf("database %s owned by %s (superuser %v, createdb %v, createrole %v)", db, owner, super, createdb, createrole)
+	}
+	if v := tenantkit.RecordVersions(ctx, t, env, path(ns, name)); v != 1 {
+		t.Errorf("the record has %d versions, want 1: a second password was written", v)
+	}
+	return password
+}
+
+// Kill the provider (SIGKILL, a separate process) before each of the
+// Database's write steps — i.e. after each external write — and restart it:
+// it converges to the same end state, with the one password it wrote first.
+func TestKillProviderAfterEachExternalWrite(t *testing.T) {
+	steps := []string{database.StepOwnerMetadata, database.StepCredential, database.StepRole, database.StepDatabase,
+		database.StepRecordOID, database.StepConnect, database.StepExtensions, database.StepCreated}
+	for i, step := range steps {
+		t.Run(step, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			ns, name := fmt.Sprintf("kill-%d", i), fmt.Sprintf("kill%d", i)
+			prov.restart(ctx, t, "PPT_FAULT_KILL_BEFORE_STEP="+step)
+			tenantkit.CreateTenant(ctx, t, env, api, ns, name, "{instanceRef: shared, extensions: [pg_trgm]}")
+			wait, cancelWait := context.WithTimeout(ctx, 90*time.Second)
+			err := prov.waitExit(wait)
+			cancelWait()
+			if err != nil {
+				t.Fatalf("%v\n%s", err, tenantkit.Describe(ctx, env, api, ns, name))
+			}
+			prov.restart(ctx, t)
+			tenantkit.WaitTenantReady(ctx, t, env, api, ns, name)
+			endState(ctx, t, ns, name, name)
+		})
+	}
+}
+
+// PostgreSQL, OpenBao and ESO each go away while a Tenant is provisioning;
+// it waits, says why, and is Ready once they are back.
+func TestDependencyOutagesMidProvisioning(t *testing.T) {
+	cases := []struct {
+		name        string
+		stop, start func(context.Context) error
+		// blocked is true while the outage shows where it should.
+		blocked func(ctx context.Context, ns, name string) bool
+	}{
+		{
+			name: "postgres",
+			stop: func(context.Context) error { env.Postgres.Stop(); return nil },
+			start: env.Postgres.Start,
+			blocked: func(ctx context.Context, ns, name string) bool {
+				db, err := tenantkit.Get(ctx, env.Kube.Client, api, "Database", ns, name)
+				_, reason, _ := tenantkit.Condition(db, "Ready")
+				return err == nil && tenantkit.Ready(db) == "False" && (reason == "InstanceNotReady" || reason == "DependencyUnavailable")
+			},
+		},
+		{
+			name:  "openbao",
+			stop:  func(context.Context) error { return env.OpenBao.Pause() },
+			start: func(context.Context) error { return env.OpenBao.Resume() },
+			blocked: func(ctx context.Context, ns, name string) bool {
+				db, err := tenantkit.Get(ctx, env.Kube.Client, api, "Database", ns, name)
+				_, reason, _ := tenantkit.Condition(db, "Ready")
+				return err == nil && tenantkit.Ready(db) == "False" && reason == "DependencyUnavailable"
+			},
+		},
+		{
+			name:  "eso",
+			stop:  func(context.Context) error { env.ESO.Stop(); return nil },
+			start: func(context.Context) error { return env.ESO.Start() },
+			blocked: func(ctx context.Context, ns, name string) bool {
+				db, err1 := tenantkit.Get(ctx, env.Kube.Client, api, "Database", ns, name)
+				tn, err2 := tenantkit.Get(ctx, env.Kube.Client, api, "Tenant", ns, name)
+				return err1 == nil && err2 == nil && tenantkit.Ready(db) == "True" && tenantkit.Phase(tn) == "ExternalSecretCreated" && tenantkit.Ready(tn) == "False"
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+			defer cancel()
+			ns, name, db := "outage-"+tc.name, "outage-"+tc.name, "outage_"+tc.name
+			if err := tc.stop(ctx); err != nil {
+				t.Fatal(err)
+			}
+			started := false
+			defer func() {
+				if !started {
+					_ = tc.start(context.Background())
+				}
+			}()
+			tenantkit.CreateTenant(ctx, t, env, api, ns, name, "{instanceRef: shared, database: "+db+", loginRole: "+db+"}")
+			for !tc.blocked(ctx, ns, name) {
+				if ctx.Err() != nil {
+					t.Fatalf("the outage never showed:\n%s", tenantkit.Describe(context.Background(), env, api, ns, name))
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+			// Still not Ready a while later: nothing pretends.
+			time.Sleep(3 * time.Second)
+			if tn, _ := tenantkit.Get(ctx, env.Kube.Client, api, "Tenant", ns, name); tenantkit.Ready(tn) == "True" {
+				t.Fatal("the Tenant is Ready during the outage")
+			}
+			if err := tc.start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			started = true
+			tenantkit.WaitTenantReady(ctx, t, env, api, ns, name)
+			endState(ctx, t, ns, name, db)
+		})
+	}
+}
+
+// Deleting a Tenant's namespace (the garbage collector and the namespace
+// controller at work): Retain keeps database, role and record; Delete drops
+// them; the namespace goes either way.
+func TestNamespaceDeletion(t *testing.T) {
+	for _, policy := range []string{"Retain", "Delete"} {
+		t.Run(policy, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+			defer cancel()
+			ns, name, db := "nsdel-"+strings.ToLower(policy), "nsdel-"+strings.ToLower(policy), "nsdel_"+strings.ToLower(policy)
+			tenantkit.NewTenant(ctx, t, env, api, ns, name, fmt.Sprintf("{instanceRef: shared, database: %s, loginRole: %s, deletionPolicy: %s}", db, db, policy))
+			if err := env.Kube.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+				t.Fatal(err)
+			}
+			for {
+				err := env.Kube.Client.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})
+				if apierrors.IsNotFound(err) {
+					break
+				}
+				if ctx.Err() != nil {
+					t.Fatalf("namespace %s not deleted:\n%s", ns, tenantkit.Describe(context.Background(), env, api, ns, name))
+				}
+				time.Sleep(250 * time.Millisecond)
+			}
+			hasDB, role := tenantkit.ServerHas(ctx, t, env, db, db)
+			kv := tenantkit.RecordVersions(ctx, t, env, path(ns, name)) > 0
+			want := policy == "Retain"
+			if hasDB != want || role != want || kv != want {
+				t.Errorf("%s: database %v, role %v, record %v; want all %v", policy, hasDB, role, kv, want)
+			}
+		})
+	}
+}
+
+// Two namespaces ask for the same database name at once: the first wins,
+// the second is Conflict, gets no Secret, and changes nothing of the first.
+func TestTwoNamespacesRaceForOneDatabase(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const name = "contested"
+	nss := []string{"race-a", "race-b"}
+	for _, ns := range nss {
+		if err := env.Kube.EnsureServiceAccount(ctx, ns, testenv.TenantReaderServiceAccount); err != nil {
+			t.Fatal(err)
+		}
+	}
+	errs := make(chan error, len(nss))
+	for _, ns := range nss {
+		go func() {
+			errs <- env.Kube.Client.Create(ctx, tenantkit.MustUnstructured(fmt.Sprintf("apiVersion: %s\nkind: Tenant\nmetadata: {name: %s, namespace: %s}\nspec: {instanceRef: shared}\n", api, name, ns)))
+		}()
+	}
+	for range nss {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	var winner, loser string
+	for winner == "" || loser == "" {
+		winner, loser = "", ""
+		for _, ns := range nss {
+			tn, err := tenantkit.Get(ctx, env.Kube.Client, api, "Tenant", ns, name)
+			db, err2 := tenantkit.Get(ctx, env.Kube.Client, api, "Database", ns, name)
+			_, reason, _ := tenantkit.Condition(db, "Ready")
+			switch {
+			case err == nil && tenantkit.Ready(tn) == "True":
+				winner = ns
+			case err2 == nil && reason == "Conflict":
+				loser = ns
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no winner and loser:\n%s\n%s", tenantkit.Describe(context.Background(), env, api, nss[0], name), tenantkit.Describe(context.Background(), env, api, nss[1], name))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	password := endState(ctx, t, winner, name, name)
+	time.Sleep(5 * time.Second) // the loser keeps trying; nothing changes
+	if tn, _ := tenantkit.Get(ctx, env.Kube.Client, api, "Tenant", loser, name); tenantkit.Ready(tn) == "True" {
+		t.Errorf("the loser %s became Ready", loser)
+	}
+	if err := env.Kube.Client.Get(ctx, client.ObjectKey{Namespace: loser, Name: tenantkit.SecretName(name)}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the loser %s got a Secret (%v)", loser, err)
+	}
+	if tenantkit.RecordVersions(ctx, t, env, path(loser, name)) != 0 {
+		t.Errorf("the loser %s has a record: it wrote a credential for a database it does not own", loser)
+	}
+	if got := endState(ctx, t, winner, name, name); got != password {
+		t.Error("the winner's password changed")
+	}
+}
+
+// Status wiped on every object (Tenant, Database, ExternalSecret): rebuilt
+// from Kubernetes records and the catalog, Ready again, same password.
+func TestStatusWipedOnEveryObject(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const ns, name = "wiped", "wiped"
+	tenantkit.NewTenant(ctx, t, env, api, ns, name, "{instanceRef: shared}")
+	before := endState(ctx, t, ns, name, name)
+	for _, o := range [][3]string{{api, "Tenant", name}, {api, "Database", name}, {"external-secrets.io/v1", "ExternalSecret", tenantkit.SecretName(name)}} {
+		u, err := tenantkit.Get(ctx, env.Kube.Client, o[0], o[1], ns, o[2])
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.Object["status"] = map[string]any{}
+		if err := env.Kube.Client.Status().Update(ctx, u); err != nil {
+			t.Fatalf("wipe %s: %v", o[1], err)
+		}
+	}
+	// Give the controllers a moment to see the wipe, then wait for Ready.
+	time.Sleep(time.Second)
+	tn := tenantkit.WaitTenantReady(ctx, t, env, api, ns, name)
+	if got := endState(ctx, t, ns, name, name); got != before {
+		t.Error("the password changed after the status was wiped")
+	}
+	db, err := tenantkit.Get(ctx, env.Kube.Client, api, "Database", ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, _, _ := unstructured.NestedString(db.Object, "status", "atProvider", "phase"); p != "Ready" {
+		t.Errorf("Database phase %q after the wipe", p)
+	}
+	if u, _, _ := unstructured.NestedString(tn.Object, "status", "credential", "openBaoURL"); u == "" {
+		t.Error("the Tenant's OpenBao URL was not rebuilt")
+	}
+}
