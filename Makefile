@@ -39,6 +39,10 @@ tools-all: ## install every real component of the project (ESO, Crossplane CLI, 
 test: tools ## run every test against real components
 	$(GO) test $(GO_TEST_FLAGS) ./...
 
+.PHONY: e2e
+e2e: tools ## run the acceptance suite (test/e2e: the provider as a process, Crossplane core, ESO, faults)
+	$(GO) test -count=1 -v ./test/e2e/
+
 .PHONY: unit
 unit: ## run only the tests that need no real component
 	$(GO) test -count=1 ./internal/tenancy/... ./internal/scram/... ./internal/options/...

