@@ -43,6 +43,10 @@ test: tools ## run every test against real components
 e2e: tools ## run the acceptance suite (test/e2e: the provider as a process, Crossplane core, ESO, faults)
 	$(GO) test -count=1 -v ./test/e2e/
 
+.PHONY: bench
+bench: ## benchmark the provider against the floor on real components (BENCH_FLAGS=-large adds N=1000; docs/performance.md)
+	$(GO) run ./test/bench $(BENCH_FLAGS)
+
 .PHONY: unit
 unit: ## run only the tests that need no real component
 	$(GO) test -count=1 ./internal/tenancy/... ./internal/scram/... ./internal/options/...

@@ -293,13 +293,26 @@ func TestProvisionToReady(t *testing.T) {
 		}
 		return n
 	}
-	n0 := upToDate()
+	observed := func() int {
+		n := 0
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, "Database observed") && strings.Contains(l, `"shop"`) {
+				n++
+			}
+		}
+		return n
+	}
+	n0, o0 := upToDate(), observed()
 	deadline := time.Now().Add(3 * time.Minute)
 	for upToDate() < n0+20 && time.Now().Before(deadline) {
 		time.Sleep(poll)
 	}
 	if got := upToDate() - n0; got < 20 {
 		t.Fatalf("only %d further reconciles happened", got)
+	}
+	// Nothing changed, so nothing is logged as a change.
+	if o0 == 0 || observed() != o0 {
+		t.Errorf("\"Database observed\" logged %d times before and %d after 20 unchanged reconciles: it must log changes only", o0, observed())
 	}
 	if s2 := readPG(t, "shop", "shop"); s2.Verifier != verifier {
 		t.Error("the role's password changed on a later reconcile")

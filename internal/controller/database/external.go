@@ -366,7 +366,13 @@ func (e *external) report(db *v1alpha1.Database, v tenancy.Verdict) {
 		ap.Extensions = e.obs.Installed
 	}
 	prev := db.GetCondition(xpv2.TypeReady)
-	if string(prev.Reason) != v.Reason || prev.Status == corev1.ConditionTrue != v.Ready || ap.Phase != e.prevPhase {
+	// A Ready verdict carries no reason; the condition it sets says
+	// Available. Log only changes, not every poll of a Ready Database.
+	reason := v.Reason
+	if v.Ready {
+		reason = string(xpv2.Available().Reason)
+	}
+	if string(prev.Reason) != reason || prev.Status == corev1.ConditionTrue != v.Ready || ap.Phase != e.prevPhase {
 		e.log.Info("Database observed", "phase", v.Phase, "ready", v.Ready, "reason", v.Reason, "kvOurs", v.KVOurs, "roleOurs", v.RoleOurs, "databaseOurs", v.DBOurs, "repairs", len(v.Repairs))
 	}
 	switch {

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"ddupan.top/provider-postgresql-tenant/internal/testenv"
+)
+
+// benchEnv is one fresh set of real components (PostgreSQL with TLS,
+// OpenBao with Kubernetes auth, kube-apiserver with the CRDs) for one
+// measurement, so no run inherits another's catalog, KV records or objects.
+type benchEnv struct {
+	*testenv.Env
+	// kube is a client without client-go's default 5 QPS limit, so
+	// creating N objects measures the provider, not the benchmark.
+	kube client.Client
+	// super is a superuser session for server settings and catalog
+	// counts; it is opened before any measured window and kept.
+	super *pgx.Conn
+	// tokenFile is the provider's service-account token (for the
+	// provider process and for the floor's OpenBao client).
+	tokenFile string
+}
+
+func startEnv(ctx context.Context) (*benchEnv, error) {
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	e, err := testenv.Start(sctx, testenv.Options{Postgres: true, OpenBao: true, Kube: true})
+	if err != nil {
+		return nil, err
+	}
+	b := &benchEnv{Env: e}
+	fail := func(err error) (*benchEnv, error) { b.stop(); return nil, err }
+	cfg := *e.Kube.Config
+	cfg.QPS, cfg.Burst = 1000, 2000
+	if b.kube, err = client.New(&cfg, client.Options{Scheme: testenv.Scheme()}); err != nil {
+		return fail(err)
+	}
+	if b.super, err = e.Postgres.SuperConn(sctx, "postgres"); err != nil {
+		return fail(err)
+	}
+	if b.tokenFile, err = e.ProviderTokenFile(sctx); err != nil {
+		return fail(err)
+	}
+	return b, nil
+}
+
+func (b *benchEnv) stop() {
+	if b == nil {
+		return
+	}
+	if b.super != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = b.super.Close(ctx)
+		cancel()
+	}
+	b.Env.Stop()
+}
+
+// setServer changes server settings with ALTER SYSTEM and reloads the
+// configuration (only settings that take effect on reload).
+func (b *benchEnv) setServer(ctx context.Context, settings map[string]string) error {
+	for k, v := range settings {
+		if _, err := b.super.Exec(ctx, fmt.Sprintf("ALTER SYSTEM SET %s = '%s'", pgx.Identifier{k}.Sanitize(), v)); err != nil {
+			return err
+		}
+	}
+	_, err := b.super.Exec(ctx, "SELECT pg_reload_conf()")
+	// A reload is asynchronous: give the postmaster and backends a moment.
+	time.Sleep(500 * time.Millisecond)
+	return err
+}
+
+// buildProvider builds cmd/provider once into dir.
+func buildProvider(ctx context.Context, dir string) (string, error) {
+	bin := filepath.Join(dir, "provider")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/provider")
+	cmd.Dir = testenv.RepoRoot()
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/provider: %w\n%s", err, out)
+	}
+	return bin, nil
+}

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"strconv"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"ddupan.top/provider-postgresql-tenant/internal/clients/openbao"
+	"ddupan.top/provider-postgresql-tenant/internal/clients/postgres"
+	"ddupan.top/provider-postgresql-tenant/internal/options"
+	"ddupan.top/provider-postgresql-tenant/internal/scram"
+	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
+)
+
+// Floor steps, in the order a Create runs them.
+var floorSteps = []string{"kv write+read", "create role", "create database", "connect grants", "extension login", "verify login"}
+
+type floorResult struct {
+	N int
+	// Total is the straight-line time for N tenants, one after another.
+	Total time.Duration
+	// Steps is the time spent in each step over all N tenants.
+	Steps map[string]time.Duration
+	// CreateDBOnly is N sequential CREATE DATABASE statements, nothing else.
+	CreateDBOnly time.Duration
+	// CPU used by each component while the tenants were made.
+	CPU cpuShare
+}
+
+// runFloor does, per tenant and sequentially, exactly the external work of
+// a Create with the provider's own clients (the admin pool and SQL of
+// internal/clients/postgres, the KV client of internal/clients/openbao with
+// the provider's Kubernetes-auth login and policy), minus the controller:
+//
+//	KV write (check-and-set 0) + read back; CREATE ROLE with a SCRAM
+//	verifier + GRANT role TO CURRENT_USER (PostgreSQL 15 needs the
+//	membership for CREATE DATABASE ... OWNER); CREATE DATABASE ... OWNER;
+//	REVOKE CONNECT FROM PUBLIC / GRANT CONNECT (one transaction); a login as
+//	the tenant that lists and creates pg_trgm; one more login as the
+//	tenant (the verification a Ready Observe makes).
+//
+// Afterwards it times N CREATE DATABASE statements alone (and drops them).
+func runFloor(ctx context.Context, b *benchEnv, n int) (*floorResult, error) {
+	pools := postgres.NewManager(postgres.Options{CABundleFile: b.CA.CertFile})
+	defer pools.Close()
+	pg := b.Postgres
+	pool, _, err := pools.Get("bench/floor", types.UID("floor"), postgres.Target{
+		Host: pg.Host, Hostaddr: pg.Hostaddr, Port: pg.Port, Database: "postgres", SSLMode: postgres.SSLVerifyFull,
+	}, postgres.Credential{Username: pg.AdminUser, Password: pg.AdminPassword})
+	if err != nil {
+		return nil, err
+	}
+	kv, err := openbao.New(openbao.Options{
+		Address: b.OpenBao.Address, CABundleFile: b.CA.CertFile,
+		AuthMount: b.OpenBao.AuthMount, AuthRole: b.OpenBao.ProviderRole,
+		ServiceAccountTokenFile: b.tokenFile, KVMount: b.OpenBao.KVMount,
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Warm up what every later call reuses (one admin connection, the
+	// OpenBao token), as a running provider has them.
+	if _, err := pool.Observe(ctx, "warmup", "warmup"); err != nil {
+		return nil, err
+	}
+	if _, err := kv.Read(ctx, tenancy.CredentialPath(options.DefaultTenantBasePath, "bench", "warmup")); err != nil {
+		return nil, err
+	}
+
+	r := &floorResult{N: n, Steps: map[string]time.Duration{}}
+	// Warm the server's caches for CREATE DATABASE (a provider run's first
+	// creates are cold too, but the floor should not be inflated by them).
+	for i := 0; i < 3; i++ {
+		if err := pool.CreateDatabase(ctx, "warmup", pg.AdminUser); err != nil {
+			return nil, err
+		}
+		if err := pool.DropDatabase(ctx, "warmup"); err != nil {
+			return nil, err
+		}
+	}
+
+	cpu0 := sampleCPU()
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		if err := floorTenant(ctx, pool, kv, b, fmt.Sprintf("f%04d", i), r.Steps); err != nil {
+			return nil, err
+		}
+	}
+	r.Total = time.Since(start)
+	r.CPU = sampleCPU().sub(cpu0)
+
+	// CREATE DATABASE alone.
+	start = time.Now()
+	for i := 0; i < n; i++ {
+		if err := pool.CreateDatabase(ctx, fmt.Sprintf("c%04d", i), pg.AdminUser); err != nil {
+			return nil, fmt.Errorf("create database alone: %w", err)
+		}
+	}
+	r.CreateDBOnly = time.Since(start)
+	return r, nil
+}
+
+func floorTenant(ctx context.Context, pool *postgres.Pool, kv *openbao.Client, b *benchEnv, name string, steps map[string]time.Duration) error {
+	t := time.Now()
+	lap := func(step string) {
+		now := time.Now()
+		steps[step] += now.Sub(t)
+		t = now
+	}
+	pg := b.Postgres
+	path := tenancy.CredentialPath(options.DefaultTenantBasePath, "bench", name)
+	password := randomPassword()
+	data := map[string]string{
+		"username": name, "password": password, "database": name,
+		"host": pg.Host, "hostaddr": pg.Hostaddr, "port": strconv.Itoa(pg.Port), "sslmode": string(postgres.SSLVerifyFull),
+	}
+	if _, err := kv.Write(ctx, path, data, 0); err != nil {
+		return err
+	}
+	rec, err := kv.Read(ctx, path)
+	if err != nil {
+		return err
+	}
+	if rec == nil || rec.Data["password"] != password {
+		return fmt.Errorf("%s: the record read back differs", path)
+	}
+	lap("kv write+read")
+	verifier, err := scram.Verifier(password)
+	if err != nil {
+		return err
+	}
+	if err := pool.CreateRole(ctx, name, verifier); err != nil {
+		return err
+	}
+	lap("create role")
+	if err := pool.CreateDatabase(ctx, name, name); err != nil {
+		return err
+	}
+	lap("create database")
+	if err := pool.RestrictConnect(ctx, name, name); err != nil {
+		return err
+	}
+	lap("connect grants")
+	cred := postgres.Credential{Username: name, Password: password}
+	c, err := pool.ConnectAs(ctx, name, cred)
+	if err != nil {
+		return err
+	}
+	if _, err := c.Extensions(ctx); err != nil {
+		return err
+	}
+	if err := c.CreateExtension(ctx, "pg_trgm"); err != nil {
+		return err
+	}
+	if err := c.Close(ctx); err != nil {
+		return err
+	}
+	lap("extension login")
+	c, err = pool.ConnectAs(ctx, name, cred)
+	if err != nil {
+		return err
+	}
+	exts, err := c.Extensions(ctx)
+	if err != nil {
+		return err
+	}
+	_ = c.Close(ctx)
+	if len(exts) < 2 { // plpgsql and pg_trgm
+		return fmt.Errorf("%s: extensions %v", name, exts)
+	}
+	lap("verify login")
+	return nil
+}
+
+// randomPassword is the provider's password shape: 32 characters of
+// [A-Za-z0-9] from crypto/rand.
+func randomPassword() string {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+	out := make([]byte, 0, 32)
+	b := make([]byte, 64)
+	for len(out) < 32 {
+		if _, err := rand.Read(b); err != nil {
+			panic(err)
+		}
+		for _, c := range b {
+			if int(c) < 256-256%len(alphabet) && len(out) < 32 {
+				out = append(out, alphabet[int(c)%len(alphabet)])
+			}
+		}
+	}
+	return string(out)
+}

@@ -1,0 +1,404 @@
+// Command bench measures the provider against the real local components
+// (PostgreSQL 15 with TLS, OpenBao with Kubernetes auth, kube-apiserver; see
+// internal/testenv) and prints a table (docs/performance.md explains it):
+//
+//   - the floor: a straight-line program doing, per tenant and in sequence,
+//     exactly the external work of a Create with the provider's own clients,
+//     and N CREATE DATABASE statements alone;
+//   - the provider, built from this tree and run as a separate process: N
+//     Databases created at once, time until all are Ready, for each
+//     --max-reconcile-rate asked for, as a ratio to the floor;
+//   - steady state once all are Ready: PostgreSQL connections per poll
+//     (the server's log_connections), statements per Observe
+//     (log_statement=all during the window only), OpenBao requests per
+//     Observe (a file audit device during the window only), the provider's
+//     CPU seconds per poll and RSS (/proc).
+//
+// Every provider run and every floor run gets fresh components, so no run
+// inherits another's catalog, records or objects. Everything started is
+// stopped on exit, also on SIGINT/SIGTERM.
+//
+//	go run ./test/bench                      # N=50,200; rates default(10),25,50,100
+//	go run ./test/bench -large               # also N=1000
+//	go run ./test/bench -n 50 -rates 10 -poll 20s
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+type cfg struct {
+	ns         []int
+	rates      []int
+	largeRates []int
+	poll       time.Duration
+	window     time.Duration
+	settle     time.Duration
+	floor      bool
+	logDir     string
+	out        string
+}
+
+func main() {
+	var c cfg
+	n := flag.String("n", "50,200", "Comma-separated numbers of Databases.")
+	large := flag.Bool("large", false, "Also run N=1000 (with -large-rates).")
+	rates := flag.String("rates", "10,25,50,100", "Comma-separated --max-reconcile-rate values; 10 is the provider's default and is run without the flag. The first one also measures the steady state.")
+	largeRates := flag.String("large-rates", "50", "--max-reconcile-rate values for N=1000; the first one also measures the steady state.")
+	flag.DurationVar(&c.poll, "poll", 30*time.Second, "The provider's --poll in every run (shorter than its 1m default, so a steady-state window of several polls stays short).")
+	flag.DurationVar(&c.window, "window", 0, "Steady-state window (default 2 × -poll).")
+	flag.DurationVar(&c.settle, "settle", 10*time.Second, "Wait after all are Ready before the steady-state window.")
+	flag.BoolVar(&c.floor, "floor", true, "Run the floor.")
+	flag.StringVar(&c.logDir, "logs", "_output/bench", "Directory for the provider logs and the results.")
+	flag.StringVar(&c.out, "out", "", "Also write the results table to this file (default <logs>/results.md).")
+	flag.Parse()
+	var err error
+	if c.ns, err = ints(*n); err != nil {
+		fatal(err)
+	}
+	if *large {
+		c.ns = append(c.ns, 1000)
+	}
+	if c.rates, err = ints(*rates); err != nil {
+		fatal(err)
+	}
+	if c.largeRates, err = ints(*largeRates); err != nil {
+		fatal(err)
+	}
+	if c.window == 0 {
+		c.window = 2 * c.poll
+	}
+	if c.out == "" {
+		c.out = filepath.Join(c.logDir, "results.md")
+	}
+	// controller-runtime's envtest logs through a logger nobody reads.
+	ctrllog.SetLogger(logr.Discard())
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, c); err != nil {
+		stop()
+		fatal(err)
+	}
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "bench:", err)
+	os.Exit(1)
+}
+
+func ints(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		v, err := strconv.Atoi(f)
+		if err != nil || v < 1 {
+			return nil, fmt.Errorf("not a positive number: %q", f)
+		}
+		out = append(out, v)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("empty list %q", s)
+	}
+	return out, nil
+}
+
+// defaultRate is the provider's --max-reconcile-rate default.
+const defaultRate = 10
+
+type provResult struct {
+	N, Rate int
+	Ready   time.Duration
+	// Reconciles of the Database controller until all were Ready.
+	Reconciles float64
+	// HWM is the provider's peak RSS until all were Ready.
+	HWM int64
+	// CPU used by each component until all were Ready.
+	CPU    cpuShare
+	Steady *steadyResult
+}
+
+type steadyResult struct {
+	Window, Poll time.Duration
+	PG           pgCounts
+	Bao          baoCounts
+	BaoErr       error
+	CPU          time.Duration
+	RSS, HWM     int64
+	Reconciles   float64
+}
+
+func (s *steadyResult) polls() float64 { return s.Window.Seconds() / s.Poll.Seconds() }
+
+func run(ctx context.Context, c cfg) error {
+	if err := os.MkdirAll(c.logDir, 0o755); err != nil {
+		return err
+	}
+	logDir, err := filepath.Abs(c.logDir)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("==> building the provider (%s, %d CPUs)\n", runtime.Version(), runtime.NumCPU())
+	bin, err := buildProvider(ctx, logDir)
+	if err != nil {
+		return err
+	}
+	floors := map[int]*floorResult{}
+	var provs []*provResult
+	started := time.Now()
+	for _, n := range c.ns {
+		if c.floor {
+			fmt.Printf("==> floor, N=%d (fresh components)\n", n)
+			f, err := withEnv(ctx, func(b *benchEnv) (*floorResult, error) { return runFloor(ctx, b, n) })
+			if err != nil {
+				return fmt.Errorf("floor N=%d: %w", n, err)
+			}
+			floors[n] = f
+			fmt.Printf("    floor %s (%.1f ms/tenant), CREATE DATABASE alone %s\n", f.Total.Round(time.Millisecond),
+				ms(f.Total)/float64(n), f.CreateDBOnly.Round(time.Millisecond))
+		}
+		rates := c.rates
+		if n >= 1000 {
+			rates = c.largeRates
+		}
+		for i, rate := range rates {
+			fmt.Printf("==> provider, N=%d, --max-reconcile-rate=%s, --poll=%s (fresh components)\n", n, rateLabel(rate), c.poll)
+			p, err := withEnv(ctx, func(b *benchEnv) (*provResult, error) {
+				return runProvider(ctx, c, b, bin, logDir, n, rate, i == 0)
+			})
+			if err != nil {
+				return fmt.Errorf("provider N=%d rate %d: %w", n, rate, err)
+			}
+			provs = append(provs, p)
+			line := fmt.Sprintf("    all Ready after %s", p.Ready.Round(time.Millisecond))
+			if f := floors[n]; f != nil {
+				line += fmt.Sprintf(" = %.2f× the floor", p.Ready.Seconds()/f.Total.Seconds())
+			}
+			fmt.Println(line)
+		}
+	}
+	report := table(c, floors, provs, time.Since(started))
+	fmt.Println()
+	fmt.Println(report)
+	return os.WriteFile(c.out, []byte(report), 0o644)
+}
+
+// withEnv runs fn against fresh components and stops them afterwards.
+func withEnv[T any](ctx context.Context, fn func(*benchEnv) (T, error)) (T, error) {
+	var zero T
+	b, err := startEnv(ctx)
+	if err != nil {
+		return zero, err
+	}
+	defer b.stop()
+	// Let the components finish starting (the apiserver's CRD
+	// controllers, OpenBao's KV upgrade) before anything is timed.
+	if err := sleep(ctx, 5*time.Second); err != nil {
+		return zero, err
+	}
+	return fn(b)
+}
+
+func rateLabel(rate int) string {
+	if rate == defaultRate {
+		return "10 (default)"
+	}
+	return strconv.Itoa(rate)
+}
+
+func runProvider(ctx context.Context, c cfg, b *benchEnv, bin, logDir string, n, rate int, steady bool) (*provResult, error) {
+	r := &provResult{N: n, Rate: rate}
+	flagRate := rate
+	if rate == defaultRate {
+		flagRate = 0 // the provider's default: no flag
+	}
+	logFile := filepath.Join(logDir, fmt.Sprintf("provider-n%d-rate%d.log", n, rate))
+	p, err := startProvider(b, bin, logFile, c.poll, flagRate)
+	if err != nil {
+		return nil, err
+	}
+	defer p.stop()
+	if err := applyConfig(ctx, b, p); err != nil {
+		return nil, err
+	}
+	if err := waitControllerStarted(ctx, p); err != nil {
+		return nil, err
+	}
+	rec0 := reconciles(p.metricsAddr)
+	cpu0 := sampleCPU()
+	t0 := time.Now()
+	if err := createDatabases(ctx, b, n); err != nil {
+		return nil, err
+	}
+	timeout := 5*time.Minute + time.Duration(n)*time.Second
+	tReady, err := waitAllReady(ctx, b, p, n, timeout)
+	if err != nil {
+		return nil, fmt.Errorf("%w\n%s", err, describeNotReady(ctx, b))
+	}
+	r.Ready = tReady.Sub(t0)
+	r.CPU = sampleCPU().sub(cpu0)
+	r.Reconciles = reconciles(p.metricsAddr) - rec0
+	if s, err := readProc(p.pid()); err == nil {
+		r.HWM = s.HWM
+	}
+	if !steady {
+		return r, nil
+	}
+
+	fmt.Printf("    all Ready after %s; steady state: settling %s, then a %s window (%.0f polls)\n",
+		r.Ready.Round(time.Millisecond), c.settle, c.window, c.window.Seconds()/c.poll.Seconds())
+	if err := sleep(ctx, c.settle); err != nil {
+		return nil, err
+	}
+	// Statement logging only for the window, so it does not weigh on the
+	// creation timings.
+	if err := b.setServer(ctx, map[string]string{"log_statement": "all"}); err != nil {
+		return nil, err
+	}
+	s := &steadyResult{Window: c.window, Poll: c.poll}
+	audit := startAudit(ctx, b)
+	off := fileSize(b.Postgres.LogFile())
+	p0, err := readProc(p.pid())
+	if err != nil {
+		return nil, err
+	}
+	rec0 = reconciles(p.metricsAddr)
+	if err := sleep(ctx, c.window); err != nil {
+		return nil, err
+	}
+	pgEnd := fileSize(b.Postgres.LogFile())
+	audit.mark()
+	p1, err := readProc(p.pid())
+	if err != nil {
+		return nil, err
+	}
+	s.Reconciles = reconciles(p.metricsAddr) - rec0
+	s.Bao, s.BaoErr = audit.stop()
+	if err := b.setServer(ctx, map[string]string{"log_statement": "none"}); err != nil {
+		return nil, err
+	}
+	lines, err := readRange(b.Postgres.LogFile(), off, pgEnd)
+	if err != nil {
+		return nil, err
+	}
+	s.PG = countPG(lines, b.Postgres.AdminUser, b.Postgres.SuperUser)
+	s.CPU, s.RSS, s.HWM = p1.CPU-p0.CPU, p1.RSS, p1.HWM
+	r.Steady = s
+	if err := p.exited(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+func table(c cfg, floors map[int]*floorResult, provs []*provResult, took time.Duration) string {
+	var w strings.Builder
+	host, _ := os.Hostname()
+	fmt.Fprintf(&w, "Measured %s on %s (%d CPUs, %s), --poll=%s, steady-state window %s; the run took %s.\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), host, runtime.NumCPU(), runtime.Version(), c.poll, c.window, took.Round(time.Second))
+
+	if len(floors) > 0 {
+		fmt.Fprintf(&w, "Floor (sequential, one tenant after another)\n\n")
+		fmt.Fprintf(&w, "| N | floor total | per tenant | CREATE DATABASE alone (N×) | %s | CPU s (all components; machine busy) |\n|---|---|---|---|%s---|\n",
+			strings.Join(floorSteps, " | "), strings.Repeat("---|", len(floorSteps)))
+		for _, n := range sortedKeys(floors) {
+			f := floors[n]
+			fmt.Fprintf(&w, "| %d | %.2f s | %.1f ms | %.2f s (%.1f ms each) |", n, f.Total.Seconds(), ms(f.Total)/float64(n), f.CreateDBOnly.Seconds(), ms(f.CreateDBOnly)/float64(n))
+			for _, s := range floorSteps {
+				fmt.Fprintf(&w, " %.1f ms (%.0f%%) |", ms(f.Steps[s])/float64(n), 100*f.Steps[s].Seconds()/f.Total.Seconds())
+			}
+			fmt.Fprintf(&w, " %s |\n", cpuCell(f.CPU, f.Total))
+		}
+		fmt.Fprintln(&w)
+	}
+
+	fmt.Fprintf(&w, "Provider: N Databases created at once, until all are Ready\n\n")
+	fmt.Fprintf(&w, "| N | --max-reconcile-rate | all Ready | ratio to floor | reconciles | peak RSS | CPU s (all components; machine busy) |\n|---|---|---|---|---|---|---|\n")
+	for _, p := range provs {
+		ratio := "–"
+		if f := floors[p.N]; f != nil {
+			ratio = fmt.Sprintf("%.2f×", p.Ready.Seconds()/f.Total.Seconds())
+		}
+		fmt.Fprintf(&w, "| %d | %s | %.2f s | %s | %.0f | %.0f MiB | %s |\n", p.N, rateLabel(p.Rate), p.Ready.Seconds(), ratio, p.Reconciles, mib(p.HWM), cpuCell(p.CPU, p.Ready))
+	}
+	fmt.Fprintln(&w)
+
+	fmt.Fprintf(&w, "Steady state (all Ready; per poll interval = window ÷ polls in it)\n\n")
+	fmt.Fprintf(&w, "| N | rate | Observes in window (expected N×polls) | new admin conns / poll | new tenant conns / Database / poll | statements / Observe (admin + tenant) | OpenBao requests / Observe | provider CPU s / poll | RSS (peak) |\n|---|---|---|---|---|---|---|---|---|\n")
+	var details []string
+	for _, p := range provs {
+		s := p.Steady
+		if s == nil {
+			continue
+		}
+		polls := s.polls()
+		obs := float64(s.PG.Observes)
+		per := func(v int) string {
+			if obs == 0 {
+				return "–"
+			}
+			return fmt.Sprintf("%.2f", float64(v)/obs)
+		}
+		bao := per(s.Bao.Requests)
+		if s.BaoErr != nil {
+			bao = "n/a: " + s.BaoErr.Error()
+		}
+		fmt.Fprintf(&w, "| %d | %s | %d (%.0f) | %.1f | %.2f | %s (%s + %s) | %s | %.2f | %.0f MiB (%.0f MiB) |\n",
+			p.N, rateLabel(p.Rate), s.PG.Observes, float64(p.N)*polls,
+			float64(s.PG.AdminConns)/polls, float64(s.PG.TenantConns)/polls/float64(p.N),
+			per(s.PG.AdminStmts+s.PG.TenantStmts), per(s.PG.AdminStmts), per(s.PG.TenantStmts),
+			bao, s.CPU.Seconds()/polls, mib(s.RSS), mib(s.HWM))
+		d := fmt.Sprintf("N=%d: %.0f reconciles in the window; statements: %s; OpenBao: %s", p.N, s.Reconciles, countList(s.PG.ByText), countList(s.Bao.ByOp))
+		details = append(details, d)
+	}
+	fmt.Fprintln(&w)
+	for _, d := range details {
+		fmt.Fprintf(&w, "- %s\n", d)
+	}
+	return w.String()
+}
+
+// cpuCell is "total (by component); machine busy% of 2 cores".
+func cpuCell(c cpuShare, wall time.Duration) string {
+	return fmt.Sprintf("%.1f (%s); %.0f%% of %d cores", c.total().Seconds(), c, 100*c.Busy.Seconds()/wall.Seconds()/float64(runtime.NumCPU()), runtime.NumCPU())
+}
+
+func countList(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return m[keys[i]] > m[keys[j]] })
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%d× `%s`", m[k], k))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func sortedKeys[V any](m map[int]V) []int {
+	keys := make([]int, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Ints(keys)
+	return keys
+}

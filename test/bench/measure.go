@@ -1,0 +1,456 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// procSample is the provider process's CPU and memory from /proc.
+type procSample struct {
+	// CPU is user+system CPU time.
+	CPU time.Duration
+	// RSS and HWM (peak RSS) in bytes.
+	RSS, HWM int64
+}
+
+// clkTck is USER_HZ, the unit of /proc/<pid>/stat times (100 on Linux).
+const clkTck = 100
+
+func readProc(pid int) (procSample, error) {
+	var s procSample
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return s, err
+	}
+	// Fields after the parenthesised command name; utime and stime are
+	// fields 14 and 15 of the whole line.
+	rest := string(b[strings.LastIndexByte(string(b), ')')+2:])
+	f := strings.Fields(rest)
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	s.CPU = time.Duration(ut+st) * time.Second / clkTck
+	st2, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return s, err
+	}
+	for _, l := range strings.Split(string(st2), "\n") {
+		k, v, ok := strings.Cut(l, ":")
+		if !ok {
+			continue
+		}
+		kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		switch k {
+		case "VmRSS":
+			s.RSS = kb * 1024
+		case "VmHWM":
+			s.HWM = kb * 1024
+		}
+	}
+	return s, nil
+}
+
+// reconciles sums controller_runtime_reconcile_total of the Database
+// controller from the provider's metrics endpoint.
+func reconciles(addr string) float64 {
+	resp, err := http.Get("http://" + addr + "/metrics") //nolint:noctx // loopback, short
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close() //nolint:errcheck // read-only
+	var sum float64
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		l := sc.Text()
+		if strings.HasPrefix(l, "controller_runtime_reconcile_total{") && strings.Contains(l, `controller="managed/database.`) {
+			if i := strings.LastIndexByte(l, ' '); i > 0 {
+				v, _ := strconv.ParseFloat(l[i+1:], 64)
+				sum += v
+			}
+		}
+	}
+	return sum
+}
+
+// waitControllerStarted waits until the Database controller runs (it is
+// registered once its CRDs are seen): its workers appear in the metrics.
+func waitControllerStarted(ctx context.Context, p *providerProc) error {
+	for i := 0; i < 600; i++ {
+		resp, err := http.Get("http://" + p.metricsAddr + "/metrics") //nolint:noctx // loopback, short
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close() //nolint:errcheck // read-only
+			if strings.Contains(string(b), `controller_runtime_active_workers{controller="managed/database.`) {
+				return nil
+			}
+		}
+		if err := p.exited(); err != nil {
+			return err
+		}
+		if err := sleep(ctx, 100*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("the Database controller did not start within 60 s; provider log: %s", p.log)
+}
+
+func fileSize(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// readRange returns the complete lines of path between byte offsets off
+// and end.
+func readRange(path string, off, end int64) ([]string, error) {
+	lines, err := readFrom(path, off)
+	var out []string
+	pos := off
+	for _, l := range lines {
+		pos += int64(len(l)) + 1
+		if pos > end {
+			break
+		}
+		out = append(out, l)
+	}
+	return out, err
+}
+
+// readFrom returns the lines of path from byte offset off.
+func readFrom(path string, off int64) ([]string, error) {
+	f, err := os.Open(path) //nolint:gosec // our own environment's log
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close() //nolint:errcheck // read-only
+	if _, err := f.Seek(off, io.SeekStart); err != nil {
+		return nil, err
+	}
+	var lines []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	return lines, sc.Err()
+}
+
+// pgCounts is what the server log says about a window.
+type pgCounts struct {
+	// Connections authorized, by role class.
+	AdminConns, TenantConns, OtherConns int
+	// Statements logged by log_statement=all ("statement:" for simple
+	// queries, "execute ...:" for extended-protocol executions), by role
+	// class.
+	AdminStmts, TenantStmts int
+	// Observes: executions of the Observe catalog query (qObserve), one per
+	// Observe on the admin pool.
+	Observes int
+	// ByText counts statements by their first line (for the report).
+	ByText map[string]int
+}
+
+var (
+	reConnAuth = regexp.MustCompile(`LOG:  connection authorized: user=(\S+)`)
+	reStmt     = regexp.MustCompile(`\] (\S*)@\S* LOG:  (?:statement|execute [^:]*): (.*)$`)
+)
+
+// observeQueryStart is how qObserve's first line starts in the log.
+const observeQueryStart = "SELECT d.oid, pg_catalog.pg_get_userbyid(d.datdba)"
+
+func countPG(lines []string, admin, super string) pgCounts {
+	c := pgCounts{ByText: map[string]int{}}
+	for _, l := range lines {
+		if m := reConnAuth.FindStringSubmatch(l); m != nil {
+			switch m[1] {
+			case admin:
+				c.AdminConns++
+			case super:
+			default:
+				if strings.HasPrefix(m[1], "t") {
+					c.TenantConns++
+				} else {
+					c.OtherConns++
+				}
+			}
+			continue
+		}
+		m := reStmt.FindStringSubmatch(l)
+		if m == nil || m[1] == super {
+			continue
+		}
+		text := m[2]
+		if len(text) > 60 {
+			text = text[:60]
+		}
+		who := "tenant"
+		if m[1] == admin {
+			who = "admin"
+			c.AdminStmts++
+			if strings.HasPrefix(m[2], observeQueryStart) {
+				c.Observes++
+			}
+		} else {
+			c.TenantStmts++
+		}
+		c.ByText[who+": "+text]++
+	}
+	return c
+}
+
+// baoAudit is a file audit device enabled for a window. OpenBao 2.x
+// refuses to enable audit devices through its API ("use declarative,
+// config-based audit device management"), so the device is declared in the
+// server's configuration file and the server is sent SIGHUP, which reloads
+// audit devices; the original file is restored (and reloaded) afterwards.
+type baoAudit struct {
+	cfgFile  string
+	original []byte
+	file     string
+	pid      int
+	end      int64
+	err      error
+}
+
+// startAudit declares a file audit device writing to a file in the
+// environment's directory and waits until OpenBao has opened it.
+func startAudit(ctx context.Context, b *benchEnv) *baoAudit {
+	a := &baoAudit{cfgFile: filepath.Join(b.Dir, "openbao", "config.hcl"), file: filepath.Join(b.Dir, fmt.Sprintf("bao-audit-%d.log", time.Now().UnixNano()))}
+	if a.original, a.err = os.ReadFile(a.cfgFile); a.err != nil {
+		return a
+	}
+	if a.pid, a.err = pidWithArg("-config=" + a.cfgFile); a.err != nil {
+		return a
+	}
+	stanza := fmt.Sprintf("\naudit \"file\" \"bench\" {\n  options {\n    file_path = %q\n  }\n}\n", a.file)
+	if a.err = os.WriteFile(a.cfgFile, append(append([]byte{}, a.original...), stanza...), 0o600); a.err != nil {
+		return a
+	}
+	if a.err = syscall.Kill(a.pid, syscall.SIGHUP); a.err != nil {
+		return a
+	}
+	for i := 0; i < 100; i++ {
+		if _, err := os.Stat(a.file); err == nil {
+			return a
+		}
+		if sleep(ctx, 100*time.Millisecond) != nil {
+			break
+		}
+	}
+	a.err = fmt.Errorf("OpenBao did not open the audit file after SIGHUP")
+	return a
+}
+
+// mark ends the window: later entries are not counted.
+func (a *baoAudit) mark() { a.end = fileSize(a.file) }
+
+// pidWithArg finds the process (one this benchmark started) with arg on its
+// command line.
+func pidWithArg(arg string) (int, error) {
+	procs, err := filepath.Glob("/proc/[0-9]*/cmdline")
+	if err != nil {
+		return 0, err
+	}
+	for _, p := range procs {
+		b, err := os.ReadFile(p) //nolint:gosec // procfs
+		if err != nil {
+			continue
+		}
+		for _, a := range strings.Split(string(b), "\x00") {
+			if a == arg {
+				return strconv.Atoi(filepath.Base(filepath.Dir(p)))
+			}
+		}
+	}
+	return 0, fmt.Errorf("no process with argument %s", arg)
+}
+
+// baoCounts is what the audit log says about a window.
+type baoCounts struct {
+	// Requests by the provider (audit entries of type "request" on the KV
+	// mount or the auth mount, excluding the harness's root-token calls).
+	Requests int
+	ByOp     map[string]int
+}
+
+// stop restores the configuration and counts the requests logged in the
+// window.
+func (a *baoAudit) stop() (baoCounts, error) {
+	c := baoCounts{ByOp: map[string]int{}}
+	if a.err != nil {
+		return c, a.err
+	}
+	lines, err := readFrom(a.file, 0)
+	if a.original != nil {
+		if err := os.WriteFile(a.cfgFile, a.original, 0o600); err == nil {
+			_ = syscall.Kill(a.pid, syscall.SIGHUP)
+		}
+	}
+	if err != nil {
+		return c, err
+	}
+	var read int64
+	for _, l := range lines {
+		read += int64(len(l)) + 1
+		if read > a.end {
+			break
+		}
+		var e struct {
+			Type    string `json:"type"`
+			Request struct {
+				Operation string `json:"operation"`
+				Path      string `json:"path"`
+			} `json:"request"`
+		}
+		if json.Unmarshal([]byte(l), &e) != nil || e.Type != "request" {
+			continue
+		}
+		if strings.HasPrefix(e.Request.Path, "sys/audit") {
+			continue // the audit device's own reload
+		}
+		c.Requests++
+		// Group by operation and the path's first two segments.
+		segs := strings.SplitN(e.Request.Path, "/", 3)
+		if len(segs) > 2 {
+			segs = segs[:2]
+		}
+		c.ByOp[e.Request.Operation+" "+strings.Join(segs, "/")+"/…"]++
+	}
+	return c, nil
+}
+
+// cpuShare is CPU time by component: every process this benchmark started
+// (kube-apiserver, etcd, bao, postgres with its backends, the provider)
+// and the benchmark itself, plus the whole machine's busy time.
+type cpuShare struct {
+	By map[string]time.Duration
+	// Busy is the machine's non-idle CPU time (all cores, /proc/stat),
+	// including other users of the machine.
+	Busy time.Duration
+}
+
+type procStat struct {
+	comm                         string
+	ppid                         int
+	utime, stime, cutime, cstime int64
+}
+
+func readStat(path string) (procStat, bool) {
+	b, err := os.ReadFile(path) //nolint:gosec // procfs
+	if err != nil {
+		return procStat{}, false
+	}
+	s := string(b)
+	lp, rp := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if lp < 0 || rp < 0 {
+		return procStat{}, false
+	}
+	f := strings.Fields(s[rp+2:])
+	if len(f) < 15 {
+		return procStat{}, false
+	}
+	p := procStat{comm: s[lp+1 : rp]}
+	p.ppid, _ = strconv.Atoi(f[1])
+	p.utime, _ = strconv.ParseInt(f[11], 10, 64)
+	p.stime, _ = strconv.ParseInt(f[12], 10, 64)
+	p.cutime, _ = strconv.ParseInt(f[13], 10, 64)
+	p.cstime, _ = strconv.ParseInt(f[14], 10, 64)
+	return p, true
+}
+
+// sampleCPU attributes the CPU time of every descendant of this process
+// (live ones, and exited ones reaped by their parent: cutime/cstime) to the
+// component it belongs to (the direct child's command name).
+func sampleCPU() cpuShare {
+	procs := map[int]procStat{}
+	children := map[int][]int{}
+	paths, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, p := range paths {
+		pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+		if err != nil {
+			continue
+		}
+		if st, ok := readStat(p); ok {
+			procs[pid] = st
+			children[st.ppid] = append(children[st.ppid], pid)
+		}
+	}
+	var total func(pid int) int64
+	total = func(pid int) int64 {
+		st := procs[pid]
+		t := st.utime + st.stime + st.cutime + st.cstime
+		for _, c := range children[pid] {
+			t += total(c)
+		}
+		return t
+	}
+	out := cpuShare{By: map[string]time.Duration{}}
+	self := os.Getpid()
+	me := procs[self]
+	out.By["bench"] = time.Duration(me.utime+me.stime) * time.Second / clkTck
+	for _, c := range children[self] {
+		name := procs[c].comm
+		if name == "go" || name == "" {
+			continue
+		}
+		out.By[name] += time.Duration(total(c)) * time.Second / clkTck
+	}
+	if b, err := os.ReadFile("/proc/stat"); err == nil {
+		line, _, _ := strings.Cut(string(b), "\n")
+		f := strings.Fields(line)
+		var busy int64
+		for i, v := range f[1:] {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			if i != 3 && i != 4 { // idle, iowait
+				busy += n
+			}
+		}
+		out.Busy = time.Duration(busy) * time.Second / clkTck
+	}
+	return out
+}
+
+func (a cpuShare) sub(b cpuShare) cpuShare {
+	out := cpuShare{By: map[string]time.Duration{}, Busy: a.Busy - b.Busy}
+	for k, v := range a.By {
+		out.By[k] = v - b.By[k]
+	}
+	return out
+}
+
+func (a cpuShare) total() time.Duration {
+	var t time.Duration
+	for _, v := range a.By {
+		t += v
+	}
+	return t
+}
+
+func (a cpuShare) String() string {
+	keys := make([]string, 0, len(a.By))
+	for k := range a.By {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return a.By[keys[i]] > a.By[keys[j]] })
+	var parts []string
+	for _, k := range keys {
+		if a.By[k] >= 50*time.Millisecond {
+			parts = append(parts, fmt.Sprintf("%s %.1f", k, a.By[k].Seconds()))
+		}
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,260 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
+	"ddupan.top/provider-postgresql-tenant/internal/testenv"
+)
+
+// benchNamespace holds the benchmark's Databases.
+const benchNamespace = "bench"
+
+// providerProc is the provider binary running as a separate process.
+type providerProc struct {
+	cmd         *exec.Cmd
+	done        chan error
+	log         string
+	metricsAddr string
+}
+
+func startProvider(b *benchEnv, bin, logFile string, poll time.Duration, rate int) (*providerProc, error) {
+	port, err := testenv.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	hport, err := testenv.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{
+		"--kubeconfig=" + b.Kube.KubeconfigFile,
+		"--namespace=" + testenv.ProviderNamespace,
+		"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(port),
+		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(hport),
+		"--openbao-address=" + b.OpenBao.Address,
+		"--openbao-auth-role=" + b.OpenBao.ProviderRole,
+		"--openbao-sa-token-file=" + b.tokenFile,
+		"--ca-bundle=" + b.CA.CertFile,
+		"--poll=" + poll.String(),
+	}
+	if rate > 0 {
+		args = append(args, "--max-reconcile-rate="+strconv.Itoa(rate))
+	}
+	lf, err := os.Create(logFile)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = lf, lf
+	if err := cmd.Start(); err != nil {
+		lf.Close() //nolint:errcheck // already failing
+		return nil, err
+	}
+	p := &providerProc{cmd: cmd, done: make(chan error, 1), log: logFile, metricsAddr: "127.0.0.1:" + strconv.Itoa(port)}
+	go func() {
+		err := cmd.Wait()
+		lf.Close() //nolint:errcheck // best effort
+		p.done <- err
+		close(p.done)
+	}()
+	return p, nil
+}
+
+func (p *providerProc) pid() int { return p.cmd.Process.Pid }
+
+// stop ends the provider (SIGTERM, then SIGKILL after 20 s) and waits.
+func (p *providerProc) stop() {
+	if p == nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(20 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+func (p *providerProc) exited() error {
+	select {
+	case err, ok := <-p.done:
+		if !ok {
+			return errors.New("the provider exited")
+		}
+		return fmt.Errorf("the provider exited: %v", err)
+	default:
+		return nil
+	}
+}
+
+// applyConfig creates the admin Secret and the ClusterProviderConfig from
+// examples/provider, pointed at the local server (as hack/devenv does), and
+// waits until the config is Ready.
+func applyConfig(ctx context.Context, b *benchEnv, p *providerProc) error {
+	objs, err := testenv.ReadManifests(filepath.Join(testenv.RepoRoot(), "examples", "provider"))
+	if err != nil {
+		return err
+	}
+	if err := b.Kube.EnsureNamespace(ctx, testenv.ProviderNamespace); err != nil {
+		return err
+	}
+	sort.SliceStable(objs, func(i, j int) bool { return objs[i].GetKind() == "Secret" && objs[j].GetKind() != "Secret" })
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "Secret":
+			sd := map[string]any{"username": b.Postgres.AdminUser, "password": b.Postgres.AdminPassword}
+			if err := unstructured.SetNestedMap(o.Object, sd, "stringData"); err != nil {
+				return err
+			}
+		case v1alpha1.ClusterProviderConfigKind:
+			ep := map[string]any{"host": b.Postgres.Host, "hostaddr": b.Postgres.Hostaddr, "port": int64(b.Postgres.Port)}
+			if err := unstructured.SetNestedMap(o.Object, ep, "spec", "endpoint"); err != nil {
+				return err
+			}
+		}
+		if err := b.kube.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("cannot create %s %s: %w", o.GetKind(), o.GetName(), err)
+		}
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		cpc := &v1alpha1.ClusterProviderConfig{}
+		if err := b.kube.Get(ctx, client.ObjectKey{Name: "shared"}, cpc); err == nil && cpc.Status.Phase == v1alpha1.ConfigPhaseReady {
+			return nil
+		}
+		if err := p.exited(); err != nil {
+			return err
+		}
+		if err := sleep(ctx, 250*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("clusterproviderconfig/shared not Ready within 2 minutes; provider log: %s", p.log)
+}
+
+// databaseName is the i-th benchmark Database's name (also its PostgreSQL
+// database and role name).
+func databaseName(i int) string { return fmt.Sprintf("t%04d", i) }
+
+// createDatabases creates n Databases like examples/database/database.yaml
+// (pg_trgm, the ClusterProviderConfig "shared") at once, from 16 goroutines.
+func createDatabases(ctx context.Context, b *benchEnv, n int) error {
+	objs, err := testenv.ReadManifests(filepath.Join(testenv.RepoRoot(), "examples", "database", "database.yaml"))
+	if err != nil {
+		return err
+	}
+	if len(objs) != 1 || objs[0].GetKind() != v1alpha1.DatabaseKind {
+		return errors.New("examples/database/database.yaml must hold exactly one Database")
+	}
+	tmpl := objs[0]
+	if err := b.Kube.EnsureNamespace(ctx, benchNamespace); err != nil {
+		return err
+	}
+	work := make(chan int)
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				o := tmpl.DeepCopy()
+				o.SetNamespace(benchNamespace)
+				o.SetName(databaseName(i))
+				if err := b.kube.Create(ctx, o); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// waitAllReady polls the Databases until all n are Ready=True and returns
+// when that was first seen.
+func waitAllReady(ctx context.Context, b *benchEnv, p *providerProc, n int, timeout time.Duration) (time.Time, error) {
+	deadline := time.Now().Add(timeout)
+	lastPrint := time.Now()
+	for {
+		l := &v1alpha1.DatabaseList{}
+		if err := b.kube.List(ctx, l, client.InNamespace(benchNamespace)); err != nil {
+			return time.Time{}, err
+		}
+		ready := 0
+		reasons := map[string]int{}
+		for i := range l.Items {
+			c := l.Items[i].GetCondition(xpv2.TypeReady)
+			if c.Status == corev1.ConditionTrue {
+				ready++
+			} else {
+				reasons[string(c.Reason)]++
+			}
+		}
+		if ready == n {
+			return time.Now(), nil
+		}
+		if time.Since(lastPrint) > 15*time.Second {
+			fmt.Printf("      %d/%d Ready (not ready: %v)\n", ready, n, reasons)
+			lastPrint = time.Now()
+		}
+		if time.Now().After(deadline) {
+			return time.Time{}, fmt.Errorf("only %d/%d Databases Ready after %s (not ready by reason: %v); provider log: %s", ready, n, timeout, reasons, p.log)
+		}
+		if err := p.exited(); err != nil {
+			return time.Time{}, err
+		}
+		if err := sleep(ctx, 200*time.Millisecond); err != nil {
+			return time.Time{}, err
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+// describeNotReady lists up to 5 Databases that are not Ready, for errors.
+func describeNotReady(ctx context.Context, b *benchEnv) string {
+	l := &v1alpha1.DatabaseList{}
+	if err := b.kube.List(ctx, l, client.InNamespace(benchNamespace)); err != nil {
+		return err.Error()
+	}
+	var out []string
+	for i := range l.Items {
+		c := l.Items[i].GetCondition(xpv2.TypeReady)
+		if c.Status != corev1.ConditionTrue && len(out) < 5 {
+			out = append(out, fmt.Sprintf("%s: %s %s", l.Items[i].Name, c.Reason, c.Message))
+		}
+	}
+	return strings.Join(out, "\n")
+}
