@@ -169,6 +169,17 @@ func (e *Env) Stop() {
 	_ = os.RemoveAll(e.Dir)
 }
 
+// StartPostgres starts one more PostgreSQL server (TLS, the same CA, its
+// own superuser and admin role) in its own directory: e.g. the old server of
+// a migration drill. The caller stops it.
+func (e *Env) StartPostgres(ctx context.Context, name string) (*Postgres, error) {
+	root := filepath.Join(e.Dir, name)
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return nil, err
+	}
+	return startPostgres(ctx, root, e.CA)
+}
+
 // Main is a TestMain body: it starts the components, runs each hook (which
 // may start more, e.g. controllers, and returns how to stop them), runs the
 // package's tests, stops everything and exits. A component that cannot
