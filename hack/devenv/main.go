@@ -16,6 +16,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -325,105 +326,115 @@ func setStringData(o *unstructured.Unstructured, env *testenv.Env) error {
 	return unstructured.SetNestedMap(o.Object, sd, "stringData")
 }
 
-// waitUntilWatched waits until the example ClusterProviderConfig is Ready
-// (TLS, authentication and privileges verified against the local server)
-// and the provider counts the Database as its user.
-func waitUntilWatched(ctx context.Context, env *testenv.Env, provDone <-chan error) error {
-	deadline := time.Now().Add(2 * time.Minute)
+// errTimedOut is what watch returns when the timeout passes.
+var errTimedOut = errors.New("timed out")
+
+// watch calls check every 500 ms until it reports done, printing each new
+// status line; it stops early when the provider exits or ctx ends, and
+// returns the last line with errTimedOut after timeout.
+func watch(ctx context.Context, provDone <-chan error, timeout time.Duration, check func() (line string, done bool)) (string, error) {
+	deadline := time.Now().Add(timeout)
 	last := ""
 	for time.Now().Before(deadline) {
-		cpc := &v1alpha1.ClusterProviderConfig{}
-		if err := env.Kube.Client.Get(ctx, client.ObjectKey{Name: "shared"}, cpc); err == nil {
-			c := cpc.GetCondition(xpv2.TypeReady)
-			s := fmt.Sprintf("    clusterproviderconfig/shared: phase=%s ready=%s reason=%s users=%d", cpc.Status.Phase, c.Status, c.Reason, cpc.Status.Users)
-			if s != last {
-				fmt.Println(s)
-				last = s
-			}
-			if c.Status == corev1.ConditionTrue && cpc.Status.Users > 0 {
-				fmt.Printf("    %s\n", c.Message)
-				return nil
-			}
+		line, done := check()
+		if line != "" && line != last {
+			fmt.Println("    " + line)
+			last = line
+		}
+		if done {
+			return last, nil
 		}
 		select {
 		case err := <-provDone:
-			return fmt.Errorf("the provider exited: %v", err)
+			return last, fmt.Errorf("the provider exited: %v", err)
 		case <-ctx.Done():
-			return ctx.Err()
+			return last, ctx.Err()
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
-	return fmt.Errorf("the provider did not pick up clusterproviderconfig/shared within 2 minutes")
+	return last, errTimedOut
+}
+
+// waitUntilWatched waits until the provider has validated the example
+// ClusterProviderConfig and counts the example Database as its user.
+func waitUntilWatched(ctx context.Context, env *testenv.Env, provDone <-chan error) error {
+	final := ""
+	_, err := watch(ctx, provDone, 2*time.Minute, func() (string, bool) {
+		cpc := &v1alpha1.ClusterProviderConfig{}
+		if err := env.Kube.Client.Get(ctx, client.ObjectKey{Name: "shared"}, cpc); err != nil {
+			return "", false
+		}
+		c := cpc.GetCondition(xpv2.TypeReady)
+		done := c.Status == corev1.ConditionTrue && cpc.Status.Users > 0
+		final = c.Message
+		return fmt.Sprintf("clusterproviderconfig/shared: phase=%s ready=%s reason=%s users=%d", cpc.Status.Phase, c.Status, c.Reason, cpc.Status.Users), done
+	})
+	if errors.Is(err, errTimedOut) {
+		return errors.New("the provider did not pick up clusterproviderconfig/shared within 2 minutes")
+	}
+	if err == nil {
+		fmt.Printf("    %s\n", final)
+	}
+	return err
 }
 
 // waitForDatabase waits until the example Database is Ready, showing its
 // phases as they change.
 func waitForDatabase(ctx context.Context, env *testenv.Env, key types.NamespacedName, provDone <-chan error) error {
-	deadline := time.Now().Add(3 * time.Minute)
-	last := ""
-	for time.Now().Before(deadline) {
+	final := ""
+	_, err := watch(ctx, provDone, 3*time.Minute, func() (string, bool) {
 		db := &v1alpha1.Database{}
-		if err := env.Kube.Client.Get(ctx, key, db); err == nil {
-			c := db.GetCondition(xpv2.TypeReady)
-			s := fmt.Sprintf("    database/%s: phase=%s ready=%s reason=%s", key.Name, db.Status.AtProvider.Phase, c.Status, c.Reason)
-			if s != last {
-				fmt.Println(s)
-				last = s
-			}
-			if c.Status == corev1.ConditionTrue {
-				fmt.Printf("    %s\n    credential: %s\n", c.Message, db.Status.AtProvider.Credential.OpenBaoURL)
-				return nil
-			}
+		if err := env.Kube.Client.Get(ctx, key, db); err != nil {
+			return "", false
 		}
-		select {
-		case err := <-provDone:
-			return fmt.Errorf("the provider exited: %v", err)
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(500 * time.Millisecond):
-		}
+		c := db.GetCondition(xpv2.TypeReady)
+		done := c.Status == corev1.ConditionTrue
+		final = fmt.Sprintf("%s\n    credential: %s", c.Message, db.Status.AtProvider.Credential.OpenBaoURL)
+		return fmt.Sprintf("database/%s: phase=%s ready=%s reason=%s", key.Name, db.Status.AtProvider.Phase, c.Status, c.Reason), done
+	})
+	if errors.Is(err, errTimedOut) {
+		return fmt.Errorf("database %s did not become Ready within 3 minutes", key)
 	}
-	return fmt.Errorf("database %s did not become Ready within 3 minutes", key)
+	if err == nil {
+		fmt.Printf("    %s\n", final)
+	}
+	return err
 }
 
 // waitForTenant waits until Crossplane has composed the example Tenant to
 // phase Ready with a Ready condition True, showing its phases as they change.
 func waitForTenant(ctx context.Context, env *testenv.Env, key types.NamespacedName, crossplaneLog string, provDone <-chan error) error {
-	deadline := time.Now().Add(3 * time.Minute)
-	last := "not found"
 	var u *unstructured.Unstructured
-	for time.Now().Before(deadline) {
-		u = &unstructured.Unstructured{}
-		u.SetAPIVersion(tenantAPIVersion)
-		u.SetKind(tenantKind)
-		if err := env.Kube.Client.Get(ctx, key, u); err == nil {
-			phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
-			st, reason, msg := condition(u, "Ready")
-			s := fmt.Sprintf("tenant/%s: phase=%s ready=%s reason=%s", key.Name, phase, st, reason)
-			if msg != "" && st != "True" {
-				s += " message=" + strconv.Quote(msg)
-			}
-			if s != last {
-				fmt.Println("    " + s)
-				last = s
-			}
-			if phase == "Ready" && st == "True" {
-				url, _, _ := unstructured.NestedString(u.Object, "status", "credential", "openBaoURL")
-				fmt.Printf("    credential: %s\n", url)
-				return nil
-			}
+	last, err := watch(ctx, provDone, 3*time.Minute, func() (string, bool) {
+		t := &unstructured.Unstructured{}
+		t.SetAPIVersion(tenantAPIVersion)
+		t.SetKind(tenantKind)
+		if err := env.Kube.Client.Get(ctx, key, t); err != nil {
+			return "", false
 		}
-		select {
-		case err := <-provDone:
-			return fmt.Errorf("the provider exited: %v", err)
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(500 * time.Millisecond):
+		u = t
+		phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
+		st, reason, msg := condition(u, "Ready")
+		s := fmt.Sprintf("tenant/%s: phase=%s ready=%s reason=%s", key.Name, phase, st, reason)
+		if msg != "" && st != "True" {
+			s += " message=" + strconv.Quote(msg)
 		}
+		done := phase == "Ready" && st == "True"
+		return s, done
+	})
+	if errors.Is(err, errTimedOut) {
+		if last == "" {
+			last = "not found"
+		}
+		return fmt.Errorf("tenant %s did not become Ready within 3 minutes; last status: %s\n%s"+
+			"crossplane log: %s (its last lines below; the functions' logs are in the same directory)\n%s",
+			key, last, composed(ctx, env, u), crossplaneLog, tail(crossplaneLog, 20))
 	}
-	return fmt.Errorf("tenant %s did not become Ready within 3 minutes; last status: %s\n%s"+
-		"crossplane log: %s (its last lines below; the functions' logs are in the same directory)\n%s",
-		key, last, composed(ctx, env, u), crossplaneLog, tail(crossplaneLog, 20))
+	if err == nil {
+		url, _, _ := unstructured.NestedString(u.Object, "status", "credential", "openBaoURL")
+		fmt.Printf("    credential: %s\n", url)
+	}
+	return err
 }
 
 // composed describes the readiness of the resources Crossplane composed
