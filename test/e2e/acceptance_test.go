@@ -157,7 +157,9 @@ func TestDependencyOutagesMidProvisioning(t *testing.T) {
 func TestNamespaceDeletion(t *testing.T) {
 	for _, policy := range []string{"Retain", "Delete"} {
 		t.Run(policy, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+			// The namespace controller backs off while the Usage holds the
+			// Database; under load that took two minutes once.
+			ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 			defer cancel()
 			ns, name, db := "nsdel-"+strings.ToLower(policy), "nsdel-"+strings.ToLower(policy), "nsdel_"+strings.ToLower(policy)
 			tenantkit.NewTenant(ctx, t, env, api, ns, name, fmt.Sprintf("{instanceRef: shared, database: %s, loginRole: %s, deletionPolicy: %s}", db, db, policy))

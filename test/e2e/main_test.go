@@ -108,6 +108,16 @@ func (p *provider) restart(ctx context.Context, t testing.TB, extraEnv ...string
 	*p = *np
 }
 
+// running reports whether the process is still up.
+func (p *provider) running() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
 // stop sends SIGTERM and waits.
 func (p *provider) stop() {
 	select {

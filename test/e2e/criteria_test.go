@@ -1,0 +1,247 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
+	"ddupan.top/provider-postgresql-tenant/internal/controller/database"
+	"ddupan.top/provider-postgresql-tenant/internal/testenv/tenantkit"
+)
+
+// appConn logs in with the Tenant's Secret, as the app would.
+func appConn(ctx context.Context, t *testing.T, ns, name string) *pgx.Conn {
+	t.Helper()
+	s := &corev1.Secret{}
+	if err := env.Kube.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: tenantkit.SecretName(name)}, s); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := env.Postgres.ConnConfig(string(s.Data["username"]), string(s.Data["password"]), string(s.Data["database"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// The app's credential logs in to its database and can work in it, but
+// cannot create databases or roles.
+func TestAppCredentialCannotCreateDatabasesOrRoles(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	tenantkit.NewTenant(ctx, t, env, api, "appcred", "appcred", "{instanceRef: shared}")
+	c := appConn(ctx, t, "appcred", "appcred")
+	defer c.Close(ctx) //nolint:errcheck // test connection
+	if _, err := c.Exec(ctx, "CREATE TABLE notes (id int PRIMARY KEY, body text)"); err != nil {
+		t.Errorf("the app cannot create a table in its own database: %v", err)
+	}
+	for _, stmt := range []string{"CREATE DATABASE appcred_other", "CREATE ROLE appcred_other"} {
+		_, err := c.Exec(ctx, stmt)
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != "42501" {
+			t.Errorf("%s as the app: %v, want insufficient_privilege (42501)", stmt, err)
+		}
+	}
+}
+
+// An extension the server does not have is refused before anything is
+// written: no database, no role, no record, no Secret.
+func TestUnavailableExtensionRejectedBeforeAnyWrite(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const ns, name = "noext", "noext"
+	tenantkit.CreateTenant(ctx, t, env, api, ns, name, "{instanceRef: shared, extensions: [no_such_extension]}")
+	for {
+		db, err := tenantkit.Get(ctx, env.Kube.Client, api, "Database", ns, name)
+		if _, reason, _ := tenantkit.Condition(db, "Ready"); err == nil && reason == "InvalidSpec" {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no InvalidSpec:\n%s", tenantkit.Describe(context.Background(), env, api, ns, name))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(3 * time.Second) // later reconciles write nothing either
+	if db, role := tenantkit.ServerHas(ctx, t, env, name, name); db || role {
+		t.Errorf("written despite the unavailable extension: database %v, role %v", db, role)
+	}
+	if tenantkit.RecordVersions(ctx, t, env, path(ns, name)) != 0 {
+		t.Error("a credential was written despite the unavailable extension")
+	}
+	if tn, _ := tenantkit.Get(ctx, env.Kube.Client, api, "Tenant", ns, name); tenantkit.Ready(tn) == "True" {
+		t.Error("the Tenant is Ready")
+	}
+}
+
+// The registered server is Ready over TLS (every admin connection the
+// provider holds is TLS), reports its version, goes unready while the server
+// is down and recovers by itself.
+func TestConfigReadyOverTLSAndRecoversAfterOutage(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cpc := func() *v1alpha1.ClusterProviderConfig {
+		c := &v1alpha1.ClusterProviderConfig{}
+		if err := env.Kube.Client.Get(ctx, client.ObjectKey{Name: tenantkit.Instance}, c); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	waitPhase := func(want v1alpha1.ConfigPhase, ready corev1.ConditionStatus) *v1alpha1.ClusterProviderConfig {
+		for {
+			c := cpc()
+			if c.Status.Phase == want && c.GetCondition(xpv2.TypeReady).Status == ready {
+				return c
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("config never %s/%s: %+v", want, ready, c.Status)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	c := waitPhase(v1alpha1.ConfigPhaseReady, corev1.ConditionTrue)
+	if c.Status.PostgreSQLVersion == "" {
+		t.Error("no server version in the config's status")
+	}
+	su, err := env.Postgres.SuperConn(ctx, "postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plain, tls int
+	if err := su.QueryRow(ctx, `SELECT count(*) FILTER (WHERE NOT s.ssl), count(*) FILTER (WHERE s.ssl) FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid) WHERE a.usename = $1`, env.Postgres.AdminUser).Scan(&plain, &tls); err != nil {
+		t.Fatal(err)
+	}
+	_ = su.Close(ctx)
+	if plain != 0 || tls == 0 {
+		t.Errorf("admin connections: %d without TLS, %d with", plain, tls)
+	}
+	env.Postgres.Stop()
+	started := false
+	defer func() {
+		if !started {
+			_ = env.Postgres.Start(context.Background())
+		}
+	}()
+	c = waitPhase(v1alpha1.ConfigPhaseValidating, corev1.ConditionFalse)
+	if r := c.GetCondition(xpv2.TypeReady).Reason; r != "DependencyUnavailable" {
+		t.Errorf("while the server is down: reason %s, want DependencyUnavailable", r)
+	}
+	if err := env.Postgres.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	started = true
+	waitPhase(v1alpha1.ConfigPhaseReady, corev1.ConditionTrue)
+}
+
+// Delete, with the provider killed before each deletion step and restarted:
+// every time, the database, the role, every record version and the
+// finalizer end up gone.
+func TestDeleteWithTheProviderKilledAtEveryStep(t *testing.T) {
+	steps := []string{database.StepBlockLogins, database.StepTerminate, database.StepDropDatabase, database.StepDropRole, database.StepDeleteKV}
+	for i, step := range steps {
+		t.Run(step, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			ns, name := fmt.Sprintf("delkill-%d", i), fmt.Sprintf("delkill%d", i)
+			tenantkit.NewTenant(ctx, t, env, api, ns, name, "{instanceRef: shared, deletionPolicy: Delete}")
+			live := appConn(ctx, t, ns, name)      // a session the deletion must end
+			defer live.Close(context.Background()) //nolint:errcheck // ended by the provider
+			prov.restart(ctx, t, "PPT_FAULT_KILL_BEFORE_STEP="+step)
+			tn, err := tenantkit.Get(ctx, env.Kube.Client, api, "Tenant", ns, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := env.Kube.Client.Delete(ctx, tn); err != nil {
+				t.Fatal(err)
+			}
+			wait, cancelWait := context.WithTimeout(ctx, 90*time.Second)
+			err = prov.waitExit(wait)
+			cancelWait()
+			if err != nil {
+				t.Fatalf("%v\n%s", err, tenantkit.Describe(ctx, env, api, ns, name))
+			}
+			prov.restart(ctx, t)
+			for {
+				_, err := tenantkit.Get(ctx, env.Kube.Client, api, "Database", ns, name)
+				if apierrors.IsNotFound(err) {
+					break
+				}
+				if ctx.Err() != nil {
+					t.Fatalf("the Database is still there:\n%s", tenantkit.Describe(context.Background(), env, api, ns, name))
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+			if db, role := tenantkit.ServerHas(ctx, t, env, name, name); db || role {
+				t.Errorf("after Delete: database %v, role %v", db, role)
+			}
+			if v := tenantkit.RecordVersions(ctx, t, env, path(ns, name)); v != 0 {
+				t.Errorf("after Delete: %d record versions left", v)
+			}
+		})
+	}
+}
+
+// A phase forged before the provider ever saw the Database (status says
+// Ready) skips nothing: the provider provisions and verifies everything.
+func TestForgedPhaseNeverSkipsVerification(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const ns, name = "forged", "forged"
+	prov.stop()
+	defer func() {
+		if !prov.running() {
+			prov.restart(context.Background(), t)
+		}
+	}()
+	if err := env.Kube.EnsureNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	d := &v1alpha1.Database{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.DatabaseSpec{
+			ManagedResourceSpec: xpv2.ManagedResourceSpec{ProviderConfigReference: &xpv2.ProviderConfigReference{Kind: v1alpha1.ClusterProviderConfigKind, Name: tenantkit.Instance}},
+		},
+	}
+	if err := env.Kube.Client.Create(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	d.Status.AtProvider.Phase = v1alpha1.DatabasePhaseReady
+	d.Status.AtProvider.Owner = name
+	d.SetConditions(xpv2.Available().WithMessage("forged"))
+	if err := env.Kube.Client.Status().Update(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	prov.restart(ctx, t)
+	for {
+		if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
+			t.Fatal(err)
+		}
+		c := d.GetCondition(xpv2.TypeReady)
+		if c.Status == corev1.ConditionTrue && c.Message != "forged" {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the forged status was never replaced: %+v", d.Status)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if db, role := tenantkit.ServerHas(ctx, t, env, name, name); !db || !role {
+		t.Errorf("the forged Ready skipped provisioning: database %v, role %v", db, role)
+	}
+	if v := tenantkit.RecordVersions(ctx, t, env, path(ns, name)); v != 1 {
+		t.Errorf("%d record versions, want 1", v)
+	}
+}
