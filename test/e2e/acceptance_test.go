@@ -43,6 +43,13 @@ func endState(ctx context.Context, t *testing.T, ns, name, db string) string {
 	if owner != db || super || createdb || createrole {
 		t.Errorf("database %s owned by %s (superuser %v, createdb %v, createrole %v)", db, owner, super, createdb, createrole)
 	}
+	var publicConnect bool
+	if err := c.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database d, aclexplode(d.datacl) a WHERE d.datname = $1 AND a.grantee = 0 AND a.privilege_type = 'CONNECT')`, db).Scan(&publicConnect); err != nil {
+		t.Fatal(err)
+	}
+	if publicConnect {
+		t.Errorf("PUBLIC may connect to %s", db)
+	}
 	if v := tenantkit.RecordVersions(ctx, t, env, path(ns, name)); v != 1 {
 		t.Errorf("the record has %d versions, want 1: a second password was written", v)
 	}

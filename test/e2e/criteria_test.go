@@ -245,3 +245,101 @@ func TestForgedPhaseNeverSkipsVerification(t *testing.T) {
 		t.Errorf("%d record versions, want 1", v)
 	}
 }
+
+// A Tenant deleted with Retain leaves everything; asking again with the same
+// name is a Conflict (a new UID cannot prove the old objects are its own):
+// no Secret, and the retained database, role and record are untouched.
+func TestRetainedThenRequestedAgainConflicts(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	const ns, name = "again", "again"
+	tenantkit.NewTenant(ctx, t, env, api, ns, name, "{instanceRef: shared}")
+	password := endState(ctx, t, ns, name, name)
+	tn, err := tenantkit.Get(ctx, env.Kube.Client, api, "Tenant", ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Kube.Client.Delete(ctx, tn); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		_, err1 := tenantkit.Get(ctx, env.Kube.Client, api, "Tenant", ns, name)
+		_, err2 := tenantkit.Get(ctx, env.Kube.Client, api, "Database", ns, name)
+		if apierrors.IsNotFound(err1) && apierrors.IsNotFound(err2) {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the Tenant was not deleted")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	tenantkit.CreateTenant(ctx, t, env, api, ns, name, "{instanceRef: shared}")
+	conflict(ctx, t, ns, name)
+	if db, role := tenantkit.ServerHas(ctx, t, env, name, name); !db || !role {
+		t.Errorf("the retained database %v / role %v is gone", db, role)
+	}
+	if v := tenantkit.RecordVersions(ctx, t, env, path(ns, name)); v != 1 {
+		t.Errorf("the retained record has %d versions, want 1", v)
+	}
+	// The retained credential still opens the retained database.
+	cfg, err := env.Postgres.ConnConfig(name, password, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatalf("the retained credential no longer logs in: %v", err)
+	}
+	_ = c.Close(ctx)
+}
+
+// A record someone else left at the Tenant's path is not this Tenant's: a
+// Conflict, and the record is untouched.
+func TestForeignRecordAtThePathConflicts(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const ns, name = "foreign", "foreign"
+	root, err := env.OpenBao.Client(env.OpenBao.RootToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign := map[string]any{"username": "someone", "password": "not-yours"}
+	if _, err := root.KVv2(env.OpenBao.KVMount).Put(ctx, path(ns, name), foreign); err != nil {
+		t.Fatal(err)
+	}
+	tenantkit.CreateTenant(ctx, t, env, api, ns, name, "{instanceRef: shared}")
+	conflict(ctx, t, ns, name)
+	sec, err := root.KVv2(env.OpenBao.KVMount).Get(ctx, path(ns, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(sec.Data) != fmt.Sprint(foreign) || sec.VersionMetadata.Version != 1 {
+		t.Errorf("the foreign record changed: version %d", sec.VersionMetadata.Version)
+	}
+	if db, role := tenantkit.ServerHas(ctx, t, env, name, name); db || role {
+		t.Errorf("provisioned despite the foreign record: database %v, role %v", db, role)
+	}
+}
+
+// conflict waits until the Tenant's Database reports Conflict, then checks
+// that the Tenant stays unready and gets no Secret.
+func conflict(ctx context.Context, t *testing.T, ns, name string) {
+	t.Helper()
+	for {
+		db, err := tenantkit.Get(ctx, env.Kube.Client, api, "Database", ns, name)
+		if _, reason, _ := tenantkit.Condition(db, "Ready"); err == nil && reason == "Conflict" {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no Conflict:\n%s", tenantkit.Describe(context.Background(), env, api, ns, name))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(3 * time.Second)
+	if tn, _ := tenantkit.Get(ctx, env.Kube.Client, api, "Tenant", ns, name); tenantkit.Ready(tn) == "True" {
+		t.Error("the Tenant in Conflict is Ready")
+	}
+	if err := env.Kube.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: tenantkit.SecretName(name)}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a Tenant in Conflict got a Secret (%v)", err)
+	}
+}
