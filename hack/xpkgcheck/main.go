@@ -43,16 +43,9 @@ func main() {
 }
 
 func checkProvider(pkg, crdDir string) error {
-	files, err := untar(pkg)
+	files, config, contents, err := open(pkg)
 	if err != nil {
 		return err
-	}
-	var manifest []struct {
-		Config string
-		Layers []string
-	}
-	if err := json.Unmarshal(files["manifest.json"], &manifest); err != nil || len(manifest) != 1 {
-		return fmt.Errorf("manifest.json: %v", err)
 	}
 	var cfg struct {
 		OS, Architecture string
@@ -61,22 +54,12 @@ func checkProvider(pkg, crdDir string) error {
 			User       string
 		}
 	}
-	if err := json.Unmarshal(files[manifest[0].Config], &cfg); err != nil {
+	if err := json.Unmarshal(files[config], &cfg); err != nil {
 		return fmt.Errorf("image config: %w", err)
 	}
 	var problems []string
 	if strings.Join(cfg.Config.Entrypoint, " ") != "/provider" || cfg.Config.User != "65532" || cfg.OS != "linux" || cfg.Architecture != "amd64" {
 		problems = append(problems, fmt.Sprintf("runtime image: entrypoint %v user %q platform %s/%s, want [/provider] 65532 linux/amd64", cfg.Config.Entrypoint, cfg.Config.User, cfg.OS, cfg.Architecture))
-	}
-	contents := map[string][]byte{}
-	for _, l := range manifest[0].Layers {
-		layer, err := untarGz(files[l])
-		if err != nil {
-			return fmt.Errorf("layer %s: %w", l, err)
-		}
-		for k, v := range layer {
-			contents[k] = v
-		}
 	}
 	if _, ok := contents["provider"]; !ok {
 		problems = append(problems, "no /provider binary in the runtime image")
@@ -113,23 +96,9 @@ func checkProvider(pkg, crdDir string) error {
 }
 
 func checkConfiguration(pkg, configDir string) error {
-	files, err := untar(pkg)
+	_, _, contents, err := open(pkg)
 	if err != nil {
 		return err
-	}
-	var manifest []struct{ Layers []string }
-	if err := json.Unmarshal(files["manifest.json"], &manifest); err != nil || len(manifest) != 1 {
-		return fmt.Errorf("manifest.json: %v", err)
-	}
-	contents := map[string][]byte{}
-	for _, l := range manifest[0].Layers {
-		layer, err := untarGz(files[l])
-		if err != nil {
-			return fmt.Errorf("layer %s: %w", l, err)
-		}
-		for k, v := range layer {
-			contents[k] = v
-		}
 	}
 	pkgYAML := string(contents["package.yaml"])
 	var problems []string
@@ -176,6 +145,32 @@ func checkConfiguration(pkg, configDir string) error {
 		return errors.New(strings.Join(problems, "; "))
 	}
 	return nil
+}
+
+// open reads a package tarball: its files, the image config's file name,
+// and the union of its layers' contents.
+func open(pkg string) (files map[string][]byte, config string, contents map[string][]byte, err error) {
+	if files, err = untar(pkg); err != nil {
+		return nil, "", nil, err
+	}
+	var manifest []struct {
+		Config string
+		Layers []string
+	}
+	if err := json.Unmarshal(files["manifest.json"], &manifest); err != nil || len(manifest) != 1 {
+		return nil, "", nil, fmt.Errorf("manifest.json: %v", err)
+	}
+	contents = map[string][]byte{}
+	for _, l := range manifest[0].Layers {
+		layer, err := untarGz(files[l])
+		if err != nil {
+			return nil, "", nil, fmt.Errorf("layer %s: %w", l, err)
+		}
+		for k, v := range layer {
+			contents[k] = v
+		}
+	}
+	return files, manifest[0].Config, contents, nil
 }
 
 func untar(path string) (map[string][]byte, error) {
