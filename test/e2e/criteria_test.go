@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 	"ddupan.top/provider-postgresql-tenant/internal/controller/database"
+	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
 	"ddupan.top/provider-postgresql-tenant/internal/testenv/tenantkit"
 )
 
@@ -84,6 +86,92 @@ func TestUnavailableExtensionRejectedBeforeAnyWrite(t *testing.T) {
 	}
 	if tn, _ := tenantkit.Get(ctx, env.Kube.Client, api, "Tenant", ns, name); tenantkit.Ready(tn) == "True" {
 		t.Error("the Tenant is Ready")
+	}
+}
+
+// When the server cannot answer whether an extension is available (here: the
+// admin role may no longer read pg_available_extensions), the Database says
+// DependencyUnavailable naming the failed check, never "not available"
+// (InvalidSpec); nothing is written meanwhile; and once the server answers
+// again the Tenant becomes Ready without anyone touching it.
+func TestExtensionCheckFailureIsNotUnsupported(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	const ns, name = "extcheck", "extcheck"
+	su, err := env.Postgres.SuperConn(ctx, "postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer su.Close(context.Background()) //nolint:errcheck // test connection
+	grant := func() {
+		if _, err := su.Exec(context.Background(), "GRANT SELECT ON pg_catalog.pg_available_extensions TO PUBLIC"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := su.Exec(ctx, "REVOKE SELECT ON pg_catalog.pg_available_extensions FROM PUBLIC"); err != nil {
+		t.Fatal(err)
+	}
+	granted := false
+	defer func() {
+		if !granted {
+			grant()
+		}
+	}()
+	// The revocation really makes the admin's query fail (so the test
+	// below cannot pass for another reason).
+	acfg, err := env.Postgres.ConnConfig(env.Postgres.AdminUser, env.Postgres.AdminPassword, "postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ac, err := pgx.ConnectConfig(ctx, acfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, qerr := ac.Exec(ctx, "SELECT name FROM pg_catalog.pg_available_extensions")
+	_ = ac.Close(ctx)
+	if pe := (*pgconn.PgError)(nil); !errors.As(qerr, &pe) || pe.Code != "42501" {
+		t.Fatalf("the admin can still read pg_available_extensions: %v", qerr)
+	}
+
+	tenantkit.CreateTenant(ctx, t, env, api, ns, name, "{instanceRef: shared, extensions: [pg_trgm]}")
+	var msg string
+	for {
+		db, err := tenantkit.Get(ctx, env.Kube.Client, api, "Database", ns, name)
+		status, reason, m := tenantkit.Condition(db, "Ready")
+		if err == nil && reason == "InvalidSpec" {
+			t.Fatalf("a failed availability query was reported as an unavailable extension: %s", m)
+		}
+		if err == nil && status == "False" && reason == tenancy.ReasonDependencyUnavailable {
+			msg = m
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no DependencyUnavailable:\n%s", tenantkit.Describe(context.Background(), env, api, ns, name))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if !strings.Contains(msg, "pg_available_extensions") {
+		t.Errorf("the message does not name the failed check: %q", msg)
+	}
+	time.Sleep(3 * time.Second) // later reconciles write nothing either
+	if db, role := tenantkit.ServerHas(ctx, t, env, name, name); db || role {
+		t.Errorf("written although availability was unknown: database %v, role %v", db, role)
+	}
+	if tenantkit.RecordVersions(ctx, t, env, path(ns, name)) != 0 {
+		t.Error("a credential was written although availability was unknown")
+	}
+	if tn, _ := tenantkit.Get(ctx, env.Kube.Client, api, "Tenant", ns, name); tenantkit.Ready(tn) == "True" {
+		t.Error("the Tenant is Ready")
+	}
+
+	grant()
+	granted = true
+	tenantkit.WaitTenantReady(ctx, t, env, api, ns, name)
+	c := appConn(ctx, t, ns, name)
+	defer c.Close(ctx) //nolint:errcheck // test connection
+	var n int
+	if err := c.QueryRow(ctx, "SELECT count(*) FROM pg_extension WHERE extname = 'pg_trgm'").Scan(&n); err != nil || n != 1 {
+		t.Errorf("pg_trgm installed: %d (%v)", n, err)
 	}
 }
 
