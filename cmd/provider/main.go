@@ -50,6 +50,7 @@ type flags struct {
 	maxPoolConns                int
 	connectTimeout              time.Duration
 	metricsAddr, healthAddr     string
+	pprofAddr                   string
 	opts                        options.Options
 }
 
@@ -69,6 +70,7 @@ func parse(args []string) (*flags, error) {
 	fs.DurationVar(&f.connectTimeout, "connect-timeout", postgres.DefaultOptions.ConnectTimeout, "Timeout for opening one PostgreSQL connection, TLS included.")
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to (0 disables it).")
 	fs.StringVar(&f.healthAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz endpoints bind to.")
+	fs.StringVar(&f.pprofAddr, "pprof-bind-address", "", "Address Go's /debug/pprof endpoints bind to, for profiling (empty: off). Bind it to localhost and port-forward: it is unauthenticated.")
 
 	o := &f.opts
 	fs.StringVar(&o.Namespace, "namespace", options.DefaultNamespaceFromEnv(), "The provider's own namespace (default $POD_NAMESPACE); ClusterProviderConfig admin Secrets must live here.")
@@ -138,6 +140,7 @@ func run(args []string) error {
 		Cache:                      cache.Options{SyncPeriod: &f.sync},
 		Metrics:                    metricsserver.Options{BindAddress: f.metricsAddr},
 		HealthProbeBindAddress:     f.healthAddr,
+		PprofBindAddress:           f.pprofAddr,
 		LeaderElection:             f.leaderElection,
 		LeaderElectionID:           "crossplane-leader-election-provider-postgresql-tenant",
 		LeaderElectionNamespace:    f.opts.Namespace,

@@ -73,7 +73,7 @@ func TestProviderStartsAndGuardsConfigsInUse(t *testing.T) {
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	metricsPort, healthPort := freePort(t), freePort(t)
+	metricsPort, healthPort, pprofPort := freePort(t), freePort(t), freePort(t)
 	logFile := filepath.Join(t.TempDir(), "provider.log")
 	lf, err := os.Create(logFile)
 	if err != nil {
@@ -84,6 +84,7 @@ func TestProviderStartsAndGuardsConfigsInUse(t *testing.T) {
 		"--namespace="+testenv.ProviderNamespace,
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort),
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", healthPort),
+		fmt.Sprintf("--pprof-bind-address=127.0.0.1:%d", pprofPort),
 		"--openbao-address="+env.OpenBao.Address,
 		"--openbao-auth-role="+env.OpenBao.ProviderRole,
 		"--ca-bundle="+env.CA.CertFile,
@@ -129,6 +130,20 @@ func TestProviderStartsAndGuardsConfigsInUse(t *testing.T) {
 			if code != http.StatusOK {
 				return fmt.Errorf("%s: HTTP %d", p, code)
 			}
+		}
+		return nil
+	})
+	// Profiling is served only where --pprof-bind-address says.
+	eventually(t, ctx, exited, "pprof answers on its own address only", func() error {
+		code, body, err := get(pprofPort, "/debug/pprof/")
+		if err != nil {
+			return err
+		}
+		if code != http.StatusOK || !strings.Contains(body, "goroutine") {
+			return fmt.Errorf("pprof index: HTTP %d", code)
+		}
+		if code, _, err := get(metricsPort, "/debug/pprof/"); err != nil || code == http.StatusOK {
+			return fmt.Errorf("the metrics address serves pprof: HTTP %d (%v)", code, err)
 		}
 		return nil
 	})
