@@ -51,6 +51,8 @@ type cfg struct {
 	floor      bool
 	logDir     string
 	out        string
+	pprof      time.Duration
+	extra      []string
 }
 
 func main() {
@@ -65,7 +67,10 @@ func main() {
 	flag.BoolVar(&c.floor, "floor", true, "Run the floor.")
 	flag.StringVar(&c.logDir, "logs", "_output/bench", "Directory for the provider logs and the results.")
 	flag.StringVar(&c.out, "out", "", "Also write the results table to this file (default <logs>/results.md).")
+	flag.DurationVar(&c.pprof, "pprof", 0, "Profile the provider for this long from the moment the Databases are created: a CPU profile and a goroutine dump halfway, in the -logs directory (0: off). Read them with `go tool pprof -top`.")
+	extraFlags := flag.String("provider-flags", "", "Extra flags for the provider, space-separated (e.g. to try a setting).")
 	flag.Parse()
+	c.extra = strings.Fields(*extraFlags)
 	var err error
 	if c.ns, err = ints(*n); err != nil {
 		fatal(err)
@@ -126,6 +131,12 @@ type provResult struct {
 	Ready   time.Duration
 	// Reconciles of the Database controller until all were Ready.
 	Reconciles float64
+	// Each is when each Database was first seen Ready, sorted.
+	Each []time.Duration
+	// PG counts the server's new connections until all were Ready.
+	PG pgCounts
+	// Ctrl is the controller's metrics over the same interval.
+	Ctrl ctrlSample
 	// HWM is the provider's peak RSS until all were Ready.
 	HWM int64
 	// CPU used by each component until all were Ready.
@@ -228,7 +239,7 @@ func runProvider(ctx context.Context, c cfg, b *benchEnv, bin, logDir string, n,
 		flagRate = 0 // the provider's default: no flag
 	}
 	logFile := filepath.Join(logDir, fmt.Sprintf("provider-n%d-rate%d.log", n, rate))
-	p, err := startProvider(b, bin, logFile, c.poll, flagRate)
+	p, err := startProvider(b, bin, logFile, c.poll, flagRate, c.pprof > 0, c.extra)
 	if err != nil {
 		return nil, err
 	}
@@ -239,22 +250,42 @@ func runProvider(ctx context.Context, c cfg, b *benchEnv, bin, logDir string, n,
 	if err := waitControllerStarted(ctx, p); err != nil {
 		return nil, err
 	}
-	rec0 := reconciles(p.metricsAddr)
+	ctrl0 := scrapeController(p.metricsAddr)
+	pgOff := fileSize(b.Postgres.LogFile())
 	cpu0 := sampleCPU()
 	t0 := time.Now()
+	var profiled <-chan error
+	if c.pprof > 0 {
+		profiled = profile(ctx, p.pprofAddr, logDir, fmt.Sprintf("n%d-rate%d", n, rate), c.pprof)
+	}
 	if err := createDatabases(ctx, b, n); err != nil {
 		return nil, err
 	}
 	timeout := 5*time.Minute + time.Duration(n)*time.Second
-	tReady, err := waitAllReady(ctx, b, p, n, timeout)
+	seen := map[string]time.Time{}
+	tReady, err := waitAllReady(ctx, b, p, n, timeout, seen)
 	if err != nil {
 		return nil, fmt.Errorf("%w\n%s", err, describeNotReady(ctx, b))
 	}
 	r.Ready = tReady.Sub(t0)
+	for _, at := range seen {
+		r.Each = append(r.Each, at.Sub(t0))
+	}
+	sort.Slice(r.Each, func(i, j int) bool { return r.Each[i] < r.Each[j] })
 	r.CPU = sampleCPU().sub(cpu0)
-	r.Reconciles = reconciles(p.metricsAddr) - rec0
+	r.Ctrl = scrapeController(p.metricsAddr).sub(ctrl0)
+	if lines, err := readRange(b.Postgres.LogFile(), pgOff, fileSize(b.Postgres.LogFile())); err == nil {
+		r.PG = countPG(lines, b.Postgres.AdminUser, b.Postgres.SuperUser)
+	}
+	r.Reconciles = r.Ctrl.Reconciles()
 	if s, err := readProc(p.pid()); err == nil {
 		r.HWM = s.HWM
+	}
+	if profiled != nil {
+		if err := <-profiled; err != nil {
+			return nil, fmt.Errorf("profiling the provider: %w", err)
+		}
+		fmt.Printf("    profiles: %s/{cpu,goroutines}-n%d-rate%d.*\n", logDir, n, rate)
 	}
 	if !steady {
 		return r, nil
@@ -277,7 +308,7 @@ func runProvider(ctx context.Context, c cfg, b *benchEnv, bin, logDir string, n,
 	if err != nil {
 		return nil, err
 	}
-	rec0 = reconciles(p.metricsAddr)
+	rec0 := reconciles(p.metricsAddr)
 	if err := sleep(ctx, c.window); err != nil {
 		return nil, err
 	}
@@ -331,18 +362,23 @@ func table(c cfg, floors map[int]*floorResult, provs []*provResult, took time.Du
 	}
 
 	fmt.Fprintf(&w, "Provider: N Databases created at once, until all are Ready\n\n")
-	fmt.Fprintf(&w, "| N | --max-reconcile-rate | all Ready | ratio to floor | reconciles | peak RSS | CPU s (all components; machine busy) |\n|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&w, "| N | --max-reconcile-rate | all Ready | ratio to floor | first / 10%% / 50%% / 90%% Ready | reconciles (by result) | mean wait in queue / mean reconcile | peak RSS | CPU s (all components; machine busy) |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, p := range provs {
 		ratio := "–"
 		if f := floors[p.N]; f != nil {
 			ratio = fmt.Sprintf("%.2f×", p.Ready.Seconds()/f.Total.Seconds())
 		}
-		fmt.Fprintf(&w, "| %d | %s | %.2f s | %s | %.0f | %.0f MiB | %s |\n", p.N, rateLabel(p.Rate), p.Ready.Seconds(), ratio, p.Reconciles, mib(p.HWM), cpuCell(p.CPU, p.Ready))
+		fmt.Fprintf(&w, "| %d | %s | %.2f s | %s | %s | %.0f (%s) | %s | %.0f MiB | %s |\n", p.N, rateLabel(p.Rate), p.Ready.Seconds(), ratio, quantiles(p.Each), p.Reconciles, resultList(p.Ctrl.ByResult), waitWork(p.Ctrl), mib(p.HWM), cpuCell(p.CPU, p.Ready))
+	}
+	fmt.Fprintln(&w)
+	for _, p := range provs {
+		fmt.Fprintf(&w, "- N=%d rate %s, per Database until all were Ready: the provider's apiserver requests %s; new PostgreSQL connections: admin %.2f, tenant %.2f\n",
+			p.N, rateLabel(p.Rate), perDatabase(p.Ctrl.Requests, p.N), float64(p.PG.AdminConns)/float64(p.N), float64(p.PG.TenantConns)/float64(p.N))
 	}
 	fmt.Fprintln(&w)
 
 	fmt.Fprintf(&w, "Steady state (all Ready; per poll interval = window ÷ polls in it)\n\n")
-	fmt.Fprintf(&w, "| N | rate | Observes in window (expected N×polls) | new admin conns / poll | new tenant conns / Database / poll | statements / Observe (admin + tenant) | OpenBao requests / Observe | provider CPU s / poll | RSS (peak) |\n|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&w, "| N | rate | Observes in window (expected N×polls) | new admin conns / poll | new tenant conns / Database / poll | statements / Observe (admin + tenant) | OpenBao requests / Observe | provider CPU s / poll | RSS (peak) |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	var details []string
 	for _, p := range provs {
 		s := p.Steady
@@ -379,6 +415,53 @@ func table(c cfg, floors map[int]*floorResult, provs []*provResult, took time.Du
 // cpuCell is "total (by component); machine busy% of 2 cores".
 func cpuCell(c cpuShare, wall time.Duration) string {
 	return fmt.Sprintf("%.1f (%s); %.0f%% of %d cores", c.total().Seconds(), c, 100*c.Busy.Seconds()/wall.Seconds()/float64(runtime.NumCPU()), runtime.NumCPU())
+}
+
+// quantiles is "first / 10% / 50% / 90%" of sorted durations, in seconds.
+func quantiles(d []time.Duration) string {
+	if len(d) == 0 {
+		return "–"
+	}
+	q := func(f float64) float64 { return d[int(f*float64(len(d)-1))].Seconds() }
+	return fmt.Sprintf("%.1f / %.1f / %.1f / %.1f s", d[0].Seconds(), q(0.1), q(0.5), q(0.9))
+}
+
+// perDatabase is "METHOD x.x, ..." of counts divided by n.
+func perDatabase(m map[string]float64, n int) string {
+	keys := make([]string, 0, len(m))
+	var total float64
+	for k, v := range m {
+		if v > 0 {
+			keys = append(keys, k)
+			total += v
+		}
+	}
+	sort.Strings(keys)
+	parts := []string{fmt.Sprintf("%.1f", total/float64(n))}
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %.1f", k, m[k]/float64(n)))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// resultList is "N result, ..." for the non-zero results.
+func resultList(m map[string]float64) string {
+	var parts []string
+	for _, k := range []string{"success", "requeue", "requeue_after", "error"} {
+		if m[k] > 0 {
+			parts = append(parts, fmt.Sprintf("%.0f %s", m[k], k))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// waitWork is the mean time an item waited in the workqueue and the mean
+// time a reconcile took.
+func waitWork(c ctrlSample) string {
+	if c.QueueCount <= 0 || c.WorkCount <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f ms / %.0f ms", 1000*c.QueueSum/c.QueueCount, 1000*c.WorkSum/c.WorkCount)
 }
 
 func countList(m map[string]int) string {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -61,27 +62,131 @@ func readProc(pid int) (procSample, error) {
 	return s, nil
 }
 
-// reconciles sums controller_runtime_reconcile_total of the Database
-// controller from the provider's metrics endpoint.
-func reconciles(addr string) float64 {
-	resp, err := http.Get("http://" + addr + "/metrics") //nolint:noctx // loopback, short
-	if err != nil {
-		return -1
+// ctrlSample is the Database controller's controller-runtime metrics at
+// one moment: reconciles by result, and the workqueue's time-in-queue and
+// time-in-reconcile sums, which separate waiting (rate limiters, back-off,
+// busy workers) from working.
+type ctrlSample struct {
+	ByResult             map[string]float64
+	Requests             map[string]float64 // the provider's apiserver requests by method (all controllers)
+	QueueSum, QueueCount float64
+	WorkSum, WorkCount   float64
+}
+
+func (a ctrlSample) sub(b ctrlSample) ctrlSample {
+	d := ctrlSample{ByResult: map[string]float64{}, Requests: map[string]float64{}, QueueSum: a.QueueSum - b.QueueSum, QueueCount: a.QueueCount - b.QueueCount,
+		WorkSum: a.WorkSum - b.WorkSum, WorkCount: a.WorkCount - b.WorkCount}
+	for k, v := range a.ByResult {
+		d.ByResult[k] = v - b.ByResult[k]
 	}
-	defer resp.Body.Close() //nolint:errcheck // read-only
+	for k, v := range a.Requests {
+		d.Requests[k] = v - b.Requests[k]
+	}
+	return d
+}
+
+// Reconciles is the number of reconciles of every result.
+func (a ctrlSample) Reconciles() float64 {
 	var sum float64
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		l := sc.Text()
-		if strings.HasPrefix(l, "controller_runtime_reconcile_total{") && strings.Contains(l, `controller="managed/database.`) {
-			if i := strings.LastIndexByte(l, ' '); i > 0 {
-				v, _ := strconv.ParseFloat(l[i+1:], 64)
-				sum += v
-			}
-		}
+	for _, v := range a.ByResult {
+		sum += v
 	}
 	return sum
+}
+
+// label returns the value of label k in a Prometheus text line.
+func label(line, k string) string {
+	i := strings.Index(line, k+`="`)
+	if i < 0 {
+		return ""
+	}
+	rest := line[i+len(k)+2:]
+	if j := strings.IndexByte(rest, '"'); j >= 0 {
+		return rest[:j]
+	}
+	return ""
+}
+
+// scrapeController reads the Database controller's metrics from the
+// provider's metrics endpoint (zero values when it cannot).
+func scrapeController(addr string) ctrlSample {
+	out := ctrlSample{ByResult: map[string]float64{}, Requests: map[string]float64{}}
+	resp, err := http.Get("http://" + addr + "/metrics") //nolint:noctx // loopback, short
+	if err != nil {
+		return out
+	}
+	defer resp.Body.Close() //nolint:errcheck // read-only
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	const ctrl = "managed/database."
+	for sc.Scan() {
+		l := sc.Text()
+		i := strings.LastIndexByte(l, ' ')
+		if i < 0 || strings.HasPrefix(l, "#") {
+			continue
+		}
+		v, _ := strconv.ParseFloat(l[i+1:], 64)
+		switch {
+		case strings.HasPrefix(l, "controller_runtime_reconcile_total{") && strings.HasPrefix(label(l, "controller"), ctrl):
+			out.ByResult[label(l, "result")] += v
+		case strings.HasPrefix(l, "rest_client_requests_total{"):
+			out.Requests[label(l, "method")] += v
+		case strings.HasPrefix(l, "workqueue_queue_duration_seconds_sum{") && strings.HasPrefix(label(l, "name"), ctrl):
+			out.QueueSum += v
+		case strings.HasPrefix(l, "workqueue_queue_duration_seconds_count{") && strings.HasPrefix(label(l, "name"), ctrl):
+			out.QueueCount += v
+		case strings.HasPrefix(l, "workqueue_work_duration_seconds_sum{") && strings.HasPrefix(label(l, "name"), ctrl):
+			out.WorkSum += v
+		case strings.HasPrefix(l, "workqueue_work_duration_seconds_count{") && strings.HasPrefix(label(l, "name"), ctrl):
+			out.WorkCount += v
+		}
+	}
+	return out
+}
+
+// reconciles is the Database controller's reconcile count.
+func reconciles(addr string) float64 { return scrapeController(addr).Reconciles() }
+
+// profile saves the provider's CPU profile of the next d and, halfway
+// through, its goroutines (where the workers wait), into dir.
+func profile(ctx context.Context, pprofAddr, dir, tag string, d time.Duration) <-chan error {
+	done := make(chan error, 1)
+	get := func(path, file string) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+pprofAddr+path, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close() //nolint:errcheck // read-only
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: HTTP %d", path, resp.StatusCode)
+		}
+		f, err := os.Create(filepath.Join(dir, file))
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(f, resp.Body); err != nil {
+			f.Close() //nolint:errcheck // already failing
+			return err
+		}
+		return f.Close()
+	}
+	go func() {
+		gerr := make(chan error, 1)
+		go func() {
+			if err := sleep(ctx, d/2); err != nil {
+				gerr <- err
+				return
+			}
+			gerr <- get("/debug/pprof/goroutine?debug=1", "goroutines-"+tag+".txt")
+		}()
+		err := get(fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(d.Seconds())), "cpu-"+tag+".pprof")
+		done <- errors.Join(err, <-gerr)
+	}()
+	return done
 }
 
 // waitControllerStarted waits until the Database controller runs (it is

@@ -33,12 +33,21 @@ type providerProc struct {
 	done        chan error
 	log         string
 	metricsAddr string
+	pprofAddr   string // empty: no pprof endpoint
 }
 
-func startProvider(b *benchEnv, bin, logFile string, poll time.Duration, rate int) (*providerProc, error) {
+func startProvider(b *benchEnv, bin, logFile string, poll time.Duration, rate int, pprof bool, extra []string) (*providerProc, error) {
 	port, err := testenv.FreePort()
 	if err != nil {
 		return nil, err
+	}
+	pprofAddr := ""
+	if pprof {
+		pp, err := testenv.FreePort()
+		if err != nil {
+			return nil, err
+		}
+		pprofAddr = "127.0.0.1:" + strconv.Itoa(pp)
 	}
 	hport, err := testenv.FreePort()
 	if err != nil {
@@ -58,6 +67,10 @@ func startProvider(b *benchEnv, bin, logFile string, poll time.Duration, rate in
 	if rate > 0 {
 		args = append(args, "--max-reconcile-rate="+strconv.Itoa(rate))
 	}
+	if pprofAddr != "" {
+		args = append(args, "--pprof-bind-address="+pprofAddr)
+	}
+	args = append(args, extra...)
 	lf, err := os.Create(logFile)
 	if err != nil {
 		return nil, err
@@ -68,7 +81,7 @@ func startProvider(b *benchEnv, bin, logFile string, poll time.Duration, rate in
 		lf.Close() //nolint:errcheck // already failing
 		return nil, err
 	}
-	p := &providerProc{cmd: cmd, done: make(chan error, 1), log: logFile, metricsAddr: "127.0.0.1:" + strconv.Itoa(port)}
+	p := &providerProc{cmd: cmd, done: make(chan error, 1), log: logFile, metricsAddr: "127.0.0.1:" + strconv.Itoa(port), pprofAddr: pprofAddr}
 	go func() {
 		err := cmd.Wait()
 		lf.Close() //nolint:errcheck // best effort
@@ -120,6 +133,8 @@ func applyConfig(ctx context.Context, b *benchEnv, p *providerProc) error {
 	sort.SliceStable(objs, func(i, j int) bool { return objs[i].GetKind() == "Secret" && objs[j].GetKind() != "Secret" })
 	for _, o := range objs {
 		switch o.GetKind() {
+		case "DeploymentRuntimeConfig":
+			continue // how Crossplane runs the provider in a cluster; here it is a process
 		case "Secret":
 			sd := map[string]any{"username": b.Postgres.AdminUser, "password": b.Postgres.AdminPassword}
 			if err := unstructured.SetNestedMap(o.Object, sd, "stringData"); err != nil {
@@ -196,8 +211,8 @@ func createDatabases(ctx context.Context, b *benchEnv, n int) error {
 }
 
 // waitAllReady polls the Databases until all n are Ready=True and returns
-// when that was first seen.
-func waitAllReady(ctx context.Context, b *benchEnv, p *providerProc, n int, timeout time.Duration) (time.Time, error) {
+// when that was first seen; seen records when each one was first seen Ready.
+func waitAllReady(ctx context.Context, b *benchEnv, p *providerProc, n int, timeout time.Duration, seen map[string]time.Time) (time.Time, error) {
 	deadline := time.Now().Add(timeout)
 	lastPrint := time.Now()
 	for {
@@ -211,6 +226,9 @@ func waitAllReady(ctx context.Context, b *benchEnv, p *providerProc, n int, time
 			c := l.Items[i].GetCondition(xpv2.TypeReady)
 			if c.Status == corev1.ConditionTrue {
 				ready++
+				if _, ok := seen[l.Items[i].Name]; !ok {
+					seen[l.Items[i].Name] = time.Now()
+				}
 			} else {
 				reasons[string(c.Reason)]++
 			}
