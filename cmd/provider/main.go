@@ -47,6 +47,7 @@ type flags struct {
 	debug, leaderElection       bool
 	sync, poll, pollStateMetric time.Duration
 	maxReconcileRate            int
+	maxConcurrent               int
 	maxPoolConns                int
 	connectTimeout              time.Duration
 	metricsAddr, healthAddr     string
@@ -66,6 +67,7 @@ func parse(args []string) (*flags, error) {
 	fs.DurationVar(&f.poll, "poll", time.Minute, "How often each resource is checked for drift from its desired state.")
 	fs.DurationVar(&f.pollStateMetric, "poll-state-metric", 5*time.Second, "How often the managed resource state metrics are recorded.")
 	fs.IntVar(&f.maxReconcileRate, "max-reconcile-rate", 10, "The global maximum rate per second at which resources may be checked for drift.")
+	fs.IntVar(&f.maxConcurrent, "max-concurrent-reconciles", 0, "Reconciles run at once per controller (default: --max-reconcile-rate). Lower it to spare a small PostgreSQL server during bulk onboarding.")
 	fs.IntVar(&f.maxPoolConns, "max-pool-conns", int(postgres.DefaultOptions.MaxConns), "Maximum admin connections per registered PostgreSQL server.")
 	fs.DurationVar(&f.connectTimeout, "connect-timeout", postgres.DefaultOptions.ConnectTimeout, "Timeout for opening one PostgreSQL connection, TLS included.")
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to (0 disables it).")
@@ -98,6 +100,12 @@ func parse(args []string) (*flags, error) {
 	}
 	if f.maxReconcileRate < 1 {
 		return nil, fmt.Errorf("--max-reconcile-rate must be at least 1")
+	}
+	if f.maxConcurrent == 0 {
+		f.maxConcurrent = f.maxReconcileRate
+	}
+	if f.maxConcurrent < 1 {
+		return nil, fmt.Errorf("--max-concurrent-reconciles must be at least 1")
 	}
 	if f.maxPoolConns < 1 || f.maxPoolConns > 1000 {
 		return nil, fmt.Errorf("--max-pool-conns must be between 1 and 1000")
@@ -170,7 +178,7 @@ func run(args []string) error {
 
 	o := controller.Options{
 		Logger:                  log,
-		MaxConcurrentReconciles: f.maxReconcileRate,
+		MaxConcurrentReconciles: f.maxConcurrent,
 		PollInterval:            f.poll,
 		GlobalRateLimiter:       ratelimiter.NewGlobal(f.maxReconcileRate),
 		Features:                &feature.Flags{},
@@ -210,7 +218,7 @@ func run(args []string) error {
 	if err := pctrl.SetupGated(mgr, o, f.opts, pools, kv, faultHook(log)); err != nil {
 		return fmt.Errorf("cannot set up the controllers: %w", err)
 	}
-	log.Info("Starting", "namespace", f.opts.Namespace, "poll", f.poll.String(), "maxReconcileRate", f.maxReconcileRate)
+	log.Info("Starting", "namespace", f.opts.Namespace, "poll", f.poll.String(), "maxReconcileRate", f.maxReconcileRate, "maxConcurrentReconciles", f.maxConcurrent)
 	return mgr.Start(ctrl.SetupSignalHandler())
 }
 

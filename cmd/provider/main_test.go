@@ -38,6 +38,7 @@ func TestParseRejectsBadFlags(t *testing.T) {
 		"NoOpenBao":      {args: nil, want: "--openbao-address is required"},
 		"BadBasePath":    {args: []string{"--openbao-address=https://bao:8200", "--openbao-auth-role=r", "--openbao-tenant-base-path=/abs"}, want: "--openbao-tenant-base-path"},
 		"BadRate":        {args: []string{"--openbao-address=https://bao:8200", "--openbao-auth-role=r", "--max-reconcile-rate=0"}, want: "--max-reconcile-rate"},
+		"BadConcurrency": {args: []string{"--openbao-address=https://bao:8200", "--openbao-auth-role=r", "--max-concurrent-reconciles=-1"}, want: "--max-concurrent-reconciles"},
 		"StrayArgument":  {args: []string{"--openbao-address=https://bao:8200", "--openbao-auth-role=r", "extra"}, want: "unexpected arguments"},
 		"UnknownFlag":    {args: []string{"--no-such-flag"}, want: "no-such-flag"},
 		"EmptyNamespace": {args: []string{"--openbao-address=https://bao:8200", "--openbao-auth-role=r", "--namespace="}, want: "--namespace"},
@@ -54,6 +55,9 @@ func TestParseRejectsBadFlags(t *testing.T) {
 	f, err := parse([]string{"--openbao-address=https://bao:8200/", "--openbao-auth-role=r"})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if f.maxConcurrent != f.maxReconcileRate {
+		t.Errorf("--max-concurrent-reconciles defaults to %d, want --max-reconcile-rate (%d)", f.maxConcurrent, f.maxReconcileRate)
 	}
 	if f.opts.Namespace != "from-env" || f.opts.OpenBao.ConsumerAddress != "https://bao:8200" || f.opts.OpenBao.KVMount != "kv" {
 		t.Errorf("defaults: namespace %q consumer %q kv %q", f.opts.Namespace, f.opts.OpenBao.ConsumerAddress, f.opts.OpenBao.KVMount)
