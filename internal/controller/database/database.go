@@ -118,7 +118,7 @@ func Setup(mgr ctrl.Manager, o controller.Options, d Deps) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(name).
 		WithOptions(o.ForControllerRuntime()).
-		WithEventFilter(resource.DesiredStateChanged()).
+		WithEventFilter(desiredStateChanged()).
 		For(&v1alpha1.Database{}).
 		Complete(ratelimiter.NewReconciler(name, r, o.GlobalRateLimiter))
 }

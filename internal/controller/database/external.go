@@ -86,11 +86,7 @@ func externalNameInitializer(c client.Client) managed.InitializerFn {
 		if !ok {
 			return nil
 		}
-		n := db.GetName()
-		if p := db.Spec.ForProvider.Database; p != nil {
-			n = *p
-		}
-		meta.SetExternalName(db, n)
+		meta.SetExternalName(db, effectiveDatabaseName(db))
 		return c.Update(ctx, db)
 	}
 }
