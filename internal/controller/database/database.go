@@ -82,16 +82,19 @@ func Setup(mgr ctrl.Manager, o controller.Options, d Deps) error {
 		return errors.New("management policies must be enabled: the Database default (no Delete) depends on them")
 	}
 
+	confirm := newConfirmer()
 	ro := []managed.ReconcilerOption{
 		managed.WithTypedExternalConnector[*v1alpha1.Database](&connector{
-			log:    o.Logger.WithValues("controller", name),
-			kube:   mgr.GetClient(),
-			usage:  resource.NewProviderConfigUsageTracker(mgr.GetClient(), &v1alpha1.ProviderConfigUsage{}),
-			deps:   d,
-			record: recorder,
+			log:     o.Logger.WithValues("controller", name),
+			kube:    mgr.GetClient(),
+			usage:   resource.NewProviderConfigUsageTracker(mgr.GetClient(), &v1alpha1.ProviderConfigUsage{}),
+			deps:    d,
+			record:  recorder,
+			confirm: confirm,
 		}),
 		managed.WithLogger(o.Logger.WithValues("controller", name)),
 		managed.WithPollInterval(o.PollInterval),
+		managed.WithPollIntervalHook(confirm.PollInterval),
 		managed.WithRecorder(recorder),
 		managed.WithManagementPolicies(),
 		// The database name is deterministic (never generated), so an
@@ -126,11 +129,12 @@ func Setup(mgr ctrl.Manager, o controller.Options, d Deps) error {
 // A connector resolves a Database's provider config and produces the
 // external client that acts on its server.
 type connector struct {
-	log    logging.Logger
-	kube   client.Client
-	usage  resource.ModernTracker
-	deps   Deps
-	record event.Recorder
+	log     logging.Logger
+	kube    client.Client
+	usage   resource.ModernTracker
+	deps    Deps
+	record  event.Recorder
+	confirm *confirmer
 }
 
 // deletingInTerminatingNamespace is true when a Database being deleted cannot
@@ -179,15 +183,16 @@ func (c *connector) Connect(ctx context.Context, db *v1alpha1.Database) (managed
 	}
 	ep := cfg.ConfigSpec().Endpoint
 	return &external{
-		log:    c.log.WithValues("namespace", db.GetNamespace(), "name", db.GetName(), "config", name, "generation", db.GetGeneration()),
-		pool:   pool,
-		kv:     c.deps.KV,
-		opts:   c.deps.Options,
-		hook:   c.deps.StepHook,
-		record: c.record,
-		kube:   c.kube,
-		cfg:    ep,
-		cfgVer: cfg.ConfigStatus().PostgreSQLVersion,
+		log:     c.log.WithValues("namespace", db.GetNamespace(), "name", db.GetName(), "config", name, "generation", db.GetGeneration()),
+		pool:    pool,
+		kv:      c.deps.KV,
+		opts:    c.deps.Options,
+		hook:    c.deps.StepHook,
+		record:  c.record,
+		confirm: c.confirm,
+		kube:    c.kube,
+		cfg:     ep,
+		cfgVer:  cfg.ConfigStatus().PostgreSQLVersion,
 		id: tenancy.Identity{
 			Namespace: db.GetNamespace(), Name: db.GetName(), UID: string(db.GetUID()),
 			ConfigKind: ref.Kind, ConfigName: ref.Name, ConfigUID: string(cfg.GetUID()),

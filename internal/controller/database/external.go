@@ -51,16 +51,17 @@ const (
 // reconcile: Observe fills obs and verdict, which Create, Update and Delete
 // then act on.
 type external struct {
-	log    logging.Logger
-	pool   *postgres.Pool
-	kv     KV
-	opts   options.Options
-	hook   func(string) error
-	record event.Recorder
-	kube   client.Client
-	cfg    v1alpha1.Endpoint
-	cfgVer string
-	id     tenancy.Identity
+	log     logging.Logger
+	pool    *postgres.Pool
+	kv      KV
+	opts    options.Options
+	hook    func(string) error
+	record  event.Recorder
+	confirm *confirmer
+	kube    client.Client
+	cfg     v1alpha1.Endpoint
+	cfgVer  string
+	id      tenancy.Identity
 
 	names     names
 	prevPhase v1alpha1.DatabasePhase
@@ -595,6 +596,9 @@ func (e *external) Update(ctx context.Context, db *v1alpha1.Database) (managed.E
 	}
 	if len(v.Repairs) > 0 {
 		e.record.Event(db, event.Normal("DriftRepaired", "repaired: "+joinRepairs(v.Repairs)))
+		if e.confirm != nil {
+			e.confirm.Repaired(db.GetUID())
+		}
 	}
 	return managed.ExternalUpdate{}, nil
 }

@@ -1,0 +1,60 @@
+package database
+
+import (
+	"sync"
+	"time"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/resource"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// After a repair, Crossplane waits a whole poll interval (1 m by default)
+// before the Observe that can report the Database Ready again. A repair
+// right after a create (measured in the benchmark) or on a Ready Database
+// would leave it not Ready for that long. The Database is observed again
+// after confirmAfterRepair instead, at most once per poll interval, so a
+// repair that does not hold never turns into a fast loop.
+const confirmAfterRepair = 2 * time.Second
+
+// confirmer remembers which Databases were just repaired.
+type confirmer struct {
+	mu       sync.Mutex
+	repaired map[types.UID]bool
+	last     map[types.UID]time.Time
+	now      func() time.Time
+}
+
+func newConfirmer() *confirmer {
+	return &confirmer{repaired: map[types.UID]bool{}, last: map[types.UID]time.Time{}, now: time.Now}
+}
+
+// Repaired records that a repair of the Database with this UID succeeded.
+func (c *confirmer) Repaired(uid types.UID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.repaired[uid] = true
+}
+
+// PollInterval is a managed.PollIntervalHook: poll, or confirmAfterRepair
+// once after a repair unless the previous early confirmation of the same
+// Database was less than a poll interval ago.
+func (c *confirmer) PollInterval(mg resource.Managed, poll time.Duration) time.Duration {
+	uid := mg.GetUID()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.repaired[uid] {
+		return poll
+	}
+	delete(c.repaired, uid)
+	now := c.now()
+	for k, t := range c.last { // forget Databases confirmed long ago
+		if now.Sub(t) >= poll {
+			delete(c.last, k)
+		}
+	}
+	if _, recent := c.last[uid]; recent || poll <= confirmAfterRepair {
+		return poll
+	}
+	c.last[uid] = now
+	return confirmAfterRepair
+}

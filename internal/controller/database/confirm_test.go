@@ -1,0 +1,73 @@
+package database
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
+)
+
+func TestConfirmAfterRepair(t *testing.T) {
+	const poll = time.Minute
+	dbA := &v1alpha1.Database{ObjectMeta: metav1.ObjectMeta{UID: types.UID("a")}}
+	dbB := &v1alpha1.Database{ObjectMeta: metav1.ObjectMeta{UID: types.UID("b")}}
+	// Each step: advance the clock, maybe record a repair, then ask for the
+	// interval.
+	type step struct {
+		after    time.Duration
+		repaired *v1alpha1.Database
+		ask      *v1alpha1.Database
+		poll     time.Duration
+	}
+	cases := map[string]struct {
+		steps []step
+		want  []time.Duration
+	}{
+		"NoRepairIsThePoll": {
+			steps: []step{{ask: dbA, poll: poll}},
+			want:  []time.Duration{poll},
+		},
+		"RepairIsConfirmedSoonOnce": {
+			steps: []step{{repaired: dbA, ask: dbA, poll: poll}, {after: 2 * time.Second, ask: dbA, poll: poll}},
+			want:  []time.Duration{confirmAfterRepair, poll},
+		},
+		"OnlyTheRepairedDatabase": {
+			steps: []step{{repaired: dbA, ask: dbB, poll: poll}, {ask: dbA, poll: poll}},
+			want:  []time.Duration{poll, confirmAfterRepair},
+		},
+		"RepeatedRepairsWithinAPollAreNotALoop": {
+			steps: []step{
+				{repaired: dbA, ask: dbA, poll: poll},
+				{after: 2 * time.Second, repaired: dbA, ask: dbA, poll: poll},
+				{after: poll, repaired: dbA, ask: dbA, poll: poll},
+			},
+			want: []time.Duration{confirmAfterRepair, poll, confirmAfterRepair},
+		},
+		"PollShorterThanTheConfirmation": {
+			steps: []step{{repaired: dbA, ask: dbA, poll: time.Second}},
+			want:  []time.Duration{time.Second},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := newConfirmer()
+			now := time.Unix(0, 0)
+			c.now = func() time.Time { return now }
+			var got []time.Duration
+			for _, s := range tc.steps {
+				now = now.Add(s.after)
+				if s.repaired != nil {
+					c.Repaired(s.repaired.GetUID())
+				}
+				got = append(got, c.PollInterval(s.ask, s.poll))
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("intervals (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
