@@ -44,7 +44,7 @@ e2e: tools ## run the acceptance suite (test/e2e: the provider as a process, Cro
 	$(GO) test -count=1 -v ./test/e2e/
 
 .PHONY: bench
-bench: ## benchmark the provider against the floor on real components (BENCH_FLAGS=-large adds N=1000; docs/performance.md)
+bench: tools ## benchmark the provider against the floor on real components (BENCH_FLAGS=-large adds N=1000; docs/performance.md)
 	$(GO) run ./test/bench $(BENCH_FLAGS)
 
 .PHONY: unit
