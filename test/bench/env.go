@@ -21,7 +21,7 @@ type benchEnv struct {
 	*testenv.Env
 	// kube is a client without client-go's default 5 QPS limit, so
 	// creating N objects measures the provider, not the benchmark.
-	kube client.Client
+	kube client.WithWatch
 	// super is a superuser session for server settings and catalog
 	// counts; it is opened before any measured window and kept.
 	super *pgx.Conn
@@ -41,7 +41,7 @@ func startEnv(ctx context.Context) (*benchEnv, error) {
 	fail := func(err error) (*benchEnv, error) { b.stop(); return nil, err }
 	cfg := *e.Kube.Config
 	cfg.QPS, cfg.Burst = 1000, 2000
-	if b.kube, err = client.New(&cfg, client.Options{Scheme: testenv.Scheme()}); err != nil {
+	if b.kube, err = client.NewWithWatch(&cfg, client.Options{Scheme: testenv.Scheme()}); err != nil {
 		return fail(err)
 	}
 	if b.super, err = e.Postgres.SuperConn(sctx, "postgres"); err != nil {
