@@ -77,12 +77,20 @@ func TestUnavailableExtensionRejectedBeforeAnyWrite(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	time.Sleep(3 * time.Second) // later reconciles write nothing either
+	nothingWritten(ctx, t, ns, name, "despite the unavailable extension")
+}
+
+// nothingWritten waits 3 s (later reconciles must write nothing either) and
+// checks that the Tenant ns/name has no database, no role, no credential
+// version and is not Ready.
+func nothingWritten(ctx context.Context, t *testing.T, ns, name, why string) {
+	t.Helper()
+	time.Sleep(3 * time.Second)
 	if db, role := tenantkit.ServerHas(ctx, t, env, name, name); db || role {
-		t.Errorf("written despite the unavailable extension: database %v, role %v", db, role)
+		t.Errorf("written %s: database %v, role %v", why, db, role)
 	}
 	if tenantkit.RecordVersions(ctx, t, env, path(ns, name)) != 0 {
-		t.Error("a credential was written despite the unavailable extension")
+		t.Errorf("a credential was written %s", why)
 	}
 	if tn, _ := tenantkit.Get(ctx, env.Kube.Client, api, "Tenant", ns, name); tenantkit.Ready(tn) == "True" {
 		t.Error("the Tenant is Ready")
@@ -153,16 +161,7 @@ func TestExtensionCheckFailureIsNotUnsupported(t *testing.T) {
 	if !strings.Contains(msg, "pg_available_extensions") {
 		t.Errorf("the message does not name the failed check: %q", msg)
 	}
-	time.Sleep(3 * time.Second) // later reconciles write nothing either
-	if db, role := tenantkit.ServerHas(ctx, t, env, name, name); db || role {
-		t.Errorf("written although availability was unknown: database %v, role %v", db, role)
-	}
-	if tenantkit.RecordVersions(ctx, t, env, path(ns, name)) != 0 {
-		t.Error("a credential was written although availability was unknown")
-	}
-	if tn, _ := tenantkit.Get(ctx, env.Kube.Client, api, "Tenant", ns, name); tenantkit.Ready(tn) == "True" {
-		t.Error("the Tenant is Ready")
-	}
+	nothingWritten(ctx, t, ns, name, "although availability was unknown")
 
 	grant()
 	granted = true
