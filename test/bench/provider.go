@@ -19,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
@@ -233,36 +234,17 @@ func waitAllReady(ctx context.Context, b *benchEnv, p *providerProc, n int, time
 			notReady[d.Name] = string(c.Reason)
 		}
 	}
-	l := &v1alpha1.DatabaseList{}
-	if err := b.kube.List(ctx, l, client.InNamespace(benchNamespace)); err != nil {
-		return time.Time{}, err
-	}
-	for i := range l.Items {
-		note(&l.Items[i])
-	}
-	w, err := b.kube.Watch(ctx, &v1alpha1.DatabaseList{}, client.InNamespace(benchNamespace), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: l.ResourceVersion}})
-	if err != nil {
-		return time.Time{}, err
-	}
-	defer w.Stop()
 	tick := time.NewTicker(15 * time.Second)
 	defer tick.Stop()
+	// List, then watch from the list's version; when the watch ends or
+	// reports an error (the apiserver may close it), list and watch again.
 	for len(seen) < n {
-		select {
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				return time.Time{}, fmt.Errorf("the watch of the Databases ended early (%d/%d Ready)", len(seen), n)
-			}
-			if d, ok := ev.Object.(*v1alpha1.Database); ok {
-				note(d)
-			}
-		case <-tick.C:
-			if err := p.exited(); err != nil {
-				return time.Time{}, err
-			}
-			fmt.Printf("      %d/%d Ready (not ready: %v)\n", len(seen), n, countReasons(notReady))
-		case <-ctx.Done():
-			return time.Time{}, fmt.Errorf("only %d/%d Databases Ready after %s (not ready by reason: %v); provider log: %s", len(seen), n, timeout, countReasons(notReady), p.log)
+		if err := waitWatch(ctx, b, p, n, seen, notReady, note, tick); err != nil {
+			return time.Time{}, fmt.Errorf("%w; provider log: %s", err, p.log)
+		}
+		if len(seen) < n {
+			fmt.Printf("      (the watch ended at %d/%d Ready; listing again)\n", len(seen), n)
+			_ = sleep(ctx, 200*time.Millisecond) // ctx is checked by the next waitWatch
 		}
 	}
 	last := time.Time{}
@@ -272,6 +254,49 @@ func waitAllReady(ctx context.Context, b *benchEnv, p *providerProc, n int, time
 		}
 	}
 	return last, nil
+}
+
+// waitWatch lists the Databases and watches them from that version until
+// all n are seen Ready (nil), the watch ends or fails (nil: the caller lists
+// again), or ctx ends (an error).
+func waitWatch(ctx context.Context, b *benchEnv, p *providerProc, n int, seen map[string]time.Time, notReady map[string]string, note func(*v1alpha1.Database), tick *time.Ticker) error {
+	l := &v1alpha1.DatabaseList{}
+	if err := b.kube.List(ctx, l, client.InNamespace(benchNamespace)); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("only %d/%d Databases Ready in time (not ready by reason: %v)", len(seen), n, countReasons(notReady))
+		}
+		return nil
+	}
+	for i := range l.Items {
+		note(&l.Items[i])
+	}
+	w, err := b.kube.Watch(ctx, &v1alpha1.DatabaseList{}, client.InNamespace(benchNamespace), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: l.ResourceVersion}})
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("only %d/%d Databases Ready in time (not ready by reason: %v)", len(seen), n, countReasons(notReady))
+		}
+		return nil
+	}
+	defer w.Stop()
+	for len(seen) < n {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok || ev.Type == watch.Error {
+				return nil
+			}
+			if d, ok := ev.Object.(*v1alpha1.Database); ok {
+				note(d)
+			}
+		case <-tick.C:
+			if err := p.exited(); err != nil {
+				return err
+			}
+			fmt.Printf("      %d/%d Ready (not ready: %v)\n", len(seen), n, countReasons(notReady))
+		case <-ctx.Done():
+			return fmt.Errorf("only %d/%d Databases Ready in time (not ready by reason: %v)", len(seen), n, countReasons(notReady))
+		}
+	}
+	return nil
 }
 
 func countReasons(m map[string]string) map[string]int {
