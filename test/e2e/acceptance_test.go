@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"ddupan.top/provider-postgresql-tenant/internal/controller/database"
@@ -271,12 +272,17 @@ func TestStatusWipedOnEveryObject(t *testing.T) {
 	tenantkit.NewTenant(ctx, t, env, api, ns, name, "{instanceRef: shared}")
 	before := endState(ctx, t, ns, name, name)
 	for _, o := range [][3]string{{api, "Tenant", name}, {api, "Database", name}, {"external-secrets.io/v1", "ExternalSecret", tenantkit.SecretName(name)}} {
-		u, err := tenantkit.Get(ctx, env.Kube.Client, o[0], o[1], ns, o[2])
+		// The object's controller may write its status meanwhile: read
+		// again and wipe again on a conflict.
+		err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+			u, err := tenantkit.Get(ctx, env.Kube.Client, o[0], o[1], ns, o[2])
+			if err != nil {
+				return err
+			}
+			u.Object["status"] = map[string]any{}
+			return env.Kube.Client.Status().Update(ctx, u)
+		})
 		if err != nil {
-			t.Fatal(err)
-		}
-		u.Object["status"] = map[string]any{}
-		if err := env.Kube.Client.Status().Update(ctx, u); err != nil {
 			t.Fatalf("wipe %s: %v", o[1], err)
 		}
 	}
