@@ -260,10 +260,13 @@ func waitAllReady(ctx context.Context, b *benchEnv, p *providerProc, n int, time
 // all n are seen Ready (nil), the watch ends or fails (nil: the caller lists
 // again), or ctx ends (an error).
 func waitWatch(ctx context.Context, b *benchEnv, p *providerProc, n int, seen map[string]time.Time, notReady map[string]string, note func(*v1alpha1.Database), tick *time.Ticker) error {
+	late := func() error {
+		return fmt.Errorf("only %d/%d Databases Ready in time (not ready by reason: %v)", len(seen), n, countReasons(notReady))
+	}
 	l := &v1alpha1.DatabaseList{}
 	if err := b.kube.List(ctx, l, client.InNamespace(benchNamespace)); err != nil {
 		if ctx.Err() != nil {
-			return fmt.Errorf("only %d/%d Databases Ready in time (not ready by reason: %v)", len(seen), n, countReasons(notReady))
+			return late()
 		}
 		return nil
 	}
@@ -273,7 +276,7 @@ func waitWatch(ctx context.Context, b *benchEnv, p *providerProc, n int, seen ma
 	w, err := b.kube.Watch(ctx, &v1alpha1.DatabaseList{}, client.InNamespace(benchNamespace), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: l.ResourceVersion}})
 	if err != nil {
 		if ctx.Err() != nil {
-			return fmt.Errorf("only %d/%d Databases Ready in time (not ready by reason: %v)", len(seen), n, countReasons(notReady))
+			return late()
 		}
 		return nil
 	}
@@ -293,7 +296,7 @@ func waitWatch(ctx context.Context, b *benchEnv, p *providerProc, n int, seen ma
 			}
 			fmt.Printf("      %d/%d Ready (not ready: %v)\n", len(seen), n, countReasons(notReady))
 		case <-ctx.Done():
-			return fmt.Errorf("only %d/%d Databases Ready in time (not ready by reason: %v)", len(seen), n, countReasons(notReady))
+			return late()
 		}
 	}
 	return nil
