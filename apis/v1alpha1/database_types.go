@@ -22,7 +22,7 @@ type DatabaseParameters struct {
 	// metadata.name. Immutable once set.
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z][a-z0-9_]{0,62}$`
-	// +kubebuilder:validation:XValidation:rule="!(self in ['postgres', 'template0', 'template1'])",message="spec.forProvider.database must not name a PostgreSQL system database (postgres, template0, template1)"
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('pg_') && !(self in ['postgres', 'template0', 'template1', 'public', 'none'])",message="spec.forProvider.database must not start with pg_ nor be postgres, template0, template1, public or none: these are PostgreSQL's own database and role names (the login role defaults to the database name)"
 	// +optional
 	Database *string `json:"database,omitempty"`
 
@@ -30,7 +30,7 @@ type DatabaseParameters struct {
 	// database name. Immutable once set.
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z][a-z0-9_]{0,62}$`
-	// +kubebuilder:validation:XValidation:rule="!self.startsWith('pg_') && self != 'postgres'",message="spec.forProvider.loginRole must not be postgres or start with pg_ (reserved by PostgreSQL)"
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('pg_') && !(self in ['postgres', 'template0', 'template1', 'public', 'none'])",message="spec.forProvider.loginRole must not start with pg_ nor be postgres, template0, template1, public or none: these are PostgreSQL's own database and role names"
 	// +optional
 	LoginRole *string `json:"loginRole,omitempty"`
 
@@ -152,6 +152,7 @@ type DatabaseStatus struct {
 // owner LOGIN role, the extensions it asked for, and a credential that exists
 // only in OpenBao.
 // +kubebuilder:validation:XValidation:rule="has(self.spec.forProvider.database) || self.metadata.name.matches('^[a-z][a-z0-9_]{0,62}$')",message="metadata.name is not a valid PostgreSQL identifier (^[a-z][a-z0-9_]{0,62}$): set spec.forProvider.database",fieldPath=".spec.forProvider.database"
+// +kubebuilder:validation:XValidation:rule="has(self.spec.forProvider.database) || (!self.metadata.name.startsWith('pg_') && !(self.metadata.name in ['postgres', 'template0', 'template1', 'public', 'none']))",message="metadata.name is one of PostgreSQL's own database or role names (pg_*, postgres, template0, template1, public, none) and would be the database name: set spec.forProvider.database",fieldPath=".spec.forProvider.database"
 // +kubebuilder:printcolumn:name="READY",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].status"
 // +kubebuilder:printcolumn:name="SYNCED",type="string",JSONPath=".status.conditions[?(@.type=='Synced')].status"
 // +kubebuilder:printcolumn:name="DATABASE",type="string",JSONPath=".metadata.annotations.crossplane\\.io/external-name"

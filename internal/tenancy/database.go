@@ -92,8 +92,12 @@ type RoleState struct {
 	// Elevated: SUPERUSER, REPLICATION or BYPASSRLS, which only a superuser
 	// can take away.
 	Elevated bool
-	// AdminMember: the admin role is a member of it.
+	// AdminMember: the admin role holds the membership provisioning needs
+	// (it can SET ROLE to it and use its privileges).
 	AdminMember bool
+	// AdminCanAdmin: the admin may grant, alter and drop the role (from
+	// PostgreSQL 16 on, that takes ADMIN OPTION on it).
+	AdminCanAdmin bool
 }
 
 // Login is the result of logging in as the role with the KV credential.
@@ -274,6 +278,13 @@ func Decide(o Observation) Verdict {
 
 	v.Exists = v.DBOurs
 	if !v.Exists {
+		if v.RoleOurs && !o.R.AdminMember && !o.R.AdminCanAdmin {
+			// Creating the database needs the membership, and granting it
+			// needs ADMIN OPTION on the role: nothing more can be done.
+			v.Exists, v.UpToDate, v.Reason = true, true, ReasonInsufficientPrivileges
+			v.Message = noAdminOption(o.Role, "make itself a member of it to create the database")
+			return v
+		}
 		v.Message = fmt.Sprintf("provisioning: %s", nextStep(v.Phase))
 		return v
 	}
@@ -293,6 +304,11 @@ func Decide(o Observation) Verdict {
 		v.Repairs = append(v.Repairs, RepairOwnerMetadata)
 	}
 	v.Repairs = append(v.Repairs, catalogRepairs(o)...)
+	if needsAdminOption(v.Repairs) && !o.R.AdminCanAdmin {
+		v.UpToDate, v.Reason, v.Repairs = true, ReasonInsufficientPrivileges, nil
+		v.Message = noAdminOption(o.Role, "repair it")
+		return v
+	}
 	v.UpToDate = len(v.Repairs) == 0
 	switch {
 	case o.R.Elevated:
@@ -357,6 +373,12 @@ func decideImport(o Observation) Verdict {
 		// the role: repair what differs, never the password.
 		v.Repairs = catalogRepairs(o)
 		v.UpToDate = len(v.Repairs) == 0
+		if needsAdminOption(v.Repairs) && !o.R.AdminCanAdmin {
+			v.Repairs, v.UpToDate = nil, true
+			v.Reason = ReasonInsufficientPrivileges
+			v.Message = noAdminOption(o.Role, "repair the import") + ". Differences: " + strings.Join(d, "; ")
+			return v
+		}
 	}
 	if len(d) == 0 {
 		v.Ready = true
@@ -393,6 +415,17 @@ func catalogRepairs(o Observation) []Repair {
 		r = append(r, RepairExtensions)
 	}
 	return r
+}
+
+// needsAdminOption reports whether any repair grants or alters the role.
+func needsAdminOption(r []Repair) bool {
+	return slices.Contains(r, RepairAdminMember) || slices.Contains(r, RepairRole)
+}
+
+// noAdminOption says that the admin may not administer role, and what
+// fixes it. It never names the admin role.
+func noAdminOption(role, to string) string {
+	return fmt.Sprintf("the admin role may not grant, alter or drop the role %q (PostgreSQL 16 and later require ADMIN OPTION on it, which only a role's creator gets by itself), so it cannot %s: as a superuser or the role's creator, run GRANT %q TO <the admin role> WITH ADMIN OPTION; nothing was changed", role, to, role)
 }
 
 func nextStep(p v1alpha1.DatabasePhase) string {

@@ -36,7 +36,7 @@ func base() Observation {
 		Requested: []string{"pg_trgm"}, Installed: []string{"pg_trgm", "plpgsql"}, WantData: want(),
 		KV:    ourKV(map[string]string{MetaDatabaseOID: "16384", MetaRoleOID: "16383"}),
 		DB:    DBState{Exists: true, OID: 16384, Owner: "shop", RoleConnect: true},
-		R:     RoleState{Exists: true, OID: 16383, AttributesOK: true, AdminMember: true},
+		R:     RoleState{Exists: true, OID: 16383, AttributesOK: true, AdminMember: true, AdminCanAdmin: true},
 		Login: LoginOK,
 	}
 }
@@ -104,6 +104,42 @@ func TestDecide(t *testing.T) {
 			},
 			want: out{Exists: true, Phase: v1alpha1.DatabasePhaseDatabaseCreated, KVOurs: true, RoleOurs: true, DBOurs: true,
 				Repairs: []Repair{RepairKVRecord, RepairOwnerMetadata, RepairAdminMember, RepairRole, RepairOwner, RepairConnect, RepairExtensions}},
+		},
+		"AdminLacksADMINOPTION: membership repair refused, nothing repaired": {
+			o: func(o *Observation) {
+				o.R.AdminMember, o.R.AdminCanAdmin = false, false
+				o.DB.PublicConnect = true
+			},
+			want: out{Exists: true, UpToDate: true, Phase: v1alpha1.DatabasePhaseDatabaseCreated, Reason: ReasonInsufficientPrivileges, KVOurs: true, RoleOurs: true, DBOurs: true},
+			msg:  `GRANT "shop" TO <the admin role> WITH ADMIN OPTION`,
+		},
+		"AdminLacksADMINOPTION: attribute repair refused": {
+			o:    func(o *Observation) { o.R.AttributesOK, o.R.AdminCanAdmin = false, false },
+			want: out{Exists: true, UpToDate: true, Phase: v1alpha1.DatabasePhaseDatabaseCreated, Reason: ReasonInsufficientPrivileges, KVOurs: true, RoleOurs: true, DBOurs: true},
+			msg:  "ADMIN OPTION",
+		},
+		"AdminLacksADMINOPTION but nothing needs it": {
+			o:    func(o *Observation) { o.R.AdminCanAdmin = false; o.DB.PublicConnect = true },
+			want: out{Exists: true, Phase: v1alpha1.DatabasePhaseDatabaseCreated, KVOurs: true, RoleOurs: true, DBOurs: true, Repairs: []Repair{RepairConnect}},
+		},
+		"RoleOursNoDatabaseNoMembershipNoADMINOPTION": {
+			o: func(o *Observation) {
+				o.DB = DBState{}
+				o.KV = ourKV(map[string]string{MetaRoleOID: "16383"})
+				o.R.AdminMember, o.R.AdminCanAdmin = false, false
+				o.Login, o.Installed = LoginAuthOK, nil
+			},
+			want: out{Exists: true, UpToDate: true, Phase: v1alpha1.DatabasePhaseRoleCreated, Reason: ReasonInsufficientPrivileges, KVOurs: true, RoleOurs: true},
+			msg:  "to create the database",
+		},
+		"RoleOursNoDatabaseNoMembership: the membership is granted on Create": {
+			o: func(o *Observation) {
+				o.DB = DBState{}
+				o.KV = ourKV(map[string]string{MetaRoleOID: "16383"})
+				o.R.AdminMember = false
+				o.Login, o.Installed = LoginAuthOK, nil
+			},
+			want: out{Phase: v1alpha1.DatabasePhaseRoleCreated, KVOurs: true, RoleOurs: true},
 		},
 		"ExtraKVKey is drift": {
 			o:    func(o *Observation) { o.KV.Data["uri"] = "postgres://..." },

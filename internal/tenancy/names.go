@@ -5,6 +5,7 @@ package tenancy
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -21,6 +22,25 @@ func ValidIdentifier(s string) bool { return identifier.MatchString(s) }
 func ValidateIdentifier(field, s string) error {
 	if !ValidIdentifier(s) {
 		return fmt.Errorf("%s %q is not a valid identifier: it must match %s", field, s, identifier)
+	}
+	return nil
+}
+
+// reservedNames are PostgreSQL's own database and role names. Role names
+// starting with pg_ are reserved by the server (SQLSTATE 42939), and so are
+// public and none; a database name is refused on the same rule, because the
+// login role defaults to the database name.
+var reservedNames = []string{"postgres", "template0", "template1", "public", "none"}
+
+// ValidateName checks a database or login role name: a valid identifier
+// that is none of PostgreSQL's own names (pg_*, postgres, template0,
+// template1, public, none).
+func ValidateName(field, s string) error {
+	if err := ValidateIdentifier(field, s); err != nil {
+		return err
+	}
+	if strings.HasPrefix(s, "pg_") || slices.Contains(reservedNames, s) {
+		return fmt.Errorf("%s %q is reserved: names starting with pg_ and %s are PostgreSQL's own", field, s, strings.Join(reservedNames, ", "))
 	}
 	return nil
 }

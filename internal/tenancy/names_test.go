@@ -60,3 +60,16 @@ func TestValidatePath(t *testing.T) {
 		}
 	}
 }
+
+func TestValidateName(t *testing.T) {
+	for s, ok := range map[string]bool{
+		"shop": true, "pgshop": true, "shop_pg_": true, "postgresql": true, "publication": true,
+		"pg_catalog": false, "pg_trgm": false, "pg_": false,
+		"postgres": false, "template0": false, "template1": false, "public": false, "none": false,
+		"Shop": false, "": false,
+	} {
+		if err := ValidateName("database", s); (err == nil) != ok {
+			t.Errorf("ValidateName(%q) = %v, want ok=%v", s, err, ok)
+		}
+	}
+}

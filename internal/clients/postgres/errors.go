@@ -30,6 +30,23 @@ const (
 	// ClassInvalid: the request names something that does not exist or
 	// cannot work (e.g. an admin database that is not there).
 	ClassInvalid Class = "InvalidSpec"
+	// ClassUnsupported: the server's major version is not supported.
+	ClassUnsupported Class = "UnsupportedVersion"
+	// ClassDependentObjects: a role cannot be dropped because it still owns
+	// objects or holds privileges somewhere (SQLSTATE 2BP01). A human must
+	// reassign or drop them; retrying alone never succeeds.
+	ClassDependentObjects Class = "DependentObjectsExist"
+	// ClassConflict: the object was created by someone else meanwhile
+	// (duplicate object or database): the next observation decides whether
+	// it is ours.
+	ClassConflict Class = "Conflict"
+	// ClassReadOnly: the server accepts no writes (a standby, or a server in
+	// recovery or set read-only).
+	ClassReadOnly Class = "ServerReadOnly"
+	// ClassRefused: the server refused the statement for a reason that
+	// retrying does not change (syntax, a reserved name, a feature the
+	// server lacks, a wrong value...). The message says what it said.
+	ClassRefused Class = "ServerRefused"
 )
 
 // Error is a classified failure whose message is safe to show anywhere: it
@@ -108,20 +125,54 @@ func classify(err error) (Class, string, string) {
 
 func classifyPg(pe *pgconn.PgError) (Class, string, string) {
 	code := pe.Code
-	switch {
-	case code == "28P01":
+	said := fmt.Sprintf("%s (SQLSTATE %s)", pe.Message, code)
+	switch code {
+	case "28P01":
 		return ClassAuthentication, code, "password authentication failed for the admin credential (SQLSTATE 28P01)"
-	case code == "28000":
+	case "28000":
 		// pg_hba.conf rejected the login, or the role may not log in.
 		return ClassAuthentication, code, fmt.Sprintf("the server refused the login: %s (SQLSTATE 28000)", pe.Message)
-	case code == "3D000":
-		return ClassInvalid, code, fmt.Sprintf("%s (SQLSTATE 3D000)", pe.Message)
-	case code == "42501":
-		return ClassPrivileges, code, fmt.Sprintf("%s (SQLSTATE 42501)", pe.Message)
-	case strings.HasPrefix(code, "08"), strings.HasPrefix(code, "53"), strings.HasPrefix(code, "57"), strings.HasPrefix(code, "58"):
-		return ClassUnavailable, code, fmt.Sprintf("the server is not accepting work: %s (SQLSTATE %s)", pe.Message, code)
+	case "3D000":
+		return ClassInvalid, code, said
+	case "42501":
+		return ClassPrivileges, code, said
+	case "2BP01":
+		return ClassDependentObjects, code, fmt.Sprintf("%s%s: the role still owns objects or holds privileges in some database; as the admin or a superuser, run REASSIGN OWNED BY <role> TO <another role> and DROP OWNED BY <role> in each database listed, then the provider retries", said, detail(pe))
+	case "42939":
+		return ClassInvalid, code, said + ": the name is reserved by PostgreSQL (names starting with pg_, public, none); choose another name"
+	case "42710", "42P04", "23505":
+		return ClassConflict, code, said + ": someone else created it meanwhile; the next observation decides whether it is this Database's"
+	case "25006":
+		return ClassReadOnly, code, said + ": the server is read-only (a standby, in recovery, or default_transaction_read_only): point the config at the primary"
+	case "58P01":
+		// A missing file, e.g. an extension's control or library file.
+		return ClassRefused, code, said + ": the server lacks a file it needs (an extension's files not installed on the server?)"
 	}
-	return ClassUnavailable, code, fmt.Sprintf("%s (SQLSTATE %s)", pe.Message, code)
+	switch code[:2] {
+	case "08", "53", "57", "58", "40", "55":
+		// Connection problems, out of resources, operator intervention or
+		// shutdown, system errors, transaction rollbacks (serialization,
+		// deadlock) and objects in use or locked: retrying later may work.
+		return ClassUnavailable, code, fmt.Sprintf("the server is not accepting work: %s", said)
+	case "28":
+		return ClassAuthentication, code, said
+	case "XX":
+		return ClassUnavailable, code, fmt.Sprintf("the server reported an internal error: %s", said)
+	case "0A":
+		return ClassRefused, code, said + ": this server does not support it"
+	}
+	// Everything else (syntax and access rule violations, data exceptions,
+	// invalid states...) does not change by retrying.
+	return ClassRefused, code, said
+}
+
+// detail returns the server's DETAIL line (e.g. which objects depend on a
+// role), prefixed for appending, or "".
+func detail(pe *pgconn.PgError) string {
+	if pe.Detail == "" {
+		return ""
+	}
+	return " (" + strings.ReplaceAll(pe.Detail, "\n", "; ") + ")"
 }
 
 // innermost returns the message of the deepest wrapped error, skipping the

@@ -2,36 +2,121 @@ package postgres
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The PostgreSQL majors the provider supports (and is tested on).
+const (
+	MinMajor = 14
+	MaxMajor = 18
 )
 
 // Health is what a health check learned about a server and the admin role.
 type Health struct {
 	// Version is the server_version, without a packager's suffix.
-	Version    string
+	Version string
+	// Major is the server's major version, e.g. 17.
+	Major      int
 	Superuser  bool
 	CreateDB   bool
 	CreateRole bool
+	// Inherit: the admin role's INHERIT attribute.
+	Inherit bool
+	// SearchPath is the admin session's search_path as the server sees it.
+	SearchPath string
+	// SelfGrant (16 and later): on a role the admin creates, it can obtain
+	// the SET and INHERIT membership provisioning needs; probed in a
+	// transaction that is rolled back. Always true before 16.
+	SelfGrant bool
+	// SelfGrantProblem says why the probe failed, when it did.
+	SelfGrantProblem string
 }
+
+// errPreflightRollback ends the probe transaction without committing.
+var errPreflightRollback = errors.New("preflight: roll back")
 
 // Check runs the health check: a TLS connection per the config's sslMode
 // (reused from the pool when one is idle), authentication, the server
-// version and the admin role's privileges, in one query.
+// version, the admin role's attributes and the session's search_path in one
+// query; on PostgreSQL 16 and later, and only once per pool while it
+// passes, a probe of the memberships the admin can obtain, in a transaction
+// that is rolled back (nothing persists).
 func (p *Pool) Check(ctx context.Context) (Health, error) {
 	ctx, cancel := p.withTimeout(ctx)
 	defer cancel()
 	var h Health
-	err := p.pool.QueryRow(ctx, qHealth).Scan(&h.Version, &h.Superuser, &h.CreateDB, &h.CreateRole)
+	var num int32
+	err := p.pool.QueryRow(ctx, qHealth).Scan(&h.Version, &num, &h.Superuser, &h.CreateDB, &h.CreateRole, &h.Inherit, &h.SearchPath)
+	if err != nil {
+		return h, p.classify(err)
+	}
 	// server_version may carry a packager's suffix: "15.18 (Debian 15.18-0+deb12u1)".
 	if f := strings.Fields(h.Version); len(f) > 0 {
 		h.Version = f[0]
 	}
-	return h, p.classify(err)
+	h.Major = int(num / 10000)
+	p.major.Store(int32(h.Major))
+	if h.Major < MinMajor {
+		return h, &Error{Class: ClassUnsupported, msg: fmt.Sprintf("PostgreSQL %s is not supported: this provider supports PostgreSQL %d to %d", h.Version, MinMajor, MaxMajor)}
+	}
+	if h.SearchPath != SafeSearchPath {
+		// Something between the provider and the server (a connection
+		// pooler that drops startup parameters, say) did not keep the
+		// pinned search_path: refuse to run anything on such sessions.
+		return h, &Error{Class: ClassInvalid, msg: fmt.Sprintf("the admin session's search_path is %q, not the pinned %q: a connection pooler between the provider and the server may be dropping startup parameters; connect the provider to the server directly (or to a pooler in session mode that keeps them)", h.SearchPath, SafeSearchPath)}
+	}
+	h.SelfGrant = true
+	if h.Major >= 16 && !h.Superuser && !p.selfGrantOK.Load() {
+		h.SelfGrant, h.SelfGrantProblem, err = p.probeSelfGrant(ctx)
+		if err != nil {
+			return h, err
+		}
+		p.selfGrantOK.Store(h.SelfGrant)
+	}
+	return h, nil
 }
 
-// Privileges returns nil when the role may create databases and roles, or
-// a ClassPrivileges error naming what is missing. A superuser passes.
+// probeSelfGrant creates a NOLOGIN role, grants it to the admin WITH
+// INHERIT TRUE, SET TRUE and reads the result, then rolls everything back.
+func (p *Pool) probeSelfGrant(ctx context.Context) (bool, string, error) {
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	name := qProbeRole + "_" + hex.EncodeToString(rnd[:])
+	r := pgx.Identifier{name}.Sanitize()
+	var ok bool
+	var problem string
+	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, fmt.Sprintf(qCreateProbeRole, r)); err != nil {
+			problem = "CREATE ROLE failed: " + p.classify(err).Error()
+			return errPreflightRollback
+		}
+		if _, err := tx.Exec(ctx, fmt.Sprintf(qGrantRoleToAdmin16, r)); err != nil {
+			problem = "GRANT <new role> TO CURRENT_USER WITH INHERIT TRUE, SET TRUE failed: " + p.classify(err).Error()
+			return errPreflightRollback
+		}
+		if err := tx.QueryRow(ctx, qProbeMembership16, name).Scan(&ok); err != nil {
+			return err
+		}
+		if !ok {
+			problem = "after GRANT <new role> TO CURRENT_USER WITH INHERIT TRUE, SET TRUE the admin still cannot use the role's privileges and SET ROLE to it"
+		}
+		return errPreflightRollback
+	})
+	if err != nil && !errors.Is(err, errPreflightRollback) {
+		return false, "", p.classify(err)
+	}
+	return ok && problem == "", problem, nil
+}
+
+// Privileges returns nil when the role has every privilege provisioning
+// needs on this server's major version, or a ClassPrivileges error naming
+// what is missing and what to grant. A superuser passes.
 func (h Health) Privileges() error {
 	if h.Superuser {
 		return nil
@@ -43,8 +128,25 @@ func (h Health) Privileges() error {
 	if !h.CreateRole {
 		missing = append(missing, "CREATEROLE")
 	}
-	if len(missing) == 0 {
-		return nil
+	if !h.Inherit && h.Major < 16 {
+		// Before 16, the admin uses a tenant role's privileges (to change
+		// CONNECT, end sessions and drop its database) only through
+		// INHERIT; from 16 on each grant carries its own INHERIT option.
+		missing = append(missing, "INHERIT")
 	}
-	return &Error{Class: ClassPrivileges, msg: fmt.Sprintf("the admin role lacks %v: grant them with ALTER ROLE ... %v", missing, missing)}
+	if len(missing) > 0 {
+		return &Error{Class: ClassPrivileges, msg: fmt.Sprintf("the admin role lacks %s: as a superuser (or the managed service's admin), run ALTER ROLE <the admin role> %s", strings.Join(missing, ", "), strings.Join(missing, " "))}
+	}
+	if !h.SelfGrant {
+		return &Error{Class: ClassPrivileges, msg: fmt.Sprintf("on PostgreSQL %d the admin role must be able to make itself a member, WITH INHERIT TRUE and SET TRUE, of the roles it creates: %s", h.Major, h.SelfGrantProblem)}
+	}
+	return nil
+}
+
+// Warning returns a note for a server newer than the tested majors, or "".
+func (h Health) Warning() string {
+	if h.Major > MaxMajor {
+		return fmt.Sprintf("PostgreSQL %d is newer than the majors this provider is tested on (%d to %d)", h.Major, MinMajor, MaxMajor)
+	}
+	return ""
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -19,6 +20,10 @@ import (
 
 // ApplicationName identifies the provider's sessions in pg_stat_activity.
 const ApplicationName = "provider-postgresql-tenant"
+
+// RequireAuth is the only authentication method the provider answers with
+// a password (libpq's require_auth).
+const RequireAuth = "scram-sha-256"
 
 // Target is where a pool connects: the server of one config.
 type Target struct {
@@ -47,6 +52,10 @@ type Options struct {
 	// CABundleFile is the PEM file of trusted CAs (--ca-bundle). It is read
 	// on every Get, so a rotated bundle takes effect without a restart.
 	CABundleFile string
+	// Hook, when set, is called inside multi-statement transactions between
+	// statements, with a name for the point; an error aborts the
+	// transaction. It exists for fault-injection tests.
+	Hook func(point string) error
 }
 
 // DefaultOptions are the defaults of the provider's flags.
@@ -91,6 +100,12 @@ type Pool struct {
 	pool   *pgxpool.Pool
 	redact []string
 	call   time.Duration
+	faults func(string) error
+	// major is the server's major version once a connection has told it
+	// (0: not yet known).
+	major atomic.Int32
+	// selfGrantOK: the 16+ membership probe passed on this pool.
+	selfGrantOK atomic.Bool
 }
 
 // Get returns the pool for a config, building it (lazily: no connection is
@@ -198,6 +213,16 @@ func (m *Manager) newPool(ref string, uid types.UID, key string, t Target, c Cre
 	cfg.ConnConfig.Password = c.Password
 	cfg.ConnConfig.TLSConfig = tlsCfg
 	cfg.ConnConfig.Fallbacks = nil
+	// A password only ever answers a SCRAM-SHA-256 challenge: a server (or
+	// anything in its place) that asks for it in clear text or as MD5, or
+	// lets the session in without authentication, is refused before the
+	// password leaves the process.
+	cfg.ConnConfig.RequireAuth = RequireAuth
+	// No object a tenant can create is ever resolved by an admin session:
+	// the search_path names only the system catalog (pg_temp last, so it
+	// can never shadow it). Startup parameters win over per-role and
+	// per-database settings.
+	cfg.ConnConfig.RuntimeParams["search_path"] = SafeSearchPath
 	cfg.ConnConfig.ConnectTimeout = m.opts.ConnectTimeout
 	cfg.MaxConns = m.opts.MaxConns
 	cfg.MinConns = 0
@@ -209,7 +234,7 @@ func (m *Manager) newPool(ref string, uid types.UID, key string, t Target, c Cre
 	if err != nil {
 		return nil, Classify(err, c.Username, c.Password)
 	}
-	return &Pool{Ref: ref, UID: uid, key: key, target: t, pool: pool, redact: []string{c.Username, c.Password}, call: m.opts.CallTimeout}, nil
+	return &Pool{Ref: ref, UID: uid, key: key, target: t, pool: pool, redact: []string{c.Username, c.Password}, call: m.opts.CallTimeout, faults: m.opts.Hook}, nil
 }
 
 // quote makes a libpq key/value connection-string value.
@@ -259,10 +284,54 @@ func (p *Pool) withTimeout(ctx context.Context) (context.Context, context.Cancel
 	return context.WithTimeout(ctx, p.call)
 }
 
+// hook calls the fault-injection hook, if any.
+func (p *Pool) hook(point string) error {
+	if p.faults == nil {
+		return nil
+	}
+	return p.faults(point)
+}
+
 // classify classifies err with this pool's credential redacted.
 func (p *Pool) classify(err error) error {
 	if err == nil {
 		return nil
 	}
 	return Classify(err, p.redact...)
+}
+
+// Major returns the server's major version (e.g. 17), read from the
+// server_version a connection reports at startup, without a query.
+func (p *Pool) Major(ctx context.Context) (int, error) {
+	if m := p.major.Load(); m != 0 {
+		return int(m), nil
+	}
+	ctx, cancel := p.withTimeout(ctx)
+	defer cancel()
+	c, err := p.pool.Acquire(ctx)
+	if err != nil {
+		return 0, p.classify(err)
+	}
+	v := c.Conn().PgConn().ParameterStatus("server_version")
+	c.Release()
+	m, ok := ParseMajor(v)
+	if !ok {
+		return 0, &Error{Class: ClassUnavailable, msg: fmt.Sprintf("cannot read the server's major version from server_version %q", v)}
+	}
+	p.major.Store(int32(m))
+	return m, nil
+}
+
+// ParseMajor returns the major version of a server_version such as "17.10",
+// "15.18 (Debian 15.18-0+deb12u1)" or "18beta1".
+func ParseMajor(v string) (int, bool) {
+	i := 0
+	for i < len(v) && v[i] >= '0' && v[i] <= '9' {
+		i++
+	}
+	m, err := strconv.Atoi(v[:i])
+	if err != nil || m <= 0 {
+		return 0, false
+	}
+	return m, true
 }

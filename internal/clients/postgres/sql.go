@@ -1,39 +1,124 @@
 package postgres
 
-// Every SQL statement the provider sends lives in this file. Identifiers are
-// never built into statements by string concatenation with user input:
-// they are passed as parameters, or quoted with pgx.Identifier.Sanitize
-// after validation.
+import "strings"
+
+// Every SQL statement the provider sends lives in this file.
+//
+// Identifiers are never built into statements by string concatenation with
+// user input: they are passed as parameters, or quoted with
+// pgx.Identifier.Sanitize after validation.
+//
+// Every statement is written so that no object a tenant could create can
+// change what it does, even on a server where PUBLIC may create objects in
+// a schema on the session's search_path (every server initialised before
+// PostgreSQL 15, and every cluster upgraded from one):
+//   - sessions pin search_path to "pg_catalog, pg_temp" (see pool.go);
+//   - every function and operator is schema-qualified (OPERATOR(pg_catalog.=));
+//   - every literal and parameter carries its type, so operator resolution
+//     never has to choose between candidates with implicit casts.
+// Either of the first two alone stops the known hijacks; together with the
+// third, a future statement that forgets one of them is still safe.
+
+// SafeSearchPath is the search_path of every admin session.
+const SafeSearchPath = "pg_catalog, pg_temp"
+
+// TenantSearchPath is the search_path of the provider's sessions as a
+// tenant's role in the tenant's own database.
+const TenantSearchPath = "public"
 
 // qHealth reads, in one round trip, what the config health check needs: the
-// server version and the admin role's privileges.
-const qHealth = `SELECT current_setting('server_version'), r.rolsuper, r.rolcreatedb, r.rolcreaterole
-FROM pg_catalog.pg_roles r WHERE r.rolname = current_user`
+// server version, the admin role's attributes and the session's search_path.
+const qHealth = `SELECT pg_catalog.current_setting('server_version'::pg_catalog.text),
+  pg_catalog.current_setting('server_version_num'::pg_catalog.text)::pg_catalog.int4,
+  r.rolsuper, r.rolcreatedb, r.rolcreaterole, r.rolinherit,
+  pg_catalog.current_setting('search_path'::pg_catalog.text)
+FROM pg_catalog.pg_roles r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER`
 
-// qObserve reads a tenant's database and role in one round trip. $1 is the
-// database name, $2 the role name; a missing object gives NULL columns.
-// PUBLIC's CONNECT comes from the ACL (NULL = the default, which grants it);
-// the role's CONNECT must be an explicit grant.
-const qObserve = `SELECT d.oid, pg_catalog.pg_get_userbyid(d.datdba),
-  EXISTS (SELECT 1 FROM pg_catalog.aclexplode(COALESCE(d.datacl, pg_catalog.acldefault('d', d.datdba))) a
-          WHERE a.grantee = 0 AND a.privilege_type = 'CONNECT'),
-  EXISTS (SELECT 1 FROM pg_catalog.aclexplode(COALESCE(d.datacl, pg_catalog.acldefault('d', d.datdba))) a
-          WHERE a.grantee = r.oid AND a.privilege_type = 'CONNECT'),
+// qProbeRole is a role name the 16+ preflight creates and rolls back.
+const qProbeRole = `provider_postgresql_tenant_probe`
+
+// qProbeMembership16 (16+, inside a transaction that is rolled back): can
+// the admin obtain, on a role it creates, the memberships provisioning
+// needs? $1 is the probe role's name.
+const qProbeMembership16 = `SELECT pg_catalog.pg_has_role(CURRENT_USER, $1::pg_catalog.name, 'USAGE'::pg_catalog.text)
+  AND pg_catalog.pg_has_role(CURRENT_USER, $1::pg_catalog.name, 'SET'::pg_catalog.text)`
+
+// observeTemplate reads a tenant's database and role in one round trip. $1
+// is the database name, $2 the role name; a missing object gives NULL
+// columns. PUBLIC's CONNECT comes from the ACL (NULL = the default, which
+// grants it); the role's CONNECT must be an explicit grant. @MEMBER@ and
+// @ADMIN@ are replaced per server major (see qObserve).
+const observeTemplate = `SELECT d.oid, pg_catalog.pg_get_userbyid(d.datdba),
+  EXISTS (SELECT 1 FROM pg_catalog.aclexplode(COALESCE(d.datacl, pg_catalog.acldefault('d'::pg_catalog."char", d.datdba))) a
+          WHERE a.grantee OPERATOR(pg_catalog.=) 0::pg_catalog.oid
+            AND a.privilege_type OPERATOR(pg_catalog.=) 'CONNECT'::pg_catalog.text),
+  EXISTS (SELECT 1 FROM pg_catalog.aclexplode(COALESCE(d.datacl, pg_catalog.acldefault('d'::pg_catalog."char", d.datdba))) a
+          WHERE a.grantee OPERATOR(pg_catalog.=) r.oid
+            AND a.privilege_type OPERATOR(pg_catalog.=) 'CONNECT'::pg_catalog.text),
   r.oid, r.rolcanlogin, r.rolsuper, r.rolcreatedb, r.rolcreaterole, r.rolreplication, r.rolbypassrls, r.rolconnlimit,
-  CASE WHEN r.oid IS NULL THEN NULL ELSE pg_catalog.pg_has_role(current_user, r.oid, 'MEMBER') END
+  CASE WHEN r.oid IS NULL THEN NULL ELSE @MEMBER@ END,
+  CASE WHEN r.oid IS NULL THEN NULL ELSE @ADMIN@ END
 FROM (SELECT 1) AS one
-LEFT JOIN pg_catalog.pg_database d ON d.datname = $1
-LEFT JOIN pg_catalog.pg_roles r ON r.rolname = $2`
+LEFT JOIN pg_catalog.pg_database d ON d.datname OPERATOR(pg_catalog.=) $1::pg_catalog.name
+LEFT JOIN pg_catalog.pg_roles r ON r.rolname OPERATOR(pg_catalog.=) $2::pg_catalog.name
+LEFT JOIN pg_catalog.pg_roles adm ON adm.rolname OPERATOR(pg_catalog.=) CURRENT_USER`
 
-// qAvailableExtensions: which of $1 the server can install.
-const qAvailableExtensions = `SELECT name FROM pg_catalog.pg_available_extensions WHERE name = ANY($1)`
+// The admin's membership in a tenant role, as provisioning needs it:
+// CREATE DATABASE ... OWNER needs to be able to SET ROLE to it; ending its
+// sessions, changing CONNECT and dropping its database need its privileges
+// (USAGE: membership with INHERIT). Before 16, membership always allows
+// SET ROLE; from 16 on, SET is an option of each grant, and the automatic
+// grant a CREATEROLE admin gets on roles it creates has neither SET nor
+// INHERIT, while pg_has_role(..., 'MEMBER') is already true for it.
+const (
+	memberBefore16 = `pg_catalog.pg_has_role(CURRENT_USER, r.oid, 'USAGE'::pg_catalog.text)`
+	member16       = `(pg_catalog.pg_has_role(CURRENT_USER, r.oid, 'USAGE'::pg_catalog.text)
+    AND pg_catalog.pg_has_role(CURRENT_USER, r.oid, 'SET'::pg_catalog.text))`
+	// May the admin grant, alter and drop the role? Before 16, CREATEROLE
+	// suffices for any role that is not a superuser; from 16 on, it takes
+	// ADMIN OPTION on the role (which a role's creator gets automatically).
+	adminBefore16 = `(adm.rolsuper OR (adm.rolcreaterole AND NOT r.rolsuper))`
+	admin16       = `(adm.rolsuper OR (adm.rolcreaterole AND NOT r.rolsuper AND pg_catalog.pg_has_role(CURRENT_USER, r.oid, 'MEMBER WITH ADMIN OPTION'::pg_catalog.text)))`
+)
+
+// qObserve returns the observe query for a server major version.
+func qObserve(major int) string {
+	m, a := memberBefore16, adminBefore16
+	if major >= 16 {
+		m, a = member16, admin16
+	}
+	return strings.NewReplacer("@MEMBER@", m, "@ADMIN@", a).Replace(observeTemplate)
+}
+
+// qAvailableExtensions: for each of $1 the server can install, whether the
+// database owner (not a superuser) may create it: the extension's default
+// version is trusted or does not need a superuser. Its required extensions
+// are listed too.
+const qAvailableExtensions = `SELECT e.name::pg_catalog.text,
+  COALESCE(v.trusted OR NOT v.superuser, false),
+  COALESCE(v.requires::pg_catalog.text[], '{}'::pg_catalog.text[])
+FROM pg_catalog.pg_available_extensions e
+LEFT JOIN pg_catalog.pg_available_extension_versions v
+  ON v.name OPERATOR(pg_catalog.=) e.name AND v.version OPERATOR(pg_catalog.=) e.default_version
+WHERE e.name::pg_catalog.text OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.text[])`
+
+// qExtensionAllowLists reads the extension allow-lists of managed services
+// (NULL where the setting does not exist): Amazon RDS and Aurora
+// (rds.allowed_extensions, where "*" or empty allows all), Azure Database
+// for PostgreSQL (azure.extensions).
+const qExtensionAllowLists = `SELECT pg_catalog.current_setting('rds.allowed_extensions'::pg_catalog.text, true),
+  pg_catalog.current_setting('azure.extensions'::pg_catalog.text, true)`
 
 // The statements below take identifiers quoted with pgx.Identifier.Sanitize
 // after tenancy.ValidateIdentifier; the password is a SCRAM verifier that
 // scram.IsVerifier accepted (base64, '$' and ':' only, no quote).
 const (
-	qCreateRole       = `CREATE ROLE %s LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS PASSWORD '%s'`
-	qGrantRoleToAdmin = `GRANT %s TO CURRENT_USER`
+	qCreateRole = `CREATE ROLE %s LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS PASSWORD '%s'`
+	// The admin's membership: before 16 a plain grant (INHERIT comes from
+	// the admin's own attribute, which the health check requires); from 16
+	// on, the options provisioning needs, explicitly.
+	qGrantRoleToAdmin   = `GRANT %s TO CURRENT_USER`
+	qGrantRoleToAdmin16 = `GRANT %s TO CURRENT_USER WITH INHERIT TRUE, SET TRUE`
 	// qRepairRole sets only what a CREATEROLE (non-superuser) admin may change;
 	// SUPERUSER, REPLICATION and BYPASSRLS can only be reset by a superuser.
 	qRepairRole         = `ALTER ROLE %s LOGIN NOCREATEDB NOCREATEROLE CONNECTION LIMIT -1`
@@ -45,12 +130,14 @@ const (
 	qDropDatabase       = `DROP DATABASE IF EXISTS %s WITH (FORCE)`
 	qDropRole           = `DROP ROLE IF EXISTS %s`
 	qCreateExtension    = `CREATE EXTENSION IF NOT EXISTS %s`
+	qCreateProbeRole    = `CREATE ROLE %s NOLOGIN`
 )
 
 // qTerminate ends every other session on database $1 and counts them.
-const qTerminate = `SELECT count(*)::int FROM (
-  SELECT pg_catalog.pg_terminate_backend(pid) FROM pg_catalog.pg_stat_activity
-  WHERE datname = $1 AND pid <> pg_catalog.pg_backend_pid()) t`
+const qTerminate = `SELECT pg_catalog.count(*)::pg_catalog.int4 FROM (
+  SELECT pg_catalog.pg_terminate_backend(a.pid) FROM pg_catalog.pg_stat_activity a
+  WHERE a.datname OPERATOR(pg_catalog.=) $1::pg_catalog.name
+    AND a.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()) t`
 
 // qExtensions lists the extensions installed in the connected database.
-const qExtensions = `SELECT extname FROM pg_catalog.pg_extension`
+const qExtensions = `SELECT e.extname::pg_catalog.text FROM pg_catalog.pg_extension e`

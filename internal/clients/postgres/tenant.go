@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -34,9 +36,16 @@ type Catalog struct {
 	BypassRLS   bool
 	// ConnLimit is the role's connection limit (-1: none).
 	ConnLimit int32
-	// AdminMember: the admin role is a member of the login role, which it
-	// needs to create a database owned by it and to end its sessions.
+	// AdminMember: the admin role holds the membership in the login role
+	// that provisioning needs: it can SET ROLE to it (CREATE DATABASE ...
+	// OWNER) and use its privileges (CONNECT grants, ending its sessions,
+	// DROP DATABASE). From PostgreSQL 16 on, a bare membership (such as the
+	// automatic ADMIN-only one of a role's creator) is not enough.
 	AdminMember bool
+	// AdminCanAdmin: the admin may grant, alter and drop the login role
+	// (before 16: CREATEROLE and the role is no superuser; from 16 on, also
+	// ADMIN OPTION on it).
+	AdminCanAdmin bool
 }
 
 // RoleAttributesOK reports whether the role has exactly the attributes the
@@ -63,11 +72,15 @@ func (p *Pool) Observe(ctx context.Context, database, role string) (Catalog, err
 	var c Catalog
 	var dbOID, roleOID *uint32
 	var owner *string
-	var publicConnect, roleConnect, login, super, createDB, createRole, repl, bypass, member *bool
+	var publicConnect, roleConnect, login, super, createDB, createRole, repl, bypass, member, canAdmin *bool
 	var connLimit *int32
-	err := p.pool.QueryRow(ctx, qObserve, database, role).Scan(
+	major, err := p.Major(ctx)
+	if err != nil {
+		return Catalog{}, err
+	}
+	err = p.pool.QueryRow(ctx, qObserve(major), database, role).Scan(
 		&dbOID, &owner, &publicConnect, &roleConnect,
-		&roleOID, &login, &super, &createDB, &createRole, &repl, &bypass, &connLimit, &member)
+		&roleOID, &login, &super, &createDB, &createRole, &repl, &bypass, &connLimit, &member, &canAdmin)
 	if err != nil {
 		return Catalog{}, p.classify(err)
 	}
@@ -79,6 +92,7 @@ func (p *Pool) Observe(ctx context.Context, database, role string) (Catalog, err
 		c.RoleExists, c.RoleOID = true, *roleOID
 		c.Login, c.Superuser, c.CreateDB, c.CreateRole = deref(login), deref(super), deref(createDB), deref(createRole)
 		c.Replication, c.BypassRLS, c.ConnLimit, c.AdminMember = deref(repl), deref(bypass), deref(connLimit), deref(member)
+		c.AdminCanAdmin = deref(canAdmin)
 	}
 	return c, nil
 }
@@ -91,10 +105,25 @@ func deref[T any](p *T) T {
 	return *p
 }
 
-// AvailableExtensions returns which of names the server can install
-// (pg_available_extensions). A failed query is an error, never "not
+// Extension is what the server says about one requested extension.
+type Extension struct {
+	// Available: pg_available_extensions lists it.
+	Available bool
+	// OwnerMayCreate: its default version is trusted or needs no superuser,
+	// so the database owner (never a superuser) can create it.
+	OwnerMayCreate bool
+	// Requires lists the extensions it needs installed first.
+	Requires []string
+	// NotAllowed: a managed service's allow-list exists and lacks it.
+	NotAllowed bool
+}
+
+// Extensions returns, for each of names, whether the server can install it
+// and whether the tenant's role may (pg_available_extensions, the
+// extension's trusted/superuser flags, and a managed service's allow-list
+// where the server has one). A failed query is an error, never "not
 // available".
-func (p *Pool) AvailableExtensions(ctx context.Context, names []string) (map[string]bool, error) {
+func (p *Pool) Extensions(ctx context.Context, names []string) (map[string]Extension, error) {
 	for _, n := range names {
 		if _, err := ident("extension", n); err != nil {
 			return nil, err
@@ -102,27 +131,57 @@ func (p *Pool) AvailableExtensions(ctx context.Context, names []string) (map[str
 	}
 	ctx, cancel := p.withTimeout(ctx)
 	defer cancel()
+	out := make(map[string]Extension, len(names))
+	for _, n := range names {
+		out[n] = Extension{}
+	}
 	rows, err := p.pool.Query(ctx, qAvailableExtensions, names)
 	if err != nil {
 		return nil, p.classify(err)
 	}
-	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	var name string
+	var mayCreate bool
+	var requires []string
+	_, err = pgx.ForEachRow(rows, []any{&name, &mayCreate, &requires}, func() error {
+		out[name] = Extension{Available: true, OwnerMayCreate: mayCreate, Requires: slices.Clone(requires)}
+		return nil
+	})
 	if err != nil {
 		return nil, p.classify(err)
 	}
-	out := make(map[string]bool, len(names))
-	for _, n := range names {
-		out[n] = false
+	var rds, azure *string
+	if err := p.pool.QueryRow(ctx, qExtensionAllowLists).Scan(&rds, &azure); err != nil {
+		return nil, p.classify(err)
 	}
-	for _, n := range got {
-		out[n] = true
+	for n, x := range out {
+		x.NotAllowed = !allowListed(rds, n, true) || !allowListed(azure, n, false)
+		out[n] = x
 	}
 	return out, nil
 }
 
+// allowListed reads a comma-separated allow-list setting: nil (the setting
+// does not exist) allows everything; so do "*" and, when emptyAll, "".
+func allowListed(list *string, name string, emptyAll bool) bool {
+	if list == nil {
+		return true
+	}
+	l := strings.TrimSpace(*list)
+	if l == "*" || (l == "" && emptyAll) {
+		return true
+	}
+	for _, e := range strings.Split(l, ",") {
+		if strings.TrimSpace(e) == name {
+			return true
+		}
+	}
+	return false
+}
+
 // CreateRole creates the tenant login role with the attributes the provider
-// always gives it and a SCRAM-SHA-256 verifier (never a password), then
-// makes the admin a member, as CREATE DATABASE ... OWNER needs.
+// always gives it and a SCRAM-SHA-256 verifier (never a password), and makes
+// the admin a member with what provisioning needs (GrantRoleToAdmin), in
+// one transaction: a role never exists without that membership.
 func (p *Pool) CreateRole(ctx context.Context, role, verifier string) error {
 	r, err := ident("role", role)
 	if err != nil {
@@ -131,19 +190,49 @@ func (p *Pool) CreateRole(ctx context.Context, role, verifier string) error {
 	if !scram.IsVerifier(verifier) {
 		return errors.New("refusing to send a role password that is not a SCRAM-SHA-256 verifier")
 	}
-	if err := p.exec(ctx, fmt.Sprintf(qCreateRole, r, verifier)); err != nil {
+	grant, err := p.grantToAdmin(ctx, r)
+	if err != nil {
 		return err
 	}
-	return p.GrantRoleToAdmin(ctx, role)
+	ctx, cancel := p.withTimeout(ctx)
+	defer cancel()
+	err = pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, fmt.Sprintf(qCreateRole, r, verifier)); err != nil {
+			return err
+		}
+		if err := p.hook("between CREATE ROLE and GRANT"); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, grant)
+		return err
+	})
+	return p.classify(err)
 }
 
-// GrantRoleToAdmin makes the admin a member of role.
+// GrantRoleToAdmin makes the admin a member of role, from PostgreSQL 16 on
+// explicitly WITH INHERIT TRUE, SET TRUE (the automatic grant a role's
+// creator gets has neither).
 func (p *Pool) GrantRoleToAdmin(ctx context.Context, role string) error {
 	r, err := ident("role", role)
 	if err != nil {
 		return err
 	}
-	return p.exec(ctx, fmt.Sprintf(qGrantRoleToAdmin, r))
+	grant, err := p.grantToAdmin(ctx, r)
+	if err != nil {
+		return err
+	}
+	return p.exec(ctx, grant)
+}
+
+func (p *Pool) grantToAdmin(ctx context.Context, quotedRole string) (string, error) {
+	major, err := p.Major(ctx)
+	if err != nil {
+		return "", err
+	}
+	if major >= 16 {
+		return fmt.Sprintf(qGrantRoleToAdmin16, quotedRole), nil
+	}
+	return fmt.Sprintf(qGrantRoleToAdmin, quotedRole), nil
 }
 
 // RepairRole resets the attributes a non-superuser admin may change (LOGIN,
@@ -272,6 +361,11 @@ func (p *Pool) ConnectAs(ctx context.Context, database string, cred Credential) 
 	cfg.Database = database
 	cfg.User = cred.Username
 	cfg.Password = cred.Password
+	// The tenant's own session in its own database: only the tenant can
+	// create objects there, and CREATE EXTENSION places an extension in the
+	// first schema of the search_path (pg_catalog is still searched first
+	// for every name, implicitly).
+	cfg.RuntimeParams["search_path"] = TenantSearchPath
 	ctx, cancel := p.withTimeout(ctx)
 	defer cancel()
 	c, err := pgx.ConnectConfig(ctx, cfg)

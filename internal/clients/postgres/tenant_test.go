@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/jackc/pgx/v5"
 
 	"ddupan.top/provider-postgresql-tenant/internal/clients/postgres"
@@ -71,9 +73,19 @@ func TestTenantLifecycleAsNonSuperuserAdmin(t *testing.T) {
 	if err != nil || c.DatabaseExists || c.RoleExists {
 		t.Fatalf("Observe(absent) = %+v, %v", c, err)
 	}
-	avail, err := p.AvailableExtensions(ctx, []string{"pg_trgm", "no_such_extension"})
-	if err != nil || !avail["pg_trgm"] || avail["no_such_extension"] {
-		t.Fatalf("AvailableExtensions = %v, %v", avail, err)
+	avail, err := p.Extensions(ctx, []string{"pg_trgm", "no_such_extension", "dblink", "earthdistance"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]postgres.Extension{
+		"pg_trgm":           {Available: true, OwnerMayCreate: true, Requires: []string{}},
+		"no_such_extension": {},
+		// dblink needs a superuser and is not trusted: the owner cannot.
+		"dblink":        {Available: true, Requires: []string{}},
+		"earthdistance": {Available: true, Requires: []string{"cube"}},
+	}
+	if diff := cmp.Diff(want, avail, cmpopts.EquateEmpty()); diff != "" {
+		t.Fatalf("Extensions: -want +got:\n%s", diff)
 	}
 
 	provision(t, p, name, pw)
@@ -196,7 +208,7 @@ func TestRefusals(t *testing.T) {
 			t.Errorf("CreateDatabase(%q) = %v, want InvalidSpec", bad, err)
 		}
 	}
-	if _, err := p.AvailableExtensions(ctx, []string{"ok", "bad-name"}); postgres.ClassOf(err) != postgres.ClassInvalid {
-		t.Errorf("AvailableExtensions(bad) = %v", err)
+	if _, err := p.Extensions(ctx, []string{"ok", "bad-name"}); postgres.ClassOf(err) != postgres.ClassInvalid {
+		t.Errorf("Extensions(bad) = %v", err)
 	}
 }

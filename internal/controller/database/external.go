@@ -67,6 +67,9 @@ type external struct {
 	prevPhase v1alpha1.DatabasePhase
 	obs       tenancy.Observation
 	verdict   tenancy.Verdict
+	// exts is what the server said about the requested extensions, when
+	// Observe checked them.
+	exts map[string]postgres.Extension
 }
 
 // names are the effective names of a Database.
@@ -139,7 +142,7 @@ func (e *external) resolve(db *v1alpha1.Database) (names, error) {
 		n.role = *r
 	}
 	for field, v := range map[string]string{"database": n.database, "loginRole": n.role} {
-		if err := tenancy.ValidateIdentifier("spec.forProvider."+field, v); err != nil {
+		if err := tenancy.ValidateName("spec.forProvider."+field, v); err != nil {
 			return n, fail(db, tenancy.ReasonInvalidSpec, err.Error())
 		}
 	}
@@ -182,11 +185,9 @@ func fail(db *v1alpha1.Database, reason, msg string) error {
 // failFrom classifies err (a postgres or openbao failure) into a reason.
 func failFrom(db *v1alpha1.Database, step string, err error) error {
 	reason := tenancy.ReasonProvisioningFailed
-	switch postgres.ClassOf(err) {
-	case postgres.ClassUnavailable:
-		reason = tenancy.ReasonDependencyUnavailable
-	case postgres.ClassInvalid:
-		reason = tenancy.ReasonInvalidSpec
+	if c := postgres.ClassOf(err); c != "" {
+		// Every class is named as the reason a human acts on.
+		reason = string(c)
 	}
 	if openbao.Unavailable(err) {
 		reason = tenancy.ReasonDependencyUnavailable
@@ -236,7 +237,7 @@ func (e *external) Observe(ctx context.Context, db *v1alpha1.Database) (managed.
 		Requested: db.Spec.ForProvider.Extensions,
 		WantData:  e.wantData(n),
 		DB:        tenancy.DBState{Exists: cat.DatabaseExists, OID: cat.DatabaseOID, Owner: cat.Owner, PublicConnect: cat.PublicConnect, RoleConnect: cat.RoleConnect},
-		R: tenancy.RoleState{Exists: cat.RoleExists, OID: cat.RoleOID, AttributesOK: cat.RoleAttributesOK(), AdminMember: cat.AdminMember,
+		R: tenancy.RoleState{Exists: cat.RoleExists, OID: cat.RoleOID, AttributesOK: cat.RoleAttributesOK(), AdminMember: cat.AdminMember, AdminCanAdmin: cat.AdminCanAdmin,
 			Elevated: cat.Superuser || cat.Replication || cat.BypassRLS},
 	}
 	if rec != nil {
@@ -248,15 +249,16 @@ func (e *external) Observe(ctx context.Context, db *v1alpha1.Database) (managed.
 	e.obs = o
 	v := tenancy.Decide(o)
 	if !meta.WasDeleted(db) && v.Reason == "" && !o.Import && (!v.Exists || slices.Contains(v.Repairs, tenancy.RepairExtensions)) {
-		// Every requested extension must be available before any write.
-		// A failed query is DependencyUnavailable, never "unsupported".
-		missing, err := e.unavailable(ctx, o.Requested)
+		// Every requested extension must be one the owner can create
+		// before any write. A failed query is DependencyUnavailable, never
+		// "unsupported".
+		problems, err := e.checkExtensions(ctx, o.Requested, o.Installed)
 		if err != nil {
-			return managed.ExternalObservation{}, fail(db, tenancy.ReasonDependencyUnavailable, "cannot check pg_available_extensions: "+err.Error())
+			return managed.ExternalObservation{}, fail(db, tenancy.ReasonDependencyUnavailable, "cannot check the requested extensions (pg_available_extensions): "+err.Error())
 		}
-		if len(missing) > 0 {
+		if len(problems) > 0 {
 			v.Exists, v.UpToDate, v.Reason = true, true, tenancy.ReasonInvalidSpec
-			v.Message = fmt.Sprintf("extensions %v are not available on this server (pg_available_extensions); nothing was created or changed", missing)
+			v.Message = strings.Join(problems, "; ") + "; nothing was created or changed"
 		}
 	}
 	e.verdict = v
@@ -271,25 +273,54 @@ func (e *external) Observe(ctx context.Context, db *v1alpha1.Database) (managed.
 	return obs, nil
 }
 
-// unavailable returns the requested extensions the server cannot install.
-func (e *external) unavailable(ctx context.Context, requested []string) ([]string, error) {
+// checkExtensions returns, one line each, why requested extensions cannot
+// be created by the database owner: not available on the server, not
+// trusted (they need a superuser, and the provider never creates an
+// extension as the admin), outside a managed service's allow-list, or
+// needing another extension that is neither requested nor installed.
+func (e *external) checkExtensions(ctx context.Context, requested, installed []string) ([]string, error) {
 	if len(requested) == 0 {
 		return nil, nil
 	}
 	if err := e.step(StepCheckExtensions); err != nil {
 		return nil, err
 	}
-	avail, err := e.pool.AvailableExtensions(ctx, requested)
+	info, err := e.pool.Extensions(ctx, requested)
 	if err != nil {
 		return nil, err
 	}
-	var missing []string
+	e.exts = info
+	var missing, untrusted, denied, needs []string
 	for _, x := range requested {
-		if !avail[x] {
+		i := info[x]
+		switch {
+		case !i.Available:
 			missing = append(missing, x)
+		case i.NotAllowed:
+			denied = append(denied, x)
+		case !i.OwnerMayCreate:
+			untrusted = append(untrusted, x)
+		}
+		for _, r := range i.Requires {
+			if !slices.Contains(requested, r) && !slices.Contains(installed, r) && r != "plpgsql" {
+				needs = append(needs, fmt.Sprintf("%s needs %s", x, r))
+			}
 		}
 	}
-	return missing, nil
+	var p []string
+	if len(missing) > 0 {
+		p = append(p, fmt.Sprintf("extensions %v are not available on this server (pg_available_extensions)", missing))
+	}
+	if len(denied) > 0 {
+		p = append(p, fmt.Sprintf("extensions %v are not in the server's extension allow-list (rds.allowed_extensions or azure.extensions): the platform team must allow them first", denied))
+	}
+	if len(untrusted) > 0 {
+		p = append(p, fmt.Sprintf("extensions %v are not trusted: only a superuser can create them and the database owner is none; the provider never creates extensions as the admin, so a platform admin must install them by hand or choose trusted ones", untrusted))
+	}
+	if len(needs) > 0 {
+		p = append(p, fmt.Sprintf("requested extensions need others that are not requested (%s): add them to spec.forProvider.extensions", strings.Join(needs, ", ")))
+	}
+	return p, nil
 }
 
 // ownerMeta is the ownership metadata with the recorded OIDs (0: unknown).
@@ -549,7 +580,7 @@ func (e *external) installExtensions(ctx context.Context, db *v1alpha1.Database,
 	if err != nil {
 		return failFrom(db, StepExtensions, err)
 	}
-	for _, x := range tenancy.Missing(db.Spec.ForProvider.Extensions, have) {
+	for _, x := range requirementsFirst(tenancy.Missing(db.Spec.ForProvider.Extensions, have), e.exts) {
 		if err := c.CreateExtension(ctx, x); err != nil {
 			return failFrom(db, StepExtensions+" "+x, err)
 		}
@@ -612,6 +643,11 @@ func (e *external) Delete(ctx context.Context, db *v1alpha1.Database) (managed.E
 	n, v := e.names, e.verdict
 	db.Status.AtProvider.Phase = v1alpha1.DatabasePhaseDeleting
 	db.SetConditions(xpv2.Deleting())
+	if v.RoleOurs && !e.obs.R.AdminCanAdmin {
+		// Dropping the role would fail after the database is gone: drop
+		// nothing until the admin may drop everything that is ours.
+		return managed.ExternalDelete{}, fail(db, tenancy.ReasonInsufficientPrivileges, fmt.Sprintf("cannot delete: the admin role may not drop the role %q (PostgreSQL 16 and later require ADMIN OPTION on it): as a superuser or the role's creator, run GRANT %q TO <the admin role> WITH ADMIN OPTION; nothing was dropped", n.role, n.role))
+	}
 	if v.RoleOurs && v.KVOurs && !e.obs.Import {
 		// Blocking logins ends the login proof: the role's OID must be on
 		// record first, so a retry still knows the role is ours.
@@ -678,6 +714,32 @@ func (e *external) do(db *v1alpha1.Database, step string, fn func() error) error
 }
 
 func (e *external) Disconnect(context.Context) error { return nil }
+
+// requirementsFirst orders extensions so that each comes after the ones it
+// requires (when known), otherwise keeping the given order.
+func requirementsFirst(names []string, info map[string]postgres.Extension) []string {
+	out := make([]string, 0, len(names))
+	done := map[string]bool{}
+	var visit func(n string, depth int)
+	visit = func(n string, depth int) {
+		if done[n] || depth > len(names) {
+			return
+		}
+		for _, r := range info[n].Requires {
+			if slices.Contains(names, r) {
+				visit(r, depth+1)
+			}
+		}
+		if !done[n] {
+			done[n] = true
+			out = append(out, n)
+		}
+	}
+	for _, n := range names {
+		visit(n, 0)
+	}
+	return out
+}
 
 func joinRepairs(r []tenancy.Repair) string {
 	s := make([]string, len(r))
