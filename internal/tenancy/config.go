@@ -18,6 +18,9 @@ const (
 	ReasonDependencyUnavailable  = "DependencyUnavailable"
 	ReasonAuthenticationFailed   = "AuthenticationFailed"
 	ReasonInsufficientPrivileges = "InsufficientPrivileges"
+	// ReasonUnsupportedVersion: the server's PostgreSQL major is older than
+	// the provider supports.
+	ReasonUnsupportedVersion = "UnsupportedVersion"
 )
 
 // SecretRefOf returns the namespace and name of a config's admin Secret,
@@ -95,6 +98,9 @@ type ConfigObservation struct {
 	Superuser bool
 	// Version is the server version read by the health check.
 	Version string
+	// Warning is a note the health check had about the server (e.g. a
+	// major newer than the tested ones), or "".
+	Warning string
 	// Target names the endpoint for messages, e.g. "localhost (127.0.0.1:5432)".
 	Target string
 }
@@ -131,7 +137,7 @@ func DecideConfig(o ConfigObservation) ConfigVerdict {
 	if o.CheckClass != "" {
 		reason := o.CheckClass
 		switch reason {
-		case ReasonDependencyUnavailable, ReasonAuthenticationFailed, ReasonInsufficientPrivileges, ReasonInvalidSpec:
+		case ReasonDependencyUnavailable, ReasonAuthenticationFailed, ReasonInsufficientPrivileges, ReasonInvalidSpec, ReasonUnsupportedVersion:
 		default:
 			reason = ReasonDependencyUnavailable
 		}
@@ -143,6 +149,9 @@ func DecideConfig(o ConfigObservation) ConfigVerdict {
 	msg := fmt.Sprintf("PostgreSQL %s at %s: TLS, authentication and privileges verified", o.Version, o.Target)
 	if o.Superuser {
 		msg += "; the admin role is a superuser, which this provider does not need (CREATEDB and CREATEROLE suffice)"
+	}
+	if o.Warning != "" {
+		msg += "; WARNING: " + o.Warning
 	}
 	if o.SecretMissing {
 		msg += fmt.Sprintf("; WARNING: %s, so the working connection pool is kept until it returns or the endpoint changes", o.SecretProblem)

@@ -123,6 +123,15 @@ func TestDecideConfig(t *testing.T) {
 			o:    ConfigObservation{Checked: true, CheckClass: "Weird", CheckMessage: "x", Target: target},
 			want: ConfigVerdict{Phase: v1alpha1.ConfigPhaseValidating, Reason: ReasonDependencyUnavailable, Message: target + ": x"},
 		},
+		"NewerThanTestedIsReadyWithAWarning": {
+			o:    func() ConfigObservation { o := healthy; o.Warning = "PostgreSQL 19 is newer than the majors this provider is tested on"; return o }(),
+			want: ConfigVerdict{Phase: v1alpha1.ConfigPhaseReady, Ready: true, Reason: ReasonReady},
+			msg:  "WARNING: PostgreSQL 19 is newer",
+		},
+		"UnsupportedVersion": {
+			o:    func() ConfigObservation { o := healthy; o.CheckClass, o.CheckMessage = ReasonUnsupportedVersion, "PostgreSQL 13.2 is not supported"; return o }(),
+			want: ConfigVerdict{Phase: v1alpha1.ConfigPhaseValidating, Reason: ReasonUnsupportedVersion, Message: healthy.Target + ": PostgreSQL 13.2 is not supported"},
+		},
 		"NoPrivileges": {
 			o:    func() ConfigObservation { o := healthy; o.Privileges = "lacks CREATEROLE"; return o }(),
 			want: ConfigVerdict{Phase: v1alpha1.ConfigPhaseValidating, Reason: ReasonInsufficientPrivileges, Message: "lacks CREATEROLE"},

@@ -117,6 +117,8 @@ func classify(err error) (Class, string, string) {
 		return ClassUnavailable, "", "cannot reach the server: network error"
 	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
 		return ClassUnavailable, "", "the server closed the connection"
+	case strings.Contains(err.Error(), "require_auth"):
+		return ClassAuthentication, "", "the server did not authenticate the login with SCRAM-SHA-256 (it asked for the password in clear text or as MD5, or for none): the provider sends passwords only in answer to SCRAM-SHA-256; the server needs a scram-sha-256 line in pg_hba.conf for this role"
 	case strings.Contains(err.Error(), "server refused TLS connection"):
 		return ClassUnavailable, "", "the server refused TLS: it does not offer SSL, and the sslMode requires it (never downgraded)"
 	}

@@ -62,8 +62,8 @@ func (p *Pool) Check(ctx context.Context) (Health, error) {
 	}
 	h.Major = int(num / 10000)
 	p.major.Store(int32(h.Major))
-	if h.Major < MinMajor {
-		return h, &Error{Class: ClassUnsupported, msg: fmt.Sprintf("PostgreSQL %s is not supported: this provider supports PostgreSQL %d to %d", h.Version, MinMajor, MaxMajor)}
+	if err := Supported(h.Version, h.Major); err != nil {
+		return h, err
 	}
 	if h.SearchPath != SafeSearchPath {
 		// Something between the provider and the server (a connection
@@ -112,6 +112,15 @@ func (p *Pool) probeSelfGrant(ctx context.Context) (bool, string, error) {
 		return false, "", p.classify(err)
 	}
 	return ok && problem == "", problem, nil
+}
+
+// Supported returns nil when the major version is supported, else an
+// UnsupportedVersion error naming the supported range.
+func Supported(version string, major int) error {
+	if major < MinMajor {
+		return &Error{Class: ClassUnsupported, msg: fmt.Sprintf("PostgreSQL %s is not supported: this provider supports PostgreSQL %d to %d", version, MinMajor, MaxMajor)}
+	}
+	return nil
 }
 
 // Privileges returns nil when the role has every privilege provisioning

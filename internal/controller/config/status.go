@@ -259,7 +259,7 @@ func (r *statusReconciler) observe(ctx context.Context, obj Object, ref string, 
 		o.CheckClass, o.CheckMessage = string(postgres.ClassOf(err)), err.Error()
 		return
 	}
-	o.Version, o.Superuser = h.Version, h.Superuser
+	o.Version, o.Superuser, o.Warning = h.Version, h.Superuser, h.Warning()
 	if err := h.Privileges(); err != nil {
 		o.Privileges = err.Error()
 	}
