@@ -124,12 +124,20 @@ func TestDecideConfig(t *testing.T) {
 			want: ConfigVerdict{Phase: v1alpha1.ConfigPhaseValidating, Reason: ReasonDependencyUnavailable, Message: target + ": x"},
 		},
 		"NewerThanTestedIsReadyWithAWarning": {
-			o:    func() ConfigObservation { o := healthy; o.Warning = "PostgreSQL 19 is newer than the majors this provider is tested on"; return o }(),
+			o: func() ConfigObservation {
+				o := healthy
+				o.Warning = "PostgreSQL 19 is newer than the majors this provider is tested on"
+				return o
+			}(),
 			want: ConfigVerdict{Phase: v1alpha1.ConfigPhaseReady, Ready: true, Reason: ReasonReady},
 			msg:  "WARNING: PostgreSQL 19 is newer",
 		},
 		"UnsupportedVersion": {
-			o:    func() ConfigObservation { o := healthy; o.CheckClass, o.CheckMessage = ReasonUnsupportedVersion, "PostgreSQL 13.2 is not supported"; return o }(),
+			o: func() ConfigObservation {
+				o := healthy
+				o.CheckClass, o.CheckMessage = ReasonUnsupportedVersion, "PostgreSQL 13.2 is not supported"
+				return o
+			}(),
 			want: ConfigVerdict{Phase: v1alpha1.ConfigPhaseValidating, Reason: ReasonUnsupportedVersion, Message: healthy.Target + ": PostgreSQL 13.2 is not supported"},
 		},
 		"NoPrivileges": {
