@@ -15,6 +15,9 @@ const (
 	ReasonProvisioningFailed = "ProvisioningFailed"
 	ReasonImmutableField     = "ImmutableField"
 	ReasonImportDifferences  = "ImportDifferences"
+	// ReasonEndpointChanged: the config now names another endpoint than the
+	// one the credential was recorded for.
+	ReasonEndpointChanged = "EndpointChanged"
 )
 
 // ManagedBy is the value of the managed-by ownership key.
@@ -181,11 +184,43 @@ func KVOurs(kv KVState, id Identity) bool {
 	return kv.Present && kv.Owner[MetaManagedBy] == ManagedBy && kv.Owner[MetaUID] == id.UID && id.UID != ""
 }
 
+// sslRank orders sslmodes by what they verify.
+var sslRank = map[string]int{"disable": 0, "require": 1, "verify-ca": 2, "verify-full": 3}
+
+// EndpointChange returns why the credential in record may not be used
+// against the endpoint in want, or "": a tenant's password is only ever
+// sent to the host, hostaddr and port recorded with it, with at least the
+// TLS verification recorded with it. A field the record lacks (a record
+// written by hand, for an import) constrains nothing.
+func EndpointChange(record, want map[string]string) string {
+	if record == nil || want == nil {
+		return ""
+	}
+	var diff []string
+	for _, k := range []string{"host", "hostaddr", "port"} {
+		if have, ok := record[k]; ok && have != want[k] {
+			diff = append(diff, fmt.Sprintf("%s %q (now %q)", k, have, want[k]))
+		}
+	}
+	if have, ok := record["sslmode"]; ok && sslRank[want["sslmode"]] < sslRank[have] {
+		diff = append(diff, fmt.Sprintf("sslmode %q (now the weaker %q)", have, want["sslmode"]))
+	}
+	if len(diff) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("the credential was recorded for %s: the config's endpoint changed since. The provider sends a tenant's password only to the endpoint recorded with it, so it neither logs in, repairs nor deletes anything; revert the config, or, after making sure the new endpoint is the same server, correct those fields of the credential record in OpenBao", strings.Join(diff, ", "))
+}
+
 // Decide is the decision core: from an observation of the catalog, the KV
 // record and the login attempt, decide what exists, what is whose, what to
 // repair and the phase. It never trusts a phase recorded earlier: every
 // step is re-verified from the observation.
 func Decide(o Observation) Verdict {
+	if msg := EndpointChange(o.KV.Data, o.WantData); msg != "" && (o.Import || KVOurs(o.KV, o.Identity)) {
+		// Nothing on this endpoint is provably ours: change nothing, and
+		// while deleting, drop nothing.
+		return Verdict{Exists: true, UpToDate: true, Phase: v1alpha1.DatabasePhasePending, Reason: ReasonEndpointChanged, Message: msg}
+	}
 	if o.Import {
 		return decideImport(o)
 	}

@@ -96,7 +96,7 @@ func TestDecide(t *testing.T) {
 		},
 		"AllDrift": {
 			o: func(o *Observation) {
-				o.KV.Data["port"] = "6432"
+				o.KV.Data["database"] = "elsewhere"
 				delete(o.KV.Owner, MetaConfigUID)
 				o.R.AdminMember, o.R.AttributesOK = false, false
 				o.DB.Owner, o.DB.PublicConnect, o.DB.RoleConnect = "someone", true, false
@@ -140,6 +140,27 @@ func TestDecide(t *testing.T) {
 				o.Login, o.Installed = LoginAuthOK, nil
 			},
 			want: out{Phase: v1alpha1.DatabasePhaseRoleCreated, KVOurs: true, RoleOurs: true},
+		},
+		"EndpointChanged: another port": {
+			o:    func(o *Observation) { o.WantData["port"] = "6432" },
+			want: out{Exists: true, UpToDate: true, Phase: v1alpha1.DatabasePhasePending, Reason: ReasonEndpointChanged},
+			msg:  `port "5432" (now "6432")`,
+		},
+		"EndpointChanged: another host, even while the record is ours": {
+			o:    func(o *Observation) { o.WantData["host"], o.WantData["hostaddr"] = "evil", "198.51.100.7" },
+			want: out{Exists: true, UpToDate: true, Phase: v1alpha1.DatabasePhasePending, Reason: ReasonEndpointChanged},
+			msg:  "only to the endpoint recorded with it",
+		},
+		"EndpointChanged: weaker sslmode": {
+			o:    func(o *Observation) { o.WantData["sslmode"] = "require" },
+			want: out{Exists: true, UpToDate: true, Phase: v1alpha1.DatabasePhasePending, Reason: ReasonEndpointChanged},
+			msg:  `sslmode "verify-full" (now the weaker "require")`,
+		},
+		"StrongerSSLModeIsARecordRepair": {
+			o: func(o *Observation) {
+				o.KV.Data["sslmode"] = "verify-ca"
+			},
+			want: out{Exists: true, Phase: v1alpha1.DatabasePhaseDatabaseCreated, KVOurs: true, RoleOurs: true, DBOurs: true, Repairs: []Repair{RepairKVRecord}},
 		},
 		"ExtraKVKey is drift": {
 			o:    func(o *Observation) { o.KV.Data["uri"] = "postgres://..." },

@@ -243,7 +243,7 @@ func (e *external) Observe(ctx context.Context, db *v1alpha1.Database) (managed.
 	if rec != nil {
 		o.KV = tenancy.KVState{Present: true, Owner: rec.Owner, Data: rec.Data, Version: rec.Version}
 	}
-	if cat.RoleExists && o.KV.Data["password"] != "" {
+	if cat.RoleExists && o.KV.Data["password"] != "" && tenancy.EndpointChange(o.KV.Data, o.WantData) == "" {
 		o.Login, o.Installed = e.login(ctx, n, o.KV.Data["password"])
 	}
 	e.obs = o
@@ -643,6 +643,9 @@ func (e *external) Delete(ctx context.Context, db *v1alpha1.Database) (managed.E
 	n, v := e.names, e.verdict
 	db.Status.AtProvider.Phase = v1alpha1.DatabasePhaseDeleting
 	db.SetConditions(xpv2.Deleting())
+	if v.Reason == tenancy.ReasonEndpointChanged {
+		return managed.ExternalDelete{}, fail(db, v.Reason, "cannot delete: "+v.Message)
+	}
 	if v.RoleOurs && !e.obs.R.AdminCanAdmin {
 		// Dropping the role would fail after the database is gone: drop
 		// nothing until the admin may drop everything that is ours.
