@@ -118,6 +118,19 @@ func TestClusterProviderConfigDefaults(t *testing.T) {
 	}
 }
 
+// TestClusterProviderConfigWithoutHostaddr: a managed service's endpoint is
+// a DNS name only; hostaddr may be left out.
+func TestClusterProviderConfigWithoutHostaddr(t *testing.T) {
+	ctx, c := setup(t)
+	obj := cpc(func(c *v1alpha1.ClusterProviderConfig) { c.Spec.Endpoint.Hostaddr = "" })
+	if err := c.Create(ctx, obj); err != nil {
+		t.Fatalf("a ClusterProviderConfig without hostaddr was rejected: %v", err)
+	}
+	if obj.Spec.Endpoint.Hostaddr != "" {
+		t.Errorf("hostaddr = %q", obj.Spec.Endpoint.Hostaddr)
+	}
+}
+
 func TestClusterProviderConfigRejectsBadInput(t *testing.T) {
 	cases := map[string]struct {
 		mut   func(*v1alpha1.ClusterProviderConfig)
@@ -213,7 +226,21 @@ func TestDatabaseRejectsBadInput(t *testing.T) {
 		},
 		"SystemDatabase": {
 			mut:   func(d *v1alpha1.Database) { d.Spec.ForProvider.Database = ptr.To("template1") },
-			field: "spec.forProvider.database", msgs: []string{"system database"},
+			field: "spec.forProvider.database", msgs: []string{"PostgreSQL's own database and role names"},
+		},
+		"DatabaseReservedAsARole": {
+			// The login role defaults to the database name, and pg_* role
+			// names are reserved by the server.
+			mut:   func(d *v1alpha1.Database) { d.Spec.ForProvider.Database = ptr.To("pg_catalog") },
+			field: "spec.forProvider.database", msgs: []string{"must not start with pg_"},
+		},
+		"NameReservedWithoutDatabase": {
+			mut:   func(d *v1alpha1.Database) { d.Name = "public" },
+			field: "spec.forProvider.database", msgs: []string{"would be the database name"},
+		},
+		"LoginRolePublic": {
+			mut:   func(d *v1alpha1.Database) { d.Spec.ForProvider.LoginRole = ptr.To("public") },
+			field: "spec.forProvider.loginRole", msgs: []string{"PostgreSQL's own database and role names"},
 		},
 		"LoginRoleNotAnIdentifier": {
 			mut:   func(d *v1alpha1.Database) { d.Spec.ForProvider.LoginRole = ptr.To("app;drop") },

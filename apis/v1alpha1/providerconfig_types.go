@@ -33,12 +33,18 @@ type Endpoint struct {
 	Host string `json:"host"`
 
 	// Hostaddr is one IPv4 or IPv6 literal the provider connects to, so that
-	// no DNS lookup decides which server receives the admin credential. The
-	// server certificate must carry it as an IP SAN.
+	// no DNS lookup decides which server receives the admin credential; with
+	// sslMode verify-full the server certificate must then carry it as an IP
+	// SAN as well. Optional: without it the provider resolves host, and
+	// verify-full verifies the host name only. Managed services (Amazon RDS,
+	// Cloud SQL, Azure) issue certificates with DNS names only, so leave it
+	// out for them. Tenants' credentials carry it (empty when unset, which
+	// libpq ignores).
 	// +kubebuilder:validation:MinLength=2
 	// +kubebuilder:validation:MaxLength=45
 	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="hostaddr must be an IPv4 or IPv6 literal, not a DNS name"
-	Hostaddr string `json:"hostaddr"`
+	// +optional
+	Hostaddr string `json:"hostaddr,omitempty"`
 
 	// Port is the server's TCP port.
 	// +kubebuilder:default=5432

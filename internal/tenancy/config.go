@@ -55,7 +55,7 @@ func ValidateEndpoint(e v1alpha1.Endpoint) string {
 	switch {
 	case e.Host == "":
 		return "spec.endpoint.host is required"
-	case net.ParseIP(e.Hostaddr) == nil:
+	case e.Hostaddr != "" && net.ParseIP(e.Hostaddr) == nil:
 		return fmt.Sprintf("spec.endpoint.hostaddr %q must be an IPv4 or IPv6 literal", e.Hostaddr)
 	case e.Port < 1 || e.Port > 65535:
 		return fmt.Sprintf("spec.endpoint.port %d must be between 1 and 65535", e.Port)

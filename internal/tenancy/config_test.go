@@ -48,6 +48,7 @@ func TestValidateEndpoint(t *testing.T) {
 	}{
 		"Valid":       {mut: func(*v1alpha1.Endpoint) {}},
 		"IPv6":        {mut: func(e *v1alpha1.Endpoint) { e.Hostaddr = "2001:db8::1" }},
+		"NoHostaddr":  {mut: func(e *v1alpha1.Endpoint) { e.Hostaddr = "" }},
 		"NoHost":      {mut: func(e *v1alpha1.Endpoint) { e.Host = "" }, want: "host is required"},
 		"NameAsAddr":  {mut: func(e *v1alpha1.Endpoint) { e.Hostaddr = "db.example" }, want: "IPv4 or IPv6 literal"},
 		"PortZero":    {mut: func(e *v1alpha1.Endpoint) { e.Port = 0 }, want: "between 1 and 65535"},

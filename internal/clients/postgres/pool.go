@@ -206,7 +206,7 @@ func (m *Manager) newPool(ref string, uid types.UID, key string, t Target, c Cre
 	// password is set on the config, never placed in a connection string.
 	cfg, err := pgxpool.ParseConfig(fmt.Sprintf(
 		"host=%s port=%d dbname=%s user=%s sslmode=disable application_name=%s connect_timeout=%d",
-		quote(t.Hostaddr), t.Port, quote(t.Database), quote(c.Username), ApplicationName, int(m.opts.ConnectTimeout.Seconds())))
+		quote(dialHost(t)), t.Port, quote(t.Database), quote(c.Username), ApplicationName, int(m.opts.ConnectTimeout.Seconds())))
 	if err != nil {
 		return nil, &Error{Class: ClassInvalid, msg: "invalid connection parameters"}
 	}
@@ -235,6 +235,15 @@ func (m *Manager) newPool(ref string, uid types.UID, key string, t Target, c Cre
 		return nil, Classify(err, c.Username, c.Password)
 	}
 	return &Pool{Ref: ref, UID: uid, key: key, target: t, pool: pool, redact: []string{c.Username, c.Password}, call: m.opts.CallTimeout, faults: m.opts.Hook}, nil
+}
+
+// dialHost is what the provider dials: hostaddr when set (no DNS lookup),
+// else host.
+func dialHost(t Target) string {
+	if t.Hostaddr != "" {
+		return t.Hostaddr
+	}
+	return t.Host
 }
 
 // quote makes a libpq key/value connection-string value.

@@ -29,9 +29,11 @@ var ErrTLSVerification = errors.New("TLS verification failed")
 //     it, even when a CA bundle is configured).
 //   - verify-ca verifies the chain against roots.
 //   - verify-full also verifies that the certificate names host as a DNS
-//     SAN (or IP SAN when host is an IP literal) and hostaddr as an IP SAN:
-//     the provider dials hostaddr, so both the name it was told and the
-//     address it actually reached must be in the certificate.
+//     SAN (or IP SAN when host is an IP literal) and, when one is set,
+//     hostaddr as an IP SAN: the provider then dials hostaddr, so both the
+//     name it was told and the address it actually reached must be in the
+//     certificate. Without hostaddr the provider dials host, and the name is
+//     what is verified.
 //
 // Verification is done in VerifyConnection so that dialing an IP while
 // checking a DNS name works, with the server name sent as SNI. There is no
@@ -49,7 +51,7 @@ func TLSConfig(mode SSLMode, host, hostaddr string, roots *x509.CertPool) (*tls.
 	if roots == nil {
 		return nil, fmt.Errorf("sslMode %s needs a CA bundle (--ca-bundle)", mode)
 	}
-	if mode == SSLVerifyFull && net.ParseIP(hostaddr) == nil {
+	if mode == SSLVerifyFull && hostaddr != "" && net.ParseIP(hostaddr) == nil {
 		return nil, fmt.Errorf("hostaddr %q is not an IP literal", hostaddr)
 	}
 	return &tls.Config{
@@ -81,6 +83,9 @@ func verify(certs []*x509.Certificate, mode SSLMode, host, hostaddr string, root
 	}
 	if err := certs[0].VerifyHostname(host); err != nil {
 		return fmt.Errorf("%w: the certificate does not name host %q: %v", ErrTLSVerification, host, err)
+	}
+	if hostaddr == "" {
+		return nil
 	}
 	if err := certs[0].VerifyHostname(hostaddr); err != nil {
 		return fmt.Errorf("%w: the certificate does not name hostaddr %s as an IP SAN: %v", ErrTLSVerification, hostaddr, err)

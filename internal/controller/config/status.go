@@ -176,7 +176,7 @@ func (r *statusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	o := tenancy.ConfigObservation{
 		Deleting: meta.WasDeleted(obj),
 		Users:    st.Users,
-		Target:   fmt.Sprintf("%s (%s:%d)", spec.Endpoint.Host, spec.Endpoint.Hostaddr, spec.Endpoint.Port),
+		Target:   describeEndpoint(spec.Endpoint),
 	}
 	if !o.Deleting {
 		// While deleting, the existing pool stays usable for Databases that
@@ -347,4 +347,13 @@ func (r *statusReconciler) forgetWarning(ref string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.warnedSU, ref)
+}
+
+// describeEndpoint names an endpoint for messages: "host (hostaddr:port)",
+// or "host:port" without a hostaddr.
+func describeEndpoint(e v1alpha1.Endpoint) string {
+	if e.Hostaddr == "" {
+		return fmt.Sprintf("%s:%d", e.Host, e.Port)
+	}
+	return fmt.Sprintf("%s (%s:%d)", e.Host, e.Hostaddr, e.Port)
 }
