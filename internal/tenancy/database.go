@@ -38,17 +38,27 @@ const (
 	// after its logins are blocked for deletion.
 	MetaDatabaseOID = "database-oid"
 	MetaRoleOID     = "role-oid"
+	// MetaEndpointPrefix prefixes the endpoint the credential was created
+	// for (endpoint-host, endpoint-hostaddr, endpoint-port,
+	// endpoint-sslmode): a tenant's password is only ever sent there.
+	MetaEndpointPrefix = "endpoint-"
 )
+
+// EndpointKeys are the credential fields that name where it may be used.
+var EndpointKeys = []string{"host", "hostaddr", "port", "sslmode"}
 
 // Identity is who a Database is, as written into ownership metadata.
 type Identity struct {
 	Namespace, Name, UID              string
 	ConfigKind, ConfigName, ConfigUID string
+	// Endpoint is the config's endpoint, keyed like the credential's fields
+	// (EndpointKeys).
+	Endpoint map[string]string
 }
 
 // OwnerMetadata is the custom_metadata of a KV record this Database owns.
 func OwnerMetadata(id Identity) map[string]string {
-	return map[string]string{
+	m := map[string]string{
 		MetaManagedBy:  ManagedBy,
 		MetaNamespace:  id.Namespace,
 		MetaName:       id.Name,
@@ -57,6 +67,31 @@ func OwnerMetadata(id Identity) map[string]string {
 		MetaConfigName: id.ConfigName,
 		MetaConfigUID:  id.ConfigUID,
 	}
+	for k, v := range id.Endpoint {
+		m[MetaEndpointPrefix+k] = v
+	}
+	return m
+}
+
+// RecordedEndpoint is the endpoint a credential record was created for:
+// its ownership metadata's endpoint-* keys, or, for a record without them
+// (an import, or a record written before they existed), its own fields.
+func RecordedEndpoint(kv KVState) map[string]string {
+	out := map[string]string{}
+	for _, k := range EndpointKeys {
+		if v, ok := kv.Owner[MetaEndpointPrefix+k]; ok {
+			out[k] = v
+		}
+	}
+	if len(out) > 0 {
+		return out
+	}
+	for _, k := range EndpointKeys {
+		if v, ok := kv.Data[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // CredentialPath derives the KV path of a provisioned Database.
@@ -187,11 +222,12 @@ func KVOurs(kv KVState, id Identity) bool {
 // sslRank orders sslmodes by what they verify.
 var sslRank = map[string]int{"disable": 0, "require": 1, "verify-ca": 2, "verify-full": 3}
 
-// EndpointChange returns why the credential in record may not be used
-// against the endpoint in want, or "": a tenant's password is only ever
-// sent to the host, hostaddr and port recorded with it, with at least the
-// TLS verification recorded with it. A field the record lacks (a record
-// written by hand, for an import) constrains nothing.
+// EndpointChange returns why a credential recorded for the endpoint record
+// (RecordedEndpoint) may not be used against the endpoint in want, or "": a
+// tenant's password is only ever sent to the host, hostaddr and port
+// recorded with it, with at least the TLS verification recorded with it. A
+// key the record lacks (a record written by hand, for an import)
+// constrains nothing.
 func EndpointChange(record, want map[string]string) string {
 	if record == nil || want == nil {
 		return ""
@@ -216,7 +252,7 @@ func EndpointChange(record, want map[string]string) string {
 // repair and the phase. It never trusts a phase recorded earlier: every
 // step is re-verified from the observation.
 func Decide(o Observation) Verdict {
-	if msg := EndpointChange(o.KV.Data, o.WantData); msg != "" && (o.Import || KVOurs(o.KV, o.Identity)) {
+	if msg := EndpointChange(RecordedEndpoint(o.KV), o.WantData); msg != "" && (o.Import || KVOurs(o.KV, o.Identity)) {
 		// Nothing on this endpoint is provably ours: change nothing, and
 		// while deleting, drop nothing.
 		return Verdict{Exists: true, UpToDate: true, Phase: v1alpha1.DatabasePhasePending, Reason: ReasonEndpointChanged, Message: msg}

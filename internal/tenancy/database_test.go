@@ -10,7 +10,8 @@ import (
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 )
 
-var me = Identity{Namespace: "shop", Name: "shop", UID: "uid-1", ConfigKind: "ClusterProviderConfig", ConfigName: "shared", ConfigUID: "cfg-1"}
+var me = Identity{Namespace: "shop", Name: "shop", UID: "uid-1", ConfigKind: "ClusterProviderConfig", ConfigName: "shared", ConfigUID: "cfg-1",
+	Endpoint: map[string]string{"host": "db", "hostaddr": "192.0.2.1", "port": "5432", "sslmode": "verify-full"}}
 
 func want() map[string]string {
 	return map[string]string{"username": "shop", "database": "shop", "host": "db", "hostaddr": "192.0.2.1", "port": "5432", "sslmode": "verify-full"}
@@ -156,11 +157,25 @@ func TestDecide(t *testing.T) {
 			want: out{Exists: true, UpToDate: true, Phase: v1alpha1.DatabasePhasePending, Reason: ReasonEndpointChanged},
 			msg:  `sslmode "verify-full" (now the weaker "require")`,
 		},
+		"RecordFieldsAlteredButEndpointRecorded: a record repair": {
+			// The endpoint the credential was made for is in the record's
+			// metadata: an edited port field is drift of the record, not a
+			// changed endpoint.
+			o:    func(o *Observation) { o.KV.Data["port"] = "1" },
+			want: out{Exists: true, Phase: v1alpha1.DatabasePhaseDatabaseCreated, KVOurs: true, RoleOurs: true, DBOurs: true, Repairs: []Repair{RepairKVRecord}},
+		},
+		"EndpointChanged per the record's metadata although its fields were edited to match": {
+			o: func(o *Observation) {
+				o.WantData["host"], o.KV.Data["host"] = "evil", "evil"
+			},
+			want: out{Exists: true, UpToDate: true, Phase: v1alpha1.DatabasePhasePending, Reason: ReasonEndpointChanged},
+			msg:  `host "db" (now "evil")`,
+		},
 		"StrongerSSLModeIsARecordRepair": {
 			o: func(o *Observation) {
-				o.KV.Data["sslmode"] = "verify-ca"
+				o.KV.Data["sslmode"], o.KV.Owner[MetaEndpointPrefix+"sslmode"] = "verify-ca", "verify-ca"
 			},
-			want: out{Exists: true, Phase: v1alpha1.DatabasePhaseDatabaseCreated, KVOurs: true, RoleOurs: true, DBOurs: true, Repairs: []Repair{RepairKVRecord}},
+			want: out{Exists: true, Phase: v1alpha1.DatabasePhaseDatabaseCreated, KVOurs: true, RoleOurs: true, DBOurs: true, Repairs: []Repair{RepairKVRecord, RepairOwnerMetadata}},
 		},
 		"ExtraKVKey is drift": {
 			o:    func(o *Observation) { o.KV.Data["uri"] = "postgres://..." },

@@ -4,6 +4,7 @@ package database
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/controller"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
@@ -181,7 +182,6 @@ func (c *connector) Connect(ctx context.Context, db *v1alpha1.Database) (managed
 	if !ok {
 		return nil, instanceNotReady(db, name+" has no validated connection yet")
 	}
-	ep := cfg.ConfigSpec().Endpoint
 	return &external{
 		log:     c.log.WithValues("namespace", db.GetNamespace(), "name", db.GetName(), "config", name, "generation", db.GetGeneration()),
 		pool:    pool,
@@ -191,11 +191,11 @@ func (c *connector) Connect(ctx context.Context, db *v1alpha1.Database) (managed
 		record:  c.record,
 		confirm: c.confirm,
 		kube:    c.kube,
-		cfg:     ep,
 		cfgVer:  cfg.ConfigStatus().PostgreSQLVersion,
 		id: tenancy.Identity{
 			Namespace: db.GetNamespace(), Name: db.GetName(), UID: string(db.GetUID()),
 			ConfigKind: ref.Kind, ConfigName: ref.Name, ConfigUID: string(cfg.GetUID()),
+			Endpoint: endpointOf(pool.Target()),
 		},
 	}, nil
 }
@@ -213,4 +213,11 @@ func instanceNotReady(db *v1alpha1.Database, msg string) error {
 		ObservedGeneration: db.GetGeneration(),
 	})
 	return errors.New(msg)
+}
+
+// endpointOf is where a pool connects, keyed like a credential's fields: a
+// tenant's password is only sent where the pool connects, and only when
+// that is the endpoint recorded with it.
+func endpointOf(t postgres.Target) map[string]string {
+	return map[string]string{"host": t.Host, "hostaddr": t.Hostaddr, "port": strconv.Itoa(t.Port), "sslmode": string(t.SSLMode)}
 }

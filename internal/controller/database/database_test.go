@@ -442,7 +442,9 @@ func TestUnavailableExtensionRejectedBeforeAnyWrite(t *testing.T) {
 // owner cannot create (it needs a superuser and is not trusted) is refused
 // before any write, and so is one whose required extension is not listed.
 func TestUntrustedExtensionRejectedBeforeAnyWrite(t *testing.T) {
-	d := newDB("untrusted", "untrusted", func(d *v1alpha1.Database) { d.Spec.ForProvider.Extensions = []string{"pg_trgm", "dblink", "earthdistance"} })
+	d := newDB("untrusted", "untrusted", func(d *v1alpha1.Database) {
+		d.Spec.ForProvider.Extensions = []string{"pg_trgm", "dblink", "earthdistance"}
+	})
 	apply(t, d)
 	waitDB(t, d, "InvalidSpec", reason("InvalidSpec"))
 	c := d.GetCondition(xpv2.TypeReady)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/event"
@@ -59,7 +58,6 @@ type external struct {
 	record  event.Recorder
 	confirm *confirmer
 	kube    client.Client
-	cfg     v1alpha1.Endpoint
 	cfgVer  string
 	id      tenancy.Identity
 
@@ -202,15 +200,14 @@ func (e *external) step(name string) error {
 	return e.hook(name)
 }
 
+// wantData is the record a Database keeps (password aside): its names and
+// the endpoint its admin pool connects to.
 func (e *external) wantData(n names) map[string]string {
-	return map[string]string{
-		"username": n.role,
-		"database": n.database,
-		"host":     e.cfg.Host,
-		"hostaddr": e.cfg.Hostaddr,
-		"port":     strconv.Itoa(int(e.cfg.Port)),
-		"sslmode":  string(e.cfg.SSLMode),
+	m := map[string]string{"username": n.role, "database": n.database}
+	for k, v := range e.id.Endpoint {
+		m[k] = v
 	}
+	return m
 }
 
 // Observe reads the catalog (one query), the KV record (one request) and,
@@ -243,7 +240,7 @@ func (e *external) Observe(ctx context.Context, db *v1alpha1.Database) (managed.
 	if rec != nil {
 		o.KV = tenancy.KVState{Present: true, Owner: rec.Owner, Data: rec.Data, Version: rec.Version}
 	}
-	if cat.RoleExists && o.KV.Data["password"] != "" && tenancy.EndpointChange(o.KV.Data, o.WantData) == "" {
+	if cat.RoleExists && o.KV.Data["password"] != "" && tenancy.EndpointChange(tenancy.RecordedEndpoint(o.KV), o.WantData) == "" {
 		o.Login, o.Installed = e.login(ctx, n, o.KV.Data["password"])
 	}
 	e.obs = o
