@@ -25,7 +25,7 @@ var ErrTLSVerification = errors.New("TLS verification failed")
 
 // TLSConfig returns the TLS configuration for mode, or nil for disable.
 //
-//   - require encrypts without verifying anything (as the contract defines
+//   - require encrypts without verifying anything (as the provider defines
 //     it, even when a CA bundle is configured).
 //   - verify-ca verifies the chain against roots.
 //   - verify-full also verifies that the certificate names host as a DNS

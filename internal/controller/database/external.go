@@ -419,7 +419,7 @@ func (e *external) report(db *v1alpha1.Database, v tenancy.Verdict) {
 	}
 }
 
-// Create provisions in the contract's order, each step confirmed before the
+// Create provisions in the documented order, each step confirmed before the
 // next, resuming after whatever an earlier attempt finished.
 func (e *external) Create(ctx context.Context, db *v1alpha1.Database) (managed.ExternalCreation, error) {
 	n, o, v := e.names, e.obs, e.verdict
