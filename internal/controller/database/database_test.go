@@ -131,6 +131,16 @@ func ready(d *v1alpha1.Database) bool {
 	return d.GetCondition(xpv2.TypeReady).Status == corev1.ConditionTrue
 }
 
+// syncMessage: the Synced condition reports a reconcile error saying msg
+// (while deleting, Crossplane sets Ready to Deleting and reports why the
+// deletion does not proceed on Synced).
+func syncMessage(msg string) func(*v1alpha1.Database) bool {
+	return func(d *v1alpha1.Database) bool {
+		c := d.GetCondition(xpv2.TypeSynced)
+		return c.Status == corev1.ConditionFalse && strings.Contains(c.Message, msg)
+	}
+}
+
 func reason(r string) func(*v1alpha1.Database) bool {
 	return func(d *v1alpha1.Database) bool { return string(d.GetCondition(xpv2.TypeReady).Reason) == r }
 }
@@ -837,7 +847,7 @@ func TestImportWithDeleteDropsOnlyWhatItsCredentialProves(t *testing.T) {
 		}
 		if d.Name == "oldapp" && adminOptionNeeded() {
 			// Nothing is dropped while the role could not be dropped too.
-			waitDB(t, d, "InsufficientPrivileges while deleting", reason("InsufficientPrivileges"))
+			waitDB(t, d, "the missing ADMIN OPTION reported while deleting", syncMessage("ADMIN OPTION"))
 			time.Sleep(2 * poll)
 			if s := readPG(t, "oldapp", "oldapp"); !s.DBExists || !s.RoleExists {
 				t.Fatalf("part of the import was dropped although its role cannot be: %+v", s)
@@ -975,9 +985,7 @@ func TestEndpointChangeSendsNoPasswordAndDropsNothing(t *testing.T) {
 	if err := c.Delete(ctx, d); err != nil {
 		t.Fatal(err)
 	}
-	waitDB(t, d, "deletion refused", func(d *v1alpha1.Database) bool {
-		return reason("EndpointChanged")(d) && strings.Contains(d.GetCondition(xpv2.TypeReady).Message, "cannot delete")
-	})
+	waitDB(t, d, "deletion refused", syncMessage("cannot delete: the credential was recorded for host"))
 	time.Sleep(2 * poll)
 	if s := readPG(t, "moving", "moving"); !s.DBExists || !s.RoleExists {
 		t.Fatalf("something was dropped at a changed endpoint: %+v", s)

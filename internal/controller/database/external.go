@@ -251,7 +251,7 @@ func (e *external) Observe(ctx context.Context, db *v1alpha1.Database) (managed.
 		// "unsupported".
 		problems, err := e.checkExtensions(ctx, o.Requested, o.Installed)
 		if err != nil {
-			return managed.ExternalObservation{}, fail(db, tenancy.ReasonDependencyUnavailable, "cannot check the requested extensions (pg_available_extensions): "+err.Error())
+			return managed.ExternalObservation{}, fail(db, tenancy.ReasonDependencyUnavailable, "cannot check pg_available_extensions for the requested extensions: "+err.Error())
 		}
 		if len(problems) > 0 {
 			v.Exists, v.UpToDate, v.Reason = true, true, tenancy.ReasonInvalidSpec
@@ -264,8 +264,10 @@ func (e *external) Observe(ctx context.Context, db *v1alpha1.Database) (managed.
 	obs := managed.ExternalObservation{ResourceExists: v.Exists, ResourceUpToDate: v.UpToDate}
 	if meta.WasDeleted(db) && canDelete(db) {
 		// While deleting, exist as long as anything provably ours is left,
-		// and only that: a foreign object is never deleted.
-		obs.ResourceExists = v.KVOurs || v.RoleOurs || v.DBOurs
+		// and only that: a foreign object is never deleted. When the
+		// endpoint changed, nothing can be proven either way: exist, so that
+		// Delete refuses and the finalizer stays.
+		obs.ResourceExists = v.KVOurs || v.RoleOurs || v.DBOurs || v.Reason == tenancy.ReasonEndpointChanged
 	}
 	return obs, nil
 }
