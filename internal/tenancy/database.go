@@ -68,7 +68,11 @@ func OwnerMetadata(id Identity) map[string]string {
 		MetaConfigUID:  id.ConfigUID,
 	}
 	for k, v := range id.Endpoint {
-		m[MetaEndpointPrefix+k] = v
+		// OpenBao refuses empty metadata values: an empty field (no
+		// hostaddr) is recorded by its absence.
+		if v != "" {
+			m[MetaEndpointPrefix+k] = v
+		}
 	}
 	return m
 }
@@ -78,14 +82,17 @@ func OwnerMetadata(id Identity) map[string]string {
 // (an import, or a record written before they existed), its own fields.
 func RecordedEndpoint(kv KVState) map[string]string {
 	out := map[string]string{}
+	recorded := false
 	for _, k := range EndpointKeys {
-		if v, ok := kv.Owner[MetaEndpointPrefix+k]; ok {
-			out[k] = v
-		}
+		v, ok := kv.Owner[MetaEndpointPrefix+k]
+		recorded = recorded || ok
+		out[k] = v
 	}
-	if len(out) > 0 {
+	if recorded {
+		// An absent key of a recorded endpoint was empty (no hostaddr).
 		return out
 	}
+	clear(out)
 	for _, k := range EndpointKeys {
 		if v, ok := kv.Data[k]; ok {
 			out[k] = v

@@ -1,6 +1,7 @@
 package tenancy
 
 import (
+	"maps"
 	"strings"
 	"testing"
 
@@ -32,8 +33,10 @@ func ourKV(extra map[string]string) KVState {
 
 // base is a fully provisioned, healthy Database.
 func base() Observation {
+	id := me
+	id.Endpoint = maps.Clone(me.Endpoint)
 	return Observation{
-		Identity: me, Database: "shop", Role: "shop", Path: "postgresql-tenants/shop/shop",
+		Identity: id, Database: "shop", Role: "shop", Path: "postgresql-tenants/shop/shop",
 		Requested: []string{"pg_trgm"}, Installed: []string{"pg_trgm", "plpgsql"}, WantData: want(),
 		KV:    ourKV(map[string]string{MetaDatabaseOID: "16384", MetaRoleOID: "16383"}),
 		DB:    DBState{Exists: true, OID: 16384, Owner: "shop", RoleConnect: true},
@@ -170,6 +173,18 @@ func TestDecide(t *testing.T) {
 			},
 			want: out{Exists: true, UpToDate: true, Phase: v1alpha1.DatabasePhasePending, Reason: ReasonEndpointChanged},
 			msg:  `host "db" (now "evil")`,
+		},
+		"NoHostaddrRecordedByAbsence": {
+			o: func(o *Observation) {
+				o.Identity.Endpoint["hostaddr"], o.WantData["hostaddr"], o.KV.Data["hostaddr"] = "", "", ""
+				delete(o.KV.Owner, MetaEndpointPrefix+"hostaddr")
+			},
+			want: out{Exists: true, UpToDate: true, Ready: true, Phase: v1alpha1.DatabasePhaseReady, KVOurs: true, RoleOurs: true, DBOurs: true},
+		},
+		"HostaddrAddedLaterIsAChangedEndpoint": {
+			o:    func(o *Observation) { delete(o.KV.Owner, MetaEndpointPrefix+"hostaddr") },
+			want: out{Exists: true, UpToDate: true, Phase: v1alpha1.DatabasePhasePending, Reason: ReasonEndpointChanged},
+			msg:  `hostaddr "" (now "192.0.2.1")`,
 		},
 		"StrongerSSLModeIsARecordRepair": {
 			o: func(o *Observation) {

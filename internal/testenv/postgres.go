@@ -196,11 +196,13 @@ func (p *Postgres) Stop() {
 func (p *Postgres) LogFile() string { return p.logFile }
 
 // ConnConfig returns a pgx configuration for user over TLS with
-// verify-full against p.CA, connecting to Hostaddr. The password is set on
+// verify-full against p.CA, connecting to Host. The password is set on
 // the config, never placed in a connection string.
 func (p *Postgres) ConnConfig(user, password, database string) (*pgx.ConnConfig, error) {
+	// By name: it verifies whether or not the certificate also names the
+	// address (MakeManagedLike's does not).
 	cfg, err := pgx.ParseConfig(fmt.Sprintf("host=%s port=%d dbname=%s user=%s sslmode=verify-full sslrootcert=%s connect_timeout=5",
-		p.Hostaddr, p.Port, database, user, p.CA.CertFile))
+		p.Host, p.Port, database, user, p.CA.CertFile))
 	if err != nil {
 		return nil, err
 	}
