@@ -43,6 +43,10 @@ func main() {
 	}
 }
 
+// leaderElectionID names the Lease, in --namespace, that the replicas
+// compete for.
+const leaderElectionID = "crossplane-leader-election-provider-postgresql-tenant"
+
 type flags struct {
 	debug, leaderElection       bool
 	sync, poll, pollStateMetric time.Duration
@@ -62,7 +66,7 @@ func parse(args []string) (*flags, error) {
 	fs.String("kubeconfig", "", "Path to a kubeconfig. Only required out of cluster.")
 
 	fs.BoolVar(&f.debug, "debug", false, "Run with debug logging.")
-	fs.BoolVar(&f.leaderElection, "leader-election", false, "Use leader election for the controller manager.")
+	fs.BoolVar(&f.leaderElection, "leader-election", true, "Elect one leader among the provider's replicas (a Lease in --namespace); only the leader reconciles. Turn off only where a single process is guaranteed.")
 	fs.DurationVar(&f.sync, "sync", time.Hour, "How often all resources are re-listed from the API server.")
 	fs.DurationVar(&f.poll, "poll", time.Minute, "How often each resource is checked for drift from its desired state.")
 	fs.DurationVar(&f.pollStateMetric, "poll-state-metric", 5*time.Second, "How often the managed resource state metrics are recorded.")
@@ -77,13 +81,14 @@ func parse(args []string) (*flags, error) {
 	o := &f.opts
 	fs.StringVar(&o.Namespace, "namespace", options.DefaultNamespaceFromEnv(), "The provider's own namespace (default $POD_NAMESPACE); ClusterProviderConfig admin Secrets must live here.")
 	fs.StringVar(&o.CABundle, "ca-bundle", "", "PEM file of CAs trusted for PostgreSQL and OpenBao TLS.")
-	fs.StringVar(&o.OpenBao.Address, "openbao-address", "", "OpenBao address the provider uses, e.g. https://openbao.openbao.svc:8200.")
+	fs.StringVar(&o.OpenBao.Address, "openbao-address", "", "OpenBao address the provider uses, e.g. https://openbao.openbao.svc:8200 (https:// only, see --openbao-allow-insecure-http). No BAO_*/VAULT_* environment variable changes it or its TLS.")
+	fs.BoolVar(&o.OpenBao.AllowInsecureHTTP, "openbao-allow-insecure-http", false, "LOCAL DEVELOPMENT ONLY: accept http:// OpenBao addresses (the OpenBao token and tenant credentials then cross the network in clear).")
 	fs.StringVar(&o.OpenBao.ConsumerAddress, "openbao-consumer-address", "", "OpenBao address consumers use, shown in status (default: --openbao-address).")
 	fs.StringVar(&o.OpenBao.AuthMount, "openbao-auth-mount", options.DefaultAuthMount, "Mount of OpenBao's Kubernetes auth method.")
 	fs.StringVar(&o.OpenBao.AuthRole, "openbao-auth-role", "", "OpenBao Kubernetes auth role of the provider.")
 	fs.StringVar(&o.OpenBao.KVMount, "openbao-kv-mount", options.DefaultKVMount, "KV v2 mount holding tenant credentials (a dev server uses 'secret').")
 	fs.StringVar(&o.OpenBao.TenantBasePath, "openbao-tenant-base-path", options.DefaultTenantBasePath, "Path under the KV mount below which tenant records are derived as <base>/<namespace>/<name>.")
-	fs.StringVar(&o.OpenBao.ServiceAccountTokenFile, "openbao-sa-token-file", options.DefaultSATokenFile, "Service-account token file used for OpenBao Kubernetes auth.")
+	fs.StringVar(&o.OpenBao.ServiceAccountTokenFile, "openbao-sa-token-file", options.DefaultSATokenFile, "Projected service-account token used for OpenBao Kubernetes auth, re-read at every login. Its audience must be the OpenBao role's (e.g. \""+options.DefaultOpenBaoAudience+"\"), not the kube-apiserver's; the default is where examples/provider/runtime-config.yaml mounts such a token.")
 	fs.StringVar(&o.OpenBao.TokenFile, "openbao-token-file", "", "LOCAL DEVELOPMENT ONLY: read an OpenBao token from this file instead of Kubernetes auth.")
 
 	if err := fs.Parse(args); err != nil {
@@ -137,6 +142,12 @@ func run(args []string) error {
 	if f.opts.OpenBao.TokenFile != "" {
 		log.Info("Using an OpenBao token file instead of Kubernetes auth: for local development only")
 	}
+	if f.opts.OpenBao.AllowInsecureHTTP {
+		log.Info("http:// OpenBao addresses are allowed (--openbao-allow-insecure-http): for local development only")
+	}
+	if !f.leaderElection {
+		log.Info("Leader election is off: run exactly one provider process")
+	}
 
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
@@ -150,11 +161,15 @@ func run(args []string) error {
 		HealthProbeBindAddress:     f.healthAddr,
 		PprofBindAddress:           f.pprofAddr,
 		LeaderElection:             f.leaderElection,
-		LeaderElectionID:           "crossplane-leader-election-provider-postgresql-tenant",
+		LeaderElectionID:           leaderElectionID,
 		LeaderElectionNamespace:    f.opts.Namespace,
 		LeaderElectionResourceLock: resourcelock.LeasesResourceLock,
 		LeaseDuration:              &leaseDuration,
 		RenewDeadline:              &renewDeadline,
+		// Hand the Lease over at once on SIGTERM (a rolling update), instead
+		// of making the next leader wait out LeaseDuration. Safe: run returns
+		// right after the manager stops, and the process ends.
+		LeaderElectionReleaseOnCancel: true,
 	})
 	if err != nil {
 		return fmt.Errorf("cannot create the controller manager: %w", err)
@@ -205,6 +220,7 @@ func run(args []string) error {
 	defer pools.Close()
 	kv, err := openbao.New(openbao.Options{
 		Address:                 f.opts.OpenBao.Address,
+		AllowInsecureHTTP:       f.opts.OpenBao.AllowInsecureHTTP,
 		CABundleFile:            f.opts.CABundle,
 		AuthMount:               f.opts.OpenBao.AuthMount,
 		AuthRole:                f.opts.OpenBao.AuthRole,
@@ -218,7 +234,7 @@ func run(args []string) error {
 	if err := pctrl.SetupGated(mgr, o, f.opts, pools, kv, faultHook(log)); err != nil {
 		return fmt.Errorf("cannot set up the controllers: %w", err)
 	}
-	log.Info("Starting", "namespace", f.opts.Namespace, "poll", f.poll.String(), "maxReconcileRate", f.maxReconcileRate, "maxConcurrentReconciles", f.maxConcurrent)
+	log.Info("Starting", "namespace", f.opts.Namespace, "poll", f.poll.String(), "maxReconcileRate", f.maxReconcileRate, "maxConcurrentReconciles", f.maxConcurrent, "leaderElection", f.leaderElection)
 	return mgr.Start(ctrl.SetupSignalHandler())
 }
 

@@ -138,8 +138,9 @@ func run(stateDir string) error {
 		return fmt.Errorf("go build ./cmd/provider: %w\n%s", err, out)
 	}
 	// Out of cluster there is no projected token: mint one for the
-	// provider's service account, as the kubelet would.
-	jwt, err := env.Kube.ServiceAccountToken(ctx, testenv.ProviderNamespace, testenv.ProviderServiceAccount)
+	// provider's service account with OpenBao's audience, as the kubelet
+	// would for the projected volume of examples/provider/runtime-config.yaml.
+	jwt, err := env.Kube.ServiceAccountTokenFor(ctx, testenv.ProviderNamespace, testenv.ProviderServiceAccount, testenv.ProviderAudience)
 	if err != nil {
 		return err
 	}

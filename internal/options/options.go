@@ -15,8 +15,11 @@ import (
 
 // OpenBao configures where tenant credentials are stored.
 type OpenBao struct {
-	// Address the provider uses to reach OpenBao.
+	// Address the provider uses to reach OpenBao: https:// unless
+	// AllowInsecureHTTP.
 	Address string
+	// AllowInsecureHTTP accepts http:// addresses: local development only.
+	AllowInsecureHTTP bool
 	// ConsumerAddress is the address consumers (ESO, VMs) use; it only
 	// appears in status.atProvider.credential.openBaoURL. Defaults to Address.
 	ConsumerAddress string
@@ -33,7 +36,9 @@ type OpenBao struct {
 	// token read from a file.
 	TokenFile string
 	// ServiceAccountTokenFile is the projected service-account token used for
-	// Kubernetes auth.
+	// Kubernetes auth; its audience is the OpenBao role's (not the
+	// kube-apiserver's), so it is useless against the API server and the
+	// API server's token is useless against OpenBao.
 	ServiceAccountTokenFile string
 }
 
@@ -49,11 +54,17 @@ type Options struct {
 
 // Defaults of the flags.
 const (
-	DefaultNamespace       = "crossplane-system"
-	DefaultAuthMount       = "kubernetes"
-	DefaultKVMount         = "kv"
-	DefaultTenantBasePath  = "postgresql-tenants"
-	DefaultSATokenFile     = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+	DefaultNamespace      = "crossplane-system"
+	DefaultAuthMount      = "kubernetes"
+	DefaultKVMount        = "kv"
+	DefaultTenantBasePath = "postgresql-tenants"
+	// DefaultSATokenFile is where examples/provider/runtime-config.yaml
+	// mounts a projected service-account token with audience
+	// DefaultOpenBaoAudience.
+	DefaultSATokenFile = "/var/run/secrets/openbao/serviceaccount/token"
+	// DefaultOpenBaoAudience is the audience of that token, and the
+	// audience the OpenBao Kubernetes auth role should require.
+	DefaultOpenBaoAudience = "openbao"
 	EnvPodNamespace        = "POD_NAMESPACE"
 	errOpenBaoAddrRequired = "--openbao-address is required: the provider stores every tenant credential in OpenBao"
 )
@@ -84,16 +95,19 @@ func (o *Options) Validate() error {
 	}
 	if o.OpenBao.Address == "" {
 		errs = append(errs, errors.New(errOpenBaoAddrRequired))
-	} else if err := validURL(o.OpenBao.Address); err != nil {
+	} else if err := validURL(o.OpenBao.Address, o.OpenBao.AllowInsecureHTTP); err != nil {
 		errs = append(errs, fmt.Errorf("--openbao-address: %w", err))
 	}
 	if o.OpenBao.ConsumerAddress != "" {
-		if err := validURL(o.OpenBao.ConsumerAddress); err != nil {
+		if err := validURL(o.OpenBao.ConsumerAddress, o.OpenBao.AllowInsecureHTTP); err != nil {
 			errs = append(errs, fmt.Errorf("--openbao-consumer-address: %w", err))
 		}
 	}
 	if o.OpenBao.TokenFile == "" && o.OpenBao.AuthRole == "" {
 		errs = append(errs, errors.New("--openbao-auth-role is required for Kubernetes auth (or --openbao-token-file, for local development only)"))
+	}
+	if o.OpenBao.TokenFile == "" && o.OpenBao.ServiceAccountTokenFile == "" {
+		errs = append(errs, errors.New("--openbao-sa-token-file must not be empty: it names the projected service-account token (audience of the OpenBao role) used for Kubernetes auth"))
 	}
 	for flag, p := range map[string]string{
 		"--openbao-auth-mount":       o.OpenBao.AuthMount,
@@ -112,13 +126,20 @@ func (o *Options) Validate() error {
 	return errors.Join(errs...)
 }
 
-func validURL(s string) error {
+// validURL accepts https://host[:port][/path], and http:// only when
+// allowHTTP (--openbao-allow-insecure-http, local development only).
+func validURL(s string, allowHTTP bool) error {
 	u, err := url.Parse(s)
 	if err != nil {
 		return err
 	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("%q must be an http:// or https:// URL", s)
+	switch {
+	case u.Scheme == "https":
+	case u.Scheme == "http" && allowHTTP:
+	case u.Scheme == "http":
+		return fmt.Errorf("%q is http://: OpenBao addresses must be https:// (the provider's OpenBao token and every tenant credential would cross the network in clear); --openbao-allow-insecure-http allows http for local development only", s)
+	default:
+		return fmt.Errorf("%q must be an https:// URL", s)
 	}
 	if u.Host == "" || u.User != nil || u.RawQuery != "" {
 		return fmt.Errorf("%q must be scheme://host[:port] without credentials or query", s)

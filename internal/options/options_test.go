@@ -16,6 +16,8 @@ func valid() Options {
 			AuthRole:       "provider",
 			KVMount:        DefaultKVMount,
 			TenantBasePath: DefaultTenantBasePath,
+
+			ServiceAccountTokenFile: DefaultSATokenFile,
 		},
 	}
 }
@@ -30,6 +32,8 @@ func TestComplete(t *testing.T) {
 		AuthRole:        "provider",
 		KVMount:         DefaultKVMount,
 		TenantBasePath:  DefaultTenantBasePath,
+
+		ServiceAccountTokenFile: DefaultSATokenFile,
 	}
 	if diff := cmp.Diff(want, o.OpenBao); diff != "" {
 		t.Errorf("Complete(): -want +got:\n%s", diff)
@@ -41,10 +45,28 @@ func TestValidate(t *testing.T) {
 		mutate  func(*Options)
 		wantErr []string
 	}{
-		"Valid":            {mutate: func(*Options) {}},
-		"TokenFileNoRole":  {mutate: func(o *Options) { o.OpenBao.AuthRole = ""; o.OpenBao.TokenFile = "/tmp/token" }},
-		"NoAddress":        {mutate: func(o *Options) { o.OpenBao.Address = "" }, wantErr: []string{"--openbao-address is required"}},
-		"BadScheme":        {mutate: func(o *Options) { o.OpenBao.Address = "ftp://x" }, wantErr: []string{"--openbao-address", "http:// or https://"}},
+		"Valid":           {mutate: func(*Options) {}},
+		"TokenFileNoRole": {mutate: func(o *Options) { o.OpenBao.AuthRole = ""; o.OpenBao.TokenFile = "/tmp/token" }},
+		"NoAddress":       {mutate: func(o *Options) { o.OpenBao.Address = "" }, wantErr: []string{"--openbao-address is required"}},
+		"BadScheme":       {mutate: func(o *Options) { o.OpenBao.Address = "ftp://x" }, wantErr: []string{"--openbao-address", "must be an https:// URL"}},
+		// Plain http only with the local-development flag, for both
+		// addresses; the message names the flag that allows it.
+		"HTTPAddress": {
+			mutate:  func(o *Options) { o.OpenBao.Address = "http://openbao.example:8200" },
+			wantErr: []string{"--openbao-address", "must be https://", "--openbao-allow-insecure-http", "local development only"},
+		},
+		"HTTPConsumerAddress": {
+			mutate:  func(o *Options) { o.OpenBao.ConsumerAddress = "http://openbao.example:8200" },
+			wantErr: []string{"--openbao-consumer-address", "must be https://"},
+		},
+		"HTTPAllowedForDevelopment": {mutate: func(o *Options) {
+			o.OpenBao.Address, o.OpenBao.ConsumerAddress, o.OpenBao.AllowInsecureHTTP = "http://127.0.0.1:8200", "http://127.0.0.1:8200", true
+		}},
+		"HTTPSWithTheFlagStillFine": {mutate: func(o *Options) { o.OpenBao.AllowInsecureHTTP = true }},
+		"NoSATokenFile":             {mutate: func(o *Options) { o.OpenBao.ServiceAccountTokenFile = "" }, wantErr: []string{"--openbao-sa-token-file must not be empty"}},
+		"TokenFileNeedsNoSAToken": {mutate: func(o *Options) {
+			o.OpenBao.ServiceAccountTokenFile, o.OpenBao.TokenFile = "", "/tmp/token"
+		}},
 		"CredentialsInURL": {mutate: func(o *Options) { o.OpenBao.Address = "https://u:p@x" }, wantErr: []string{"without credentials"}},
 		"NoRole":           {mutate: func(o *Options) { o.OpenBao.AuthRole = "" }, wantErr: []string{"--openbao-auth-role is required"}},
 		"BadBasePath":      {mutate: func(o *Options) { o.OpenBao.TenantBasePath = "a/../b" }, wantErr: []string{"--openbao-tenant-base-path", `".." segment`}},

@@ -121,11 +121,19 @@ func (k *Kube) EnsureServiceAccount(ctx context.Context, ns, name string) error 
 }
 
 // ServiceAccountToken mints a short-lived token for a service account with
-// the TokenRequest API, as the kubelet does for a projected volume.
+// the TokenRequest API and the kube-apiserver's own audience, as the
+// kubelet does for the default service-account token.
 func (k *Kube) ServiceAccountToken(ctx context.Context, ns, name string) (string, error) {
+	return k.ServiceAccountTokenFor(ctx, ns, name)
+}
+
+// ServiceAccountTokenFor mints a short-lived token for a service account
+// with the given audiences (none: the kube-apiserver's), as the kubelet
+// does for a projected serviceAccountToken volume with an audience.
+func (k *Kube) ServiceAccountTokenFor(ctx context.Context, ns, name string, audiences ...string) (string, error) {
 	ttl := int64(3600)
 	tr, err := k.Clientset.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &ttl},
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &ttl, Audiences: audiences},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		return "", fmt.Errorf("cannot request a token for %s/%s: %w", ns, name, err)

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/openbao/openbao/api/v2"
+
+	"ddupan.top/provider-postgresql-tenant/internal/options"
 )
 
 // OpenBao is a real OpenBao server started for one test package: TLS on
@@ -33,7 +35,8 @@ type OpenBao struct {
 	// TenantBasePath is the provider's default tenant base path.
 	TenantBasePath string
 	// ProviderRole is the Kubernetes auth role the provider logs in as,
-	// bound to ProviderServiceAccount in ProviderNamespace.
+	// bound to ProviderServiceAccount in ProviderNamespace, accepting only
+	// tokens whose audience is ProviderAudience.
 	ProviderRole string
 
 	logFile string
@@ -47,6 +50,10 @@ type OpenBao struct {
 const (
 	ProviderNamespace      = "crossplane-system"
 	ProviderServiceAccount = "provider-postgresql-tenant"
+	// ProviderAudience is the audience the provider role requires of a
+	// service-account token (as the docs tell an admin to configure it); a
+	// token with the kube-apiserver's audience is refused.
+	ProviderAudience = options.DefaultOpenBaoAudience
 )
 
 func startOpenBao(ctx context.Context, root, binDir string, ca *CA) (*OpenBao, error) {
@@ -174,9 +181,14 @@ func (b *OpenBao) Resume() error { return b.proc.cmd.Process.Signal(syscall.SIGC
 func (b *OpenBao) LogFile() string { return b.logFile }
 
 // Client returns an API client that trusts only the run's CA, with token set
-// when not empty.
+// when not empty. It reads no BAO_*/VAULT_* variable (api.NewConfig, not
+// api.DefaultConfig): a test that sets them to hostile values still sees
+// the real server through it. Do not Clone it (a clone reads them again).
 func (b *OpenBao) Client(token string) (*api.Client, error) {
-	cfg := api.DefaultConfig()
+	cfg := api.NewConfig()
+	if cfg.Error != nil {
+		return nil, cfg.Error
+	}
 	cfg.Address = b.Address
 	cfg.Timeout = 10 * time.Second
 	cfg.MaxRetries = 0
@@ -187,9 +199,8 @@ func (b *OpenBao) Client(token string) (*api.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	// api.NewClient reads BAO_TOKEN/VAULT_TOKEN from the environment; a test
-	// must only ever use the token it asked for.
 	c.ClearToken()
+	c.ClearNamespace()
 	if token != "" {
 		c.SetToken(token)
 	}
@@ -197,13 +208,14 @@ func (b *OpenBao) Client(token string) (*api.Client, error) {
 }
 
 // ProviderPolicy is the OpenBao policy of the provider: tenant records under
-// the base path only, data and metadata, nothing else.
+// the base path only, data and metadata, nothing else. "patch" on metadata
+// lets an ownership write merge its keys instead of replacing the entry.
 func (b *OpenBao) ProviderPolicy() string {
 	return fmt.Sprintf(`path "%[1]s/data/%[2]s/*" {
   capabilities = ["create", "read", "update", "delete"]
 }
 path "%[1]s/metadata/%[2]s/*" {
-  capabilities = ["create", "read", "update", "delete", "list"]
+  capabilities = ["create", "read", "update", "patch", "delete", "list"]
 }
 `, b.KVMount, b.TenantBasePath)
 }
@@ -211,7 +223,7 @@ path "%[1]s/metadata/%[2]s/*" {
 // configureKubernetesAuth enables Kubernetes auth against the test apiserver:
 // OpenBao reviews tokens with a reviewer service account bound to
 // system:auth-delegator, and the provider role is bound to the provider's
-// service account.
+// service account and requires the audience ProviderAudience.
 func (b *OpenBao) configureKubernetesAuth(ctx context.Context, k *Kube) error {
 	reviewer, err := k.reviewerToken(ctx)
 	if err != nil {
@@ -238,6 +250,7 @@ func (b *OpenBao) configureKubernetesAuth(ctx context.Context, k *Kube) error {
 	if _, err := c.Logical().WriteWithContext(ctx, "auth/"+b.AuthMount+"/role/"+b.ProviderRole, map[string]any{
 		"bound_service_account_names":      []string{ProviderServiceAccount},
 		"bound_service_account_namespaces": []string{ProviderNamespace},
+		"audience":                         ProviderAudience,
 		"token_policies":                   []string{b.ProviderRole},
 		"token_ttl":                        "1h",
 	}); err != nil {

@@ -127,7 +127,9 @@ func TestDatabaseLifecycleOnAManagedLikeServer(t *testing.T) {
 	if err := c.Create(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	await(t, cfg, "Ready", func(o *v1alpha1.ClusterProviderConfig) bool { return readyReason(o.GetCondition(xpv2.TypeReady)) == "Ready" })
+	await(t, cfg, "Ready", func(o *v1alpha1.ClusterProviderConfig) bool {
+		return readyReason(o.GetCondition(xpv2.TypeReady)) == "Ready"
+	})
 	if m := cfg.GetCondition(xpv2.TypeReady).Message; strings.Contains(m, "superuser") || !strings.Contains(m, "localhost:") {
 		t.Errorf("config message %q", m)
 	}

@@ -2,6 +2,11 @@
 // with token renewal, and the KV v2 operations a tenant credential needs
 // (read, create with check-and-set 0 and ownership metadata, restore, delete
 // of every version). Every path is validated before it is used.
+//
+// The client is configured from Options only: no BAO_* or VAULT_* variable
+// (address, agent address, TLS, CA, token, namespace, proxy, wrapping,
+// retries, rate limit) and no HTTP(S)_PROXY changes where it connects, what
+// it trusts or what it sends.
 package openbao
 
 import (
@@ -9,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -22,9 +28,15 @@ import (
 
 // Options configure a Client.
 type Options struct {
-	// Address of OpenBao, e.g. https://openbao.openbao.svc:8200.
+	// Address of OpenBao, e.g. https://openbao.openbao.svc:8200. Only
+	// https:// unless AllowInsecureHTTP.
 	Address string
-	// CABundleFile is a PEM file of CAs trusted for OpenBao's TLS.
+	// AllowInsecureHTTP accepts an http:// Address: local development only
+	// (the login token and every credential would cross the network in
+	// clear).
+	AllowInsecureHTTP bool
+	// CABundleFile is a PEM file of CAs trusted for OpenBao's TLS: the only
+	// CAs trusted when set; the system roots when empty.
 	CABundleFile string
 	// AuthMount and AuthRole of the Kubernetes auth method.
 	AuthMount, AuthRole string
@@ -61,8 +73,10 @@ type Record struct {
 // Client talks to one OpenBao.
 type Client struct {
 	opts Options
-	api  *api.Client
-	kv   *api.KVv2
+	// anon logs in; it never carries a token.
+	anon *api.Client
+	// api makes every other request with the token set under mu.
+	api *api.Client
 
 	mu     sync.Mutex
 	token  string
@@ -76,6 +90,9 @@ func New(o Options) (*Client, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = 10 * time.Second
 	}
+	if err := CheckAddress(o.Address, o.AllowInsecureHTTP); err != nil {
+		return nil, err
+	}
 	if err := tenancy.ValidatePath("KV mount", o.KVMount); err != nil {
 		return nil, err
 	}
@@ -86,26 +103,84 @@ func New(o Options) (*Client, error) {
 		if o.AuthRole == "" {
 			return nil, errors.New("an OpenBao Kubernetes auth role is required")
 		}
+		if o.ServiceAccountTokenFile == "" {
+			return nil, errors.New("a service-account token file is required for OpenBao Kubernetes auth")
+		}
 	}
-	cfg := api.DefaultConfig()
+	anon, err := newAPIClient(o)
+	if err != nil {
+		return nil, err
+	}
+	c, err := newAPIClient(o)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{opts: o, anon: anon, api: c}, nil
+}
+
+// CheckAddress accepts an https:// OpenBao address, or an http:// one only
+// when allowInsecureHTTP (local development).
+func CheckAddress(address string, allowInsecureHTTP bool) error {
+	u, err := url.Parse(address)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("the OpenBao address %q is not a scheme://host[:port] URL", address)
+	}
+	switch u.Scheme {
+	case "https":
+		return nil
+	case "http":
+		if allowInsecureHTTP {
+			return nil
+		}
+		return fmt.Errorf("the OpenBao address %q is http://: the provider's OpenBao token and every tenant credential would cross the network in clear; use https:// (plain http is only for local development, and must be allowed explicitly)", address)
+	default:
+		return fmt.Errorf("the OpenBao address %q must be an https:// URL", address)
+	}
+}
+
+// newAPIClient builds an API client from o alone. api.DefaultConfig and
+// api.Client.Clone read the environment (BAO_ADDR, BAO_AGENT_ADDR,
+// BAO_SKIP_VERIFY, BAO_CACERT, BAO_TOKEN, BAO_NAMESPACE, BAO_WRAP_TTL,
+// proxies, ...), so neither is ever used: the config starts from
+// api.NewConfig (DisableEnvironment), and every client is built here.
+func newAPIClient(o Options) (*api.Client, error) {
+	cfg := api.NewConfig()
 	if cfg.Error != nil {
 		return nil, cfg.Error
 	}
+	if !cfg.DisableEnvironment {
+		return nil, errors.New("the OpenBao API config reads the environment")
+	}
 	cfg.Address = o.Address
+	cfg.AgentAddress = ""
 	cfg.Timeout = o.Timeout
 	cfg.MaxRetries = 0
+	cfg.Limiter = nil
+	cfg.SRVLookup = false
+	tr, ok := cfg.HttpClient.Transport.(*http.Transport)
+	if !ok {
+		return nil, errors.New("unexpected HTTP transport in the OpenBao API config")
+	}
+	// Connect to Address itself, never through a proxy named by
+	// HTTP_PROXY/HTTPS_PROXY (cleanhttp's default).
+	tr.Proxy = nil
 	if o.CABundleFile != "" {
 		if err := cfg.ConfigureTLS(&api.TLSConfig{CACert: o.CABundleFile}); err != nil {
 			return nil, fmt.Errorf("cannot use the CA bundle for OpenBao: %w", err)
 		}
 	}
+	if tc := tr.TLSClientConfig; tc == nil || tc.InsecureSkipVerify {
+		return nil, errors.New("the OpenBao TLS config does not verify the server")
+	}
 	c, err := api.NewClient(cfg)
 	if err != nil {
 		return nil, err
 	}
-	// Never use a token from the environment (BAO_TOKEN / VAULT_TOKEN).
 	c.ClearToken()
-	return &Client{opts: o, api: c, kv: c.KVv2(o.KVMount)}, nil
+	c.ClearNamespace()
+	// Never ask for response wrapping (BAO_WRAP_TTL is ignored anyway).
+	c.SetWrappingLookupFunc(func(string, string) string { return "" })
+	return c, nil
 }
 
 // ConsumerURL returns <consumerAddress>/v1/<mount>/data/<path>.
@@ -121,18 +196,14 @@ func (c *Client) login(ctx context.Context) error {
 			return fmt.Errorf("cannot read the OpenBao token file: %w", err)
 		}
 		c.token, c.expiry, c.renew = strings.TrimSpace(string(b)), time.Time{}, false
+		c.api.SetToken(c.token)
 		return nil
 	}
 	jwt, err := os.ReadFile(c.opts.ServiceAccountTokenFile)
 	if err != nil {
-		return fmt.Errorf("cannot read the service-account token for OpenBao login: %w", err)
+		return fmt.Errorf("cannot read the service-account token for OpenBao login (a projected token with the audience of the OpenBao role): %w", err)
 	}
-	anon, err := c.api.Clone()
-	if err != nil {
-		return err
-	}
-	anon.ClearToken()
-	s, err := anon.Logical().WriteWithContext(ctx, "auth/"+c.opts.AuthMount+"/login", map[string]any{
+	s, err := c.anon.Logical().WriteWithContext(ctx, "auth/"+c.opts.AuthMount+"/login", map[string]any{
 		"role": c.opts.AuthRole,
 		"jwt":  strings.TrimSpace(string(jwt)),
 	})
@@ -148,6 +219,7 @@ func (c *Client) login(ctx context.Context) error {
 
 func (c *Client) setToken(tok string, ttlSeconds int, renewable bool) {
 	c.token, c.renew = tok, renewable
+	c.api.SetToken(tok)
 	c.ttl = time.Duration(ttlSeconds) * time.Second
 	if ttlSeconds > 0 {
 		c.expiry = time.Now().Add(c.ttl)
@@ -176,24 +248,14 @@ func (c *Client) ensureToken(ctx context.Context) (*api.Client, error) {
 			}
 		}
 	}
-	t, err := c.api.Clone()
-	if err != nil {
-		return nil, err
-	}
-	t.SetToken(c.token)
-	return t, nil
+	return c.api, nil
 }
 
 func (c *Client) renewSelf(ctx context.Context) bool {
 	if !c.renew {
 		return false
 	}
-	t, err := c.api.Clone()
-	if err != nil {
-		return false
-	}
-	t.SetToken(c.token)
-	s, err := t.Auth().Token().RenewSelfWithContext(ctx, 0)
+	s, err := c.api.Auth().Token().RenewSelfWithContext(ctx, 0)
 	if err != nil || s == nil || s.Auth == nil {
 		return false
 	}
@@ -209,15 +271,15 @@ func (c *Client) forget() {
 	c.token = ""
 }
 
-// do runs fn with a logged-in KV v2 client, retrying once after a fresh
-// login when OpenBao answers 403 (a revoked or expired token).
-func (c *Client) do(ctx context.Context, fn func(kv *api.KVv2) error) error {
+// do runs fn with a logged-in client, retrying once after a fresh login
+// when OpenBao answers 403 (a revoked or expired token).
+func (c *Client) do(ctx context.Context, fn func(cl *api.Client) error) error {
 	for attempt := 0; ; attempt++ {
 		cl, err := c.ensureToken(ctx)
 		if err != nil {
 			return err
 		}
-		err = fn(cl.KVv2(c.opts.KVMount))
+		err = fn(cl)
 		var re *api.ResponseError
 		if attempt == 0 && errors.As(err, &re) && re.StatusCode == 403 {
 			c.forget()
@@ -240,7 +302,8 @@ func (c *Client) Read(ctx context.Context, path string) (*Record, error) {
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
 	var rec *Record
-	err := c.do(ctx, func(kv *api.KVv2) error {
+	err := c.do(ctx, func(cl *api.Client) error {
+		kv := cl.KVv2(c.opts.KVMount)
 		s, err := kv.Get(ctx, path)
 		if err == nil {
 			rec = &Record{Data: stringMap(s.Data), Owner: stringMap(s.CustomMetadata)}
@@ -279,8 +342,8 @@ func (c *Client) ReadVersion(ctx context.Context, path string, version int) (map
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
 	var data map[string]string
-	err := c.do(ctx, func(kv *api.KVv2) error {
-		s, err := kv.GetVersion(ctx, path, version)
+	err := c.do(ctx, func(cl *api.Client) error {
+		s, err := cl.KVv2(c.opts.KVMount).GetVersion(ctx, path, version)
 		if errors.Is(err, api.ErrSecretNotFound) {
 			return nil
 		}
@@ -296,9 +359,19 @@ func (c *Client) ReadVersion(ctx context.Context, path string, version int) (map
 	return data, nil
 }
 
-// SetOwner writes the record's custom_metadata (creating the metadata entry
-// when there is none). Callers write it only on a path that is absent or
-// already theirs.
+// SetOwner sets the given keys of the record's custom_metadata (creating
+// the metadata entry when there is none). It changes nothing else: other
+// custom_metadata keys and the entry's max_versions, cas_required,
+// delete_version_after and metadata_cas_required stay as they are, so two
+// writers setting different keys (two replicas during a rolling update)
+// both keep theirs, and an admin's settings survive. Callers write it only
+// on a path that is absent or already theirs.
+//
+// An existing entry is changed with a JSON merge PATCH, which OpenBao
+// applies under the key's lock (the provider's policy needs "patch" on the
+// metadata path). A missing one is created with only custom_metadata and
+// metadata_cas 0, so a concurrent creation is never overwritten: the loser
+// merges into the winner's entry instead.
 func (c *Client) SetOwner(ctx context.Context, path string, owner map[string]string) error {
 	if err := tenancy.ValidatePath("credential path", path); err != nil {
 		return err
@@ -309,15 +382,74 @@ func (c *Client) SetOwner(ctx context.Context, path string, owner map[string]str
 	for k, v := range owner {
 		cm[k] = v
 	}
-	// PUT (not PATCH: the provider's policy grants no "patch") creates the
-	// metadata entry when there is none.
-	err := c.do(ctx, func(kv *api.KVv2) error {
-		return kv.PutMetadata(ctx, path, api.KVMetadataPutInput{CustomMetadata: cm})
+	err := c.do(ctx, func(cl *api.Client) error {
+		for attempt := 0; attempt < 3; attempt++ {
+			err := c.patchMetadata(ctx, cl, path, cm)
+			if !isStatus(err, http.StatusNotFound) {
+				return err
+			}
+			err = c.createMetadata(ctx, cl, path, cm)
+			if !metadataCASMismatch(err) {
+				return err
+			}
+			// Created by someone else in between: merge into theirs.
+		}
+		return errors.New("the metadata entry kept appearing and disappearing")
 	})
 	if err != nil {
-		return fmt.Errorf("cannot write the ownership metadata of %s/%s: %w", c.opts.KVMount, path, scrub(err))
+		err = scrub(err)
+		var se *StatusError
+		if errors.As(err, &se) && se.Code == http.StatusForbidden && se.Method == http.MethodPatch {
+			return fmt.Errorf("cannot write the ownership metadata of %s/%s: %w (the provider's OpenBao policy must grant \"patch\" on the metadata of its base path, see docs/getting-started.md)", c.opts.KVMount, path, err)
+		}
+		return fmt.Errorf("cannot write the ownership metadata of %s/%s: %w", c.opts.KVMount, path, err)
 	}
 	return nil
+}
+
+// patchMetadata merges cm into the custom_metadata of an existing entry
+// (404 when there is none).
+func (c *Client) patchMetadata(ctx context.Context, cl *api.Client, path string, cm map[string]any) error {
+	r := cl.NewRequest(http.MethodPatch, "/v1/"+c.opts.KVMount+"/metadata/"+path)
+	r.Headers.Set("Content-Type", "application/merge-patch+json")
+	if err := r.SetJSONBody(map[string]any{"custom_metadata": cm}); err != nil {
+		return err
+	}
+	resp, err := cl.RawRequestWithContext(ctx, r)
+	if resp != nil {
+		_ = resp.Body.Close()
+	}
+	return err
+}
+
+// createMetadata creates the entry with custom_metadata cm only if none
+// exists (metadata_cas 0); nothing else is set, so the mount's defaults
+// apply.
+func (c *Client) createMetadata(ctx context.Context, cl *api.Client, path string, cm map[string]any) error {
+	_, err := cl.Logical().WriteWithContext(ctx, c.opts.KVMount+"/metadata/"+path, map[string]any{
+		"custom_metadata": cm,
+		"metadata_cas":    0,
+	})
+	return err
+}
+
+func isStatus(err error, code int) bool {
+	var re *api.ResponseError
+	return errors.As(err, &re) && re.StatusCode == code
+}
+
+// metadataCASMismatch: a metadata write with metadata_cas lost.
+func metadataCASMismatch(err error) bool {
+	var re *api.ResponseError
+	if !errors.As(err, &re) || re.StatusCode != http.StatusBadRequest {
+		return false
+	}
+	for _, e := range re.Errors {
+		if strings.Contains(e, "metadata check-and-set") {
+			return true
+		}
+	}
+	return false
 }
 
 // Write writes data as a new version with check-and-set cas: 0 creates the
@@ -334,8 +466,8 @@ func (c *Client) Write(ctx context.Context, path string, data map[string]string,
 		d[k] = v
 	}
 	var version int
-	err := c.do(ctx, func(kv *api.KVv2) error {
-		s, err := kv.Put(ctx, path, d, api.WithCheckAndSet(cas))
+	err := c.do(ctx, func(cl *api.Client) error {
+		s, err := cl.KVv2(c.opts.KVMount).Put(ctx, path, d, api.WithCheckAndSet(cas))
 		if err != nil {
 			return err
 		}
@@ -361,7 +493,7 @@ func (c *Client) Delete(ctx context.Context, path string) error {
 	}
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
-	err := c.do(ctx, func(kv *api.KVv2) error { return kv.DeleteMetadata(ctx, path) })
+	err := c.do(ctx, func(cl *api.Client) error { return cl.KVv2(c.opts.KVMount).DeleteMetadata(ctx, path) })
 	if err != nil {
 		return fmt.Errorf("cannot delete %s/%s: %w", c.opts.KVMount, path, scrub(err))
 	}
@@ -391,11 +523,20 @@ func stringMap(m map[string]any) map[string]string {
 }
 
 // scrub keeps OpenBao's status and error list but drops request details
-// (URLs are fine, bodies could echo data).
+// (URLs are fine, bodies could echo data). An answer that is not OpenBao's
+// JSON error list (a proxy, a load balancer) is reported by size only.
 func scrub(err error) error {
 	var re *api.ResponseError
 	if errors.As(err, &re) {
-		return &StatusError{Code: re.StatusCode, Method: re.HTTPMethod, Errors: re.Errors}
+		errs := re.Errors
+		if re.RawError {
+			n := 0
+			for _, e := range errs {
+				n += len(e)
+			}
+			errs = []string{fmt.Sprintf("an answer that is not OpenBao's (%d bytes, not shown)", n)}
+		}
+		return &StatusError{Code: re.StatusCode, Method: re.HTTPMethod, Errors: errs}
 	}
 	return err
 }

@@ -21,9 +21,12 @@ var env *testenv.Env
 
 func TestMain(m *testing.M) { testenv.Main(m, testenv.Options{Kube: true, OpenBao: true}, &env) }
 
-func newClient(t *testing.T) *Client {
+// tokenFile writes a TokenRequest token of the provider's service account
+// with the given audiences (none: the kube-apiserver's) to a file, as a
+// projected volume would.
+func tokenFile(t *testing.T, audiences ...string) string {
 	t.Helper()
-	jwt, err := env.Kube.ServiceAccountToken(context.Background(), testenv.ProviderNamespace, testenv.ProviderServiceAccount)
+	jwt, err := env.Kube.ServiceAccountTokenFor(context.Background(), testenv.ProviderNamespace, testenv.ProviderServiceAccount, audiences...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,6 +34,17 @@ func newClient(t *testing.T) *Client {
 	if err := os.WriteFile(tf, []byte(jwt), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return tf
+}
+
+// newClient is the provider's client: OpenBao's audience on its token.
+func newClient(t *testing.T) *Client {
+	t.Helper()
+	return newClientWith(t, tokenFile(t, testenv.ProviderAudience))
+}
+
+func newClientWith(t *testing.T, tf string) *Client {
+	t.Helper()
 	c, err := New(Options{
 		Address:                 env.OpenBao.Address,
 		CABundleFile:            env.CA.CertFile,
