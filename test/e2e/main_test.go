@@ -86,6 +86,11 @@ func startProvider(ctx context.Context, e *testenv.Env, bin string, extraEnv ...
 		"--openbao-sa-token-file="+token,
 		"--ca-bundle="+e.CA.CertFile,
 		"--poll=2s",
+		// Exactly one provider process runs at a time here, and the tests
+		// SIGKILL it after each write: a killed leader keeps its Lease for
+		// the lease duration (60 s), which every restart would wait out.
+		// Leader election itself is tested in cmd/provider.
+		"--leader-election=false",
 	)
 	p.cmd.Env = append(os.Environ(), extraEnv...)
 	p.cmd.Stdout, p.cmd.Stderr = f, f
