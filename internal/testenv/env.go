@@ -216,10 +216,11 @@ func Main(m *testing.M, o Options, env **Env, hooks ...func(*Env) (func(), error
 }
 
 // ProviderTokenFile writes a fresh service-account token of the provider
-// (TokenRequest) to a file, as a projected volume would, and returns its
-// path: what the provider's OpenBao Kubernetes-auth login reads.
+// with OpenBao's audience (TokenRequest) to a file, as the projected volume
+// of examples/provider/runtime-config.yaml would, and returns its path: what
+// the provider's OpenBao Kubernetes-auth login reads.
 func (e *Env) ProviderTokenFile(ctx context.Context) (string, error) {
-	jwt, err := e.Kube.ServiceAccountToken(ctx, ProviderNamespace, ProviderServiceAccount)
+	jwt, err := e.Kube.ServiceAccountTokenFor(ctx, ProviderNamespace, ProviderServiceAccount, ProviderAudience)
 	if err != nil {
 		return "", err
 	}

@@ -87,7 +87,7 @@ func TestOpenBaoKubernetesAuthKVRoundTrip(t *testing.T) {
 	defer cancel()
 	bao := env.OpenBao
 
-	jwt, err := env.Kube.ServiceAccountToken(ctx, ProviderNamespace, ProviderServiceAccount)
+	jwt, err := env.Kube.ServiceAccountTokenFor(ctx, ProviderNamespace, ProviderServiceAccount, ProviderAudience)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,14 +146,14 @@ func TestOpenBaoKubernetesAuthKVRoundTrip(t *testing.T) {
 }
 
 // A service account other than the provider's cannot log in as the
-// provider's role.
+// provider's role, even with a token of the role's audience.
 func TestOpenBaoRejectsOtherServiceAccount(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := env.Kube.EnsureServiceAccount(ctx, "app-ns", "default"); err != nil {
 		t.Fatal(err)
 	}
-	jwt, err := env.Kube.ServiceAccountToken(ctx, "app-ns", "default")
+	jwt, err := env.Kube.ServiceAccountTokenFor(ctx, "app-ns", "default", ProviderAudience)
 	if err != nil {
 		t.Fatal(err)
 	}
