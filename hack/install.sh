@@ -7,6 +7,9 @@
 #                   and crane for the package build
 #   dev             what `make dev` uses: the test set and kubectl
 #   all             the same as dev
+# Every set: PostgreSQL of the default major ($PG_MAJOR), of each of
+# $PG_MAJORS (the matrix `make test` runs; unset: every supported major) and
+# of the oldest supported major (the old server of the migration drill).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . hack/lib.sh
@@ -23,7 +26,8 @@ case "$set_" in
 esac
 mkdir -p "$PPT_CACHE/logs"
 t0=$SECONDS
-hack/install-postgres.sh
+# shellcheck disable=SC2086 # word lists
+hack/install-postgres.sh $PG_MAJOR ${PG_MAJORS-$PG_SUPPORTED_MAJORS} ${PG_SUPPORTED_MAJORS%% *}
 hack/install-k8s.sh "${k8s[@]}" > "$PPT_CACHE/logs/install-k8s-$set_.log" 2>&1 & k8s_pid=$!
 { hack/install-k8s.sh "${eso[@]}" && hack/install-tools.sh "${eso_tools[@]}"; } > "$PPT_CACHE/logs/install-eso-$set_.log" 2>&1 & eso_pid=$!
 hack/install-tools.sh "${tools[@]}" > "$PPT_CACHE/logs/install-tools-$set_.log" 2>&1 & tools_pid=$!

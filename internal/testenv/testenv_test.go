@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -43,6 +44,33 @@ func TestPostgresTLSAdmin(t *testing.T) {
 		if !ssl || super || !createdb || !createrole {
 			t.Errorf("host %s: ssl=%v super=%v createdb=%v createrole=%v, want true false true true", host, ssl, super, createdb, createrole)
 		}
+	}
+}
+
+// The server is the configured major and has contrib: the extensions
+// tenants ask for most are there.
+func TestPostgresMajorAndContrib(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pg := env.Postgres
+	if major, err := PostgresMajor(); err != nil || (os.Getenv("PG_BIN") == "" && pg.Version != major) {
+		t.Errorf("server major %s, configured %s (%v)", pg.Version, major, err)
+	}
+	t.Logf("PostgreSQL %s", pg.Version)
+	su, err := pg.SuperConn(ctx, "postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer su.Close(ctx) //nolint:errcheck // test connection
+	var similarity float64
+	var equal bool
+	for _, q := range []string{"CREATE EXTENSION pg_trgm", "CREATE EXTENSION citext"} {
+		if _, err := su.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if err := su.QueryRow(ctx, "SELECT similarity('tenant', 'tenants'), 'Tenant'::citext = 'tENANT'::citext").Scan(&similarity, &equal); err != nil || similarity <= 0 || !equal {
+		t.Errorf("pg_trgm similarity %v, citext equal %v: %v", similarity, equal, err)
 	}
 }
 
@@ -182,5 +210,18 @@ func TestMissingBinaryNamesInstallCommand(t *testing.T) {
 		if !errors.As(err, &m) || !strings.Contains(err.Error(), "install it with `make tools") {
 			t.Errorf("Start(%+v) = %v, want an ErrMissing naming make tools", o, err)
 		}
+	}
+	// PostgreSQL: the major's npm release, with the command for that major.
+	t.Setenv("PPT_CACHE", t.TempDir())
+	t.Setenv("PG_BIN", "")
+	t.Setenv("PG_MAJOR", "16")
+	_, err := Start(ctx, Options{Postgres: true})
+	var m *ErrMissing
+	if !errors.As(err, &m) || !strings.Contains(err.Error(), "PostgreSQL 16 (npm release 16.") || !strings.Contains(err.Error(), "install it with `hack/install-postgres.sh 16`") {
+		t.Errorf("Start with PostgreSQL 16 missing = %v, want an ErrMissing naming hack/install-postgres.sh 16", err)
+	}
+	t.Setenv("PG_MAJOR", "13")
+	if _, err := Start(ctx, Options{Postgres: true}); err == nil || !strings.Contains(err.Error(), "not supported") {
+		t.Errorf("Start with PG_MAJOR=13 = %v, want: not supported", err)
 	}
 }

@@ -1,5 +1,5 @@
 // Command bench measures the provider against the real local components
-// (PostgreSQL 15 with TLS, OpenBao with Kubernetes auth, kube-apiserver; see
+// (PostgreSQL with TLS, OpenBao with Kubernetes auth, kube-apiserver; see
 // internal/testenv) and prints a table (docs/performance.md explains it):
 //
 //   - the floor: a straight-line program doing, per tenant and in sequence,

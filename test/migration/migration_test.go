@@ -1,8 +1,8 @@
 // Package migration drills docs/migration.md: an existing database with data
-// and an extension on an old PostgreSQL server moves into a provider-managed
-// database on the shared server, with pg_dump and pg_restore run as the
-// runbook says; row counts, extensions and indexes match; and rollback (the
-// old service) still works.
+// and an extension on an old PostgreSQL server (the oldest supported major)
+// moves into a provider-managed database on the shared server (the suite's
+// major), with pg_dump and pg_restore run as the runbook says; row counts,
+// extensions and indexes match; and rollback (the old service) still works.
 package migration
 
 import (
@@ -90,7 +90,11 @@ func take(ctx context.Context, t *testing.T, c *pgx.Conn) snapshot {
 // tool runs a PostgreSQL client program with the password in PGPASSWORD.
 func tool(ctx context.Context, t *testing.T, password, name string, args ...string) {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, filepath.Join(testenv.PostgresBinDir(), name), args...)
+	dir, err := testenv.PostgresClientBinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(dir, name), args...)
 	cmd.Env = append(os.Environ(), "PGPASSWORD="+password, "PGCONNECT_TIMEOUT=10")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", name, err, out)
@@ -106,8 +110,15 @@ func TestMigrationRunbookDrill(t *testing.T) {
 	defer cancel()
 
 	// The old service: its own server, an app role owning a database with
-	// data, a trigram index and the extension it needs.
-	old, err := env.StartPostgres(ctx, "old-server")
+	// data, a trigram index and the extension it needs. The server runs the
+	// oldest supported major, so the drill is an upgrade too (on every
+	// major the shared server runs) and pg_dump is never older than the
+	// server it dumps.
+	majors, err := testenv.PostgresMajors()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := env.StartPostgresMajor(ctx, "old-server", majors[0])
 	if err != nil {
 		t.Fatal(err)
 	}
