@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -41,10 +42,13 @@ func (p *Postgres) MakeManagedLike(ctx context.Context, allowed []string) (*Mana
 		return nil, err
 	}
 	defer c.Close(ctx) //nolint:errcheck // best effort
+	// postgresql.conf, not ALTER SYSTEM: before 15, ALTER SYSTEM refuses a
+	// custom setting such as rds.allowed_extensions. A later line wins.
+	conf := fmt.Sprintf("\nssl_cert_file = '%s'\nssl_key_file = '%s'\nrds.allowed_extensions = '%s'\n", kp.CertFile, kp.KeyFile, strings.Join(allowed, ","))
+	if err := appendFile(filepath.Join(p.dataDir, "postgresql.conf"), conf); err != nil {
+		return nil, err
+	}
 	for _, s := range []string{
-		fmt.Sprintf("ALTER SYSTEM SET ssl_cert_file = '%s'", kp.CertFile),
-		fmt.Sprintf("ALTER SYSTEM SET ssl_key_file = '%s'", kp.KeyFile),
-		fmt.Sprintf("ALTER SYSTEM SET rds.allowed_extensions = '%s'", strings.Join(allowed, ",")),
 		"SELECT pg_reload_conf()",
 		"CREATE ROLE " + pgx.Identifier{m.ManagedGroup}.Sanitize() + " NOLOGIN",
 	} {
