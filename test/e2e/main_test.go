@@ -1,4 +1,4 @@
-// Package e2e is the acceptance suite (contract §6): the whole product on the
+// Package e2e is the acceptance suite (docs/acceptance.md): the whole product on the
 // real local control plane — kube-apiserver + etcd, kube-controller-manager
 // (garbage collector, namespace deletion), PostgreSQL with TLS, OpenBao with
 // Kubernetes auth, the real ESO controller, Crossplane core with the
