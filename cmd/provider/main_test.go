@@ -490,13 +490,7 @@ func (p *proc) stop() {
 		return
 	default:
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(20 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
+	testenv.Terminate(p.cmd.Process, p.done, 20*time.Second)
 }
 
 // metrics returns the process's /metrics page.

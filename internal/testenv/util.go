@@ -15,6 +15,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -165,5 +166,18 @@ func Await[T client.Object](t testing.TB, c client.Client, obj T, timeout time.D
 			t.Fatalf("timed out after %s waiting until %s (last error: %v); %s", timeout, what, err, describe(obj))
 		case <-time.After(100 * time.Millisecond):
 		}
+	}
+}
+
+// Terminate ends a process a test started: SIGTERM, then SIGKILL when it has
+// not exited (exited is closed at its exit) within grace; it returns once
+// the process has exited.
+func Terminate[T any](proc *os.Process, exited <-chan T, grace time.Duration) {
+	_ = proc.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(grace):
+		_ = proc.Kill()
+		<-exited
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
@@ -100,13 +99,7 @@ func (p *providerProc) stop() {
 	if p == nil {
 		return
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(20 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
+	testenv.Terminate(p.cmd.Process, p.done, 20*time.Second)
 }
 
 func (p *providerProc) exited() error {

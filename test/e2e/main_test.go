@@ -130,13 +130,7 @@ func (p *provider) stop() {
 		return
 	default:
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(20 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
+	testenv.Terminate(p.cmd.Process, p.done, 20*time.Second)
 }
 
 // waitExit waits for the process to end on its own (a fault kill).

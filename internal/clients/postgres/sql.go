@@ -91,23 +91,22 @@ func qObserve(major int) string {
 }
 
 // qAvailableExtensions: for each of $1 the server can install, whether the
-// database owner (not a superuser) may create it: the extension's default
-// version is trusted or does not need a superuser. Its required extensions
-// are listed too.
+// database owner (not a superuser) may create it (its default version is
+// trusted or does not need a superuser) and the extensions it requires;
+// with the extension allow-lists of managed services on every row (NULL
+// where the setting does not exist): Amazon RDS and Aurora
+// (rds.allowed_extensions, where "*" or empty allows all), Azure Database
+// for PostgreSQL (azure.extensions). An extension the server lacks has no
+// row: it is refused as unavailable before any allow-list matters.
 const qAvailableExtensions = `SELECT e.name::pg_catalog.text,
   COALESCE(v.trusted OR NOT v.superuser, false),
-  COALESCE(v.requires::pg_catalog.text[], '{}'::pg_catalog.text[])
+  COALESCE(v.requires::pg_catalog.text[], '{}'::pg_catalog.text[]),
+  pg_catalog.current_setting('rds.allowed_extensions'::pg_catalog.text, true),
+  pg_catalog.current_setting('azure.extensions'::pg_catalog.text, true)
 FROM pg_catalog.pg_available_extensions e
 LEFT JOIN pg_catalog.pg_available_extension_versions v
   ON v.name OPERATOR(pg_catalog.=) e.name AND v.version OPERATOR(pg_catalog.=) e.default_version
 WHERE e.name::pg_catalog.text OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.text[])`
-
-// qExtensionAllowLists reads the extension allow-lists of managed services
-// (NULL where the setting does not exist): Amazon RDS and Aurora
-// (rds.allowed_extensions, where "*" or empty allows all), Azure Database
-// for PostgreSQL (azure.extensions).
-const qExtensionAllowLists = `SELECT pg_catalog.current_setting('rds.allowed_extensions'::pg_catalog.text, true),
-  pg_catalog.current_setting('azure.extensions'::pg_catalog.text, true)`
 
 // The statements below take identifiers quoted with pgx.Identifier.Sanitize
 // after tenancy.ValidateIdentifier; the password is a SCRAM verifier that

@@ -142,20 +142,14 @@ func (p *Pool) Extensions(ctx context.Context, names []string) (map[string]Exten
 	var name string
 	var mayCreate bool
 	var requires []string
-	_, err = pgx.ForEachRow(rows, []any{&name, &mayCreate, &requires}, func() error {
-		out[name] = Extension{Available: true, OwnerMayCreate: mayCreate, Requires: slices.Clone(requires)}
+	var rds, azure *string
+	_, err = pgx.ForEachRow(rows, []any{&name, &mayCreate, &requires, &rds, &azure}, func() error {
+		out[name] = Extension{Available: true, OwnerMayCreate: mayCreate, Requires: slices.Clone(requires),
+			NotAllowed: !allowListed(rds, name, true) || !allowListed(azure, name, false)}
 		return nil
 	})
 	if err != nil {
 		return nil, p.classify(err)
-	}
-	var rds, azure *string
-	if err := p.pool.QueryRow(ctx, qExtensionAllowLists).Scan(&rds, &azure); err != nil {
-		return nil, p.classify(err)
-	}
-	for n, x := range out {
-		x.NotAllowed = !allowListed(rds, n, true) || !allowListed(azure, n, false)
-		out[n] = x
 	}
 	return out, nil
 }
