@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -410,4 +411,16 @@ func appendFile(path, s string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// SuperConnT connects as the bootstrap superuser for a test, failing it on
+// error and closing the connection when the test ends.
+func (p *Postgres) SuperConnT(t testing.TB, database string) *pgx.Conn {
+	t.Helper()
+	c, err := p.SuperConn(context.Background(), database)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return c
 }

@@ -79,15 +79,7 @@ func readyReason(c xpv2.Condition) string {
 	return string(c.Reason)
 }
 
-func superConn(t *testing.T, db string) *pgx.Conn {
-	t.Helper()
-	c, err := env.Postgres.SuperConn(context.Background(), db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close(context.Background()) })
-	return c
-}
+func superConn(t *testing.T, db string) *pgx.Conn { return env.Postgres.SuperConnT(t, db) }
 
 func exists(t *testing.T, kind, name string) bool {
 	t.Helper()

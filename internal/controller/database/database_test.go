@@ -145,15 +145,7 @@ func reason(r string) func(*v1alpha1.Database) bool {
 	return func(d *v1alpha1.Database) bool { return string(d.GetCondition(xpv2.TypeReady).Reason) == r }
 }
 
-func superConn(t *testing.T, db string) *pgx.Conn {
-	t.Helper()
-	c, err := env.Postgres.SuperConn(context.Background(), db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close(context.Background()) })
-	return c
-}
+func superConn(t *testing.T, db string) *pgx.Conn { return env.Postgres.SuperConnT(t, db) }
 
 // pgState is what the server holds for a tenant, read as the superuser.
 type pgState struct {
