@@ -20,7 +20,16 @@ export GOFLAGS="${GOFLAGS:-} -tags=generate"
 rm -rf package/crds
 "$tools_bin/controller-gen" object:headerFile=hack/boilerplate.go.txt paths=./apis/... \
   crd:crdVersions=v1 output:artifacts:config=package/crds
+# angryjet writes the method sets of cluster-scoped (legacy) and namespaced
+# kinds to the same file names, the later overwriting the earlier, and
+# skips methods defined in another file. So it runs twice: the second run,
+# with other file names, writes what the first run's overwrite lost.
+rm -f apis/v1alpha1/zz_generated.managed*.go apis/v1alpha1/zz_generated.pc*.go
 "$tools_bin/angryjet" generate-methodsets --header-file=hack/boilerplate.go.txt ./apis/...
+"$tools_bin/angryjet" generate-methodsets --header-file=hack/boilerplate.go.txt \
+  --filename-managed=zz_generated.managed_cluster.go --filename-managed-list=zz_generated.managedlist_cluster.go \
+  --filename-pc=zz_generated.pc_cluster.go --filename-pcu=zz_generated.pcu_cluster.go \
+  --filename-pcu-list=zz_generated.pculist_cluster.go ./apis/...
 unset GOFLAGS
 go run ./hack/crdpatch package/crds/database.ayatori.ddupan.top_databases.yaml
 go run ./hack/configgen

@@ -12,19 +12,17 @@ const IdentifierPattern = `^[a-z][a-z0-9_]{0,62}$`
 
 // DatabaseParameters are the desired state of a tenant database.
 //
-// +kubebuilder:validation:XValidation:rule="!has(oldSelf.database) || (has(self.database) && self.database == oldSelf.database)",message="spec.forProvider.database is immutable once set",fieldPath=".database",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="self.database == oldSelf.database",message="spec.forProvider.database is immutable",fieldPath=".database",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.loginRole) || (has(self.loginRole) && self.loginRole == oldSelf.loginRole)",message="spec.forProvider.loginRole is immutable once set",fieldPath=".loginRole",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.credentialPath) || (has(self.credentialPath) && self.credentialPath == oldSelf.credentialPath)",message="spec.forProvider.credentialPath is immutable once set",fieldPath=".credentialPath",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.extensions) || (has(self.extensions) && oldSelf.extensions.all(e, e in self.extensions))",message="spec.forProvider.extensions is append-only: an extension cannot be removed (the provider never runs DROP EXTENSION)",fieldPath=".extensions",reason=FieldValueForbidden
 type DatabaseParameters struct {
-	// Database is the PostgreSQL database name. When unset it is the
-	// Database's crossplane.io/external-name annotation, which defaults to
-	// metadata.name. Immutable once set.
+	// Database is the PostgreSQL database name. Immutable.
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z][a-z0-9_]{0,62}$`
 	// +kubebuilder:validation:XValidation:rule="!self.startsWith('pg_') && !(self in ['postgres', 'template0', 'template1', 'public', 'none'])",message="spec.forProvider.database must not start with pg_ nor be postgres, template0, template1, public or none: these are PostgreSQL's own database and role names (the login role defaults to the database name)"
-	// +optional
-	Database *string `json:"database,omitempty"`
+	Database string `json:"database"`
 
 	// LoginRole is the owner LOGIN role of the database. Defaults to the
 	// database name. Immutable once set.
@@ -45,9 +43,10 @@ type DatabaseParameters struct {
 
 	// CredentialPath is the KV v2 path, relative to the provider's KV mount,
 	// of the credential record. When the Database provisions, the path is
-	// derived as <tenant-base-path>/<namespace>/<metadata.name> and must not
-	// be set here; for an import (managementPolicies without Create) it names
-	// the existing record. Immutable once set.
+	// derived from the Database's own name as
+	// <database-base-path>/<metadata.name> and must not be set here; for an
+	// import (managementPolicies without Create) it names the existing
+	// record, which must not belong to another Database. Immutable once set.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$`
@@ -58,12 +57,82 @@ type DatabaseParameters struct {
 }
 
 // DefaultManagementPolicies is the CRD default of a Database's
-// spec.managementPolicies: everything but Delete.
+// spec.managementPolicies. It includes Delete so that the provider is called
+// when a Database is deleted; whether anything is dropped is decided by
+// spec.reclaimPolicy alone (Retain by default).
 var DefaultManagementPolicies = xpv2.ManagementPolicies{
 	xpv2.ManagementActionObserve,
 	xpv2.ManagementActionCreate,
 	xpv2.ManagementActionUpdate,
 	xpv2.ManagementActionLateInitialize,
+	xpv2.ManagementActionDelete,
+}
+
+// ReclaimPolicy says what happens to a Database's database, role and
+// credential when the Database is deleted.
+// +kubebuilder:validation:Enum=Retain;Delete
+type ReclaimPolicy string
+
+// Reclaim policies.
+const (
+	// ReclaimRetain keeps everything: the database, the role and the
+	// credential record stay; a released Database stays as a record.
+	ReclaimRetain ReclaimPolicy = "Retain"
+	// ReclaimDelete drops what the Database provably owns when it is
+	// deleted, and deletes the Database when its claim is released.
+	ReclaimDelete ReclaimPolicy = "Delete"
+)
+
+// ClaimReference names the Tenant a Database is bound (or reserved) to.
+type ClaimReference struct {
+	// Namespace of the Tenant.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace"`
+
+	// Name of the Tenant.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// UID of the Tenant. Written by the binder; left empty by an admin who
+	// reserves the Database for a Tenant of this namespace and name that
+	// does not exist yet.
+	// +kubebuilder:validation:MaxLength=36
+	// +optional
+	UID string `json:"uid,omitempty"`
+}
+
+// BindingPhase is where a Database stands with its claim.
+// +kubebuilder:validation:Enum=Available;Bound;Released
+type BindingPhase string
+
+// Binding phases, after Kubernetes' PersistentVolume phases.
+const (
+	// BindingAvailable: no claim (or a claim reserved by an admin that no
+	// Tenant has taken yet).
+	BindingAvailable BindingPhase = "Available"
+	// BindingBound: the claim's Tenant uses the Database.
+	BindingBound BindingPhase = "Bound"
+	// BindingReleased: the claim's Tenant is gone. Not open for binding
+	// until an admin clears or presets spec.claimRef.
+	BindingReleased BindingPhase = "Released"
+)
+
+// BindingStatus is the Database's side of its binding.
+type BindingStatus struct {
+	// Phase is Available, Bound or Released.
+	// +optional
+	Phase BindingPhase `json:"phase,omitempty"`
+
+	// Claim is the claim as <namespace>/<name>, for display.
+	// +optional
+	Claim string `json:"claim,omitempty"`
+
+	// ReleasedClaim is the claim that was released (kept for diagnosis
+	// after an admin clears spec.claimRef).
+	// +optional
+	ReleasedClaim *ClaimReference `json:"releasedClaim,omitempty"`
 }
 
 // DatabasePhase is the last confirmed provisioning step of a Database.
@@ -125,18 +194,32 @@ type DatabaseObservation struct {
 
 // A DatabaseSpec defines the desired state of a Database.
 //
-// +kubebuilder:validation:XValidation:rule="!has(oldSelf.providerConfigRef) || (has(self.providerConfigRef) && self.providerConfigRef == oldSelf.providerConfigRef)",message="spec.providerConfigRef is immutable once set: a Database cannot move to another server",fieldPath=".providerConfigRef",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.providerConfigRef) || (has(self.providerConfigRef) && self.providerConfigRef.name == oldSelf.providerConfigRef.name)",message="spec.providerConfigRef is immutable once set: a Database cannot move to another server",fieldPath=".providerConfigRef",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="!has(self.reclaimPolicy) || self.reclaimPolicy != 'Delete' || !has(self.managementPolicies) || self.managementPolicies.exists(p, p == 'Delete' || p == '*')",message="spec.reclaimPolicy Delete needs Delete (or \"*\") in spec.managementPolicies: without it the provider is never called to drop anything",fieldPath=".reclaimPolicy"
 //
-// The CRD's default for spec.managementPolicies is
-// [Observe, Create, Update, LateInitialize], not Crossplane's ["*"]: deleting a
-// Database never drops anything unless Delete (or "*") is listed explicitly,
-// and a list without Create is a read-only import. controller-gen cannot
-// override a default of an embedded field, so hack/crdpatch sets it during
-// `make generate`; DefaultManagementPolicies is the same list in Go.
+// The CRD's default for spec.managementPolicies is DefaultManagementPolicies,
+// set by hack/crdpatch during `make generate` (controller-gen cannot
+// override a default of an embedded field).
 type DatabaseSpec struct {
-	xpv2.ManagedResourceSpec `json:",inline"`
+	xpv2.ClusterManagedResourceSpec `json:",inline"`
 
 	ForProvider DatabaseParameters `json:"forProvider"`
+
+	// ReclaimPolicy is what deleting the Database (or, for a dynamically
+	// provisioned one, releasing its claim) does: Retain keeps the database,
+	// its role and its credential; Delete drops what the Database provably
+	// owns. The only deletion switch; it cannot be changed once deletion
+	// has started.
+	// +kubebuilder:default=Retain
+	// +optional
+	ReclaimPolicy ReclaimPolicy `json:"reclaimPolicy,omitempty"`
+
+	// ClaimRef is the Tenant this Database is bound to, written by the
+	// binder; or, preset by an admin, the only Tenant that may bind it. A
+	// released Database keeps its claimRef (with the old Tenant's UID) and
+	// is not bindable until an admin clears or replaces it.
+	// +optional
+	ClaimRef *ClaimReference `json:"claimRef,omitempty"`
 }
 
 // A DatabaseStatus represents the observed state of a Database.
@@ -144,24 +227,31 @@ type DatabaseStatus struct {
 	xpv2.ManagedResourceStatus `json:",inline"`
 
 	AtProvider DatabaseObservation `json:"atProvider,omitempty"`
+
+	// Binding is the Database's side of its claim.
+	// +optional
+	Binding BindingStatus `json:"binding,omitempty"`
 }
 
 // +kubebuilder:object:root=true
 
 // A Database is one PostgreSQL database on a registered server, with its own
 // owner LOGIN role, the extensions it asked for, and a credential that exists
-// only in OpenBao.
-// +kubebuilder:validation:XValidation:rule="has(self.spec.forProvider.database) || self.metadata.name.matches('^[a-z][a-z0-9_]{0,62}$')",message="metadata.name is not a valid PostgreSQL identifier (^[a-z][a-z0-9_]{0,62}$): set spec.forProvider.database",fieldPath=".spec.forProvider.database"
-// +kubebuilder:validation:XValidation:rule="has(self.spec.forProvider.database) || (!self.metadata.name.startsWith('pg_') && !(self.metadata.name in ['postgres', 'template0', 'template1', 'public', 'none']))",message="metadata.name is one of PostgreSQL's own database or role names (pg_*, postgres, template0, template1, public, none) and would be the database name: set spec.forProvider.database",fieldPath=".spec.forProvider.database"
-// +kubebuilder:printcolumn:name="READY",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].status"
-// +kubebuilder:printcolumn:name="SYNCED",type="string",JSONPath=".status.conditions[?(@.type=='Synced')].status"
-// +kubebuilder:printcolumn:name="DATABASE",type="string",JSONPath=".metadata.annotations.crossplane\\.io/external-name"
+// only in OpenBao. Databases are cluster-scoped and written by platform
+// admins (an import, or a Database reserved for a Tenant) or by the provider
+// (dynamic provisioning for a Tenant); a Tenant binds one through its
+// DatabaseBinding, as a PersistentVolumeClaim binds a PersistentVolume.
+// +kubebuilder:printcolumn:name="INSTANCE",type="string",JSONPath=".spec.providerConfigRef.name"
+// +kubebuilder:printcolumn:name="DATABASE",type="string",JSONPath=".spec.forProvider.database"
+// +kubebuilder:printcolumn:name="BINDING",type="string",JSONPath=".status.binding.phase"
+// +kubebuilder:printcolumn:name="CLAIM",type="string",JSONPath=".status.binding.claim"
+// +kubebuilder:printcolumn:name="RECLAIM",type="string",JSONPath=".spec.reclaimPolicy"
 // +kubebuilder:printcolumn:name="PHASE",type="string",JSONPath=".status.atProvider.phase"
-// +kubebuilder:printcolumn:name="CONFIG",type="string",JSONPath=".spec.providerConfigRef.name"
+// +kubebuilder:printcolumn:name="READY",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].status"
 // +kubebuilder:printcolumn:name="REASON",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].reason",priority=1
 // +kubebuilder:printcolumn:name="AGE",type="date",JSONPath=".metadata.creationTimestamp"
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:scope=Namespaced,categories={crossplane,managed,postgresql}
+// +kubebuilder:resource:scope=Cluster,categories={crossplane,managed,postgresql}
 type Database struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

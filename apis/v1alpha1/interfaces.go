@@ -8,10 +8,13 @@ import "github.com/crossplane/crossplane-runtime/v2/pkg/resource"
 // methods they need are written by angryjet, which cannot load a package that
 // does not compile yet.
 var (
-	_ resource.ProviderConfig           = &ProviderConfig{}
-	_ resource.ProviderConfig           = &ClusterProviderConfig{}
-	_ resource.TypedProviderConfigUsage = &ProviderConfigUsage{}
-	_ resource.ProviderConfigUsageList  = &ProviderConfigUsageList{}
-	_ resource.ModernManaged            = &Database{}
-	_ resource.ManagedList              = &DatabaseList{}
+	_ resource.ProviderConfig            = &ClusterProviderConfig{}
+	_ resource.TypedProviderConfigUsage  = &ProviderConfigUsage{}
+	_ resource.ProviderConfigUsageList   = &ProviderConfigUsageList{}
+	_ resource.LegacyProviderConfigUsage = &ClusterProviderConfigUsage{}
+	_ resource.ProviderConfigUsageList   = &ClusterProviderConfigUsageList{}
+	_ resource.LegacyManaged             = &Database{}
+	_ resource.ManagedList               = &DatabaseList{}
+	_ resource.ModernManaged             = &DatabaseBinding{}
+	_ resource.ManagedList               = &DatabaseBindingList{}
 )

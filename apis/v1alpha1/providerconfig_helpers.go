@@ -1,13 +1,7 @@
 package v1alpha1
 
-// ConfigSpec returns the spec shared by both config kinds.
+// ConfigSpec returns the spec of the config.
 func (in *ClusterProviderConfig) ConfigSpec() *ProviderConfigSpec { return &in.Spec }
 
-// ConfigStatus returns the status shared by both config kinds.
+// ConfigStatus returns the status of the config.
 func (in *ClusterProviderConfig) ConfigStatus() *ProviderConfigStatus { return &in.Status }
-
-// ConfigSpec returns the spec shared by both config kinds.
-func (in *ProviderConfig) ConfigSpec() *ProviderConfigSpec { return &in.Spec }
-
-// ConfigStatus returns the status shared by both config kinds.
-func (in *ProviderConfig) ConfigStatus() *ProviderConfigStatus { return &in.Status }

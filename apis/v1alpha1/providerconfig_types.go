@@ -123,6 +123,14 @@ type ProviderConfigSpec struct {
 
 	// Credentials of the admin role.
 	Credentials Credentials `json:"credentials"`
+
+	// DefaultReclaimPolicy is copied into every Database provisioned
+	// dynamically on this server (as a StorageClass's reclaimPolicy is into
+	// its PersistentVolumes): Retain keeps the database, role and credential
+	// when the Tenant goes; Delete drops them.
+	// +kubebuilder:default=Retain
+	// +optional
+	DefaultReclaimPolicy ReclaimPolicy `json:"defaultReclaimPolicy,omitempty"`
 }
 
 // ConfigPhase is the lifecycle phase of a (Cluster)ProviderConfig.
@@ -148,6 +156,12 @@ type ProviderConfigStatus struct {
 	// PostgreSQLVersion is the server_version the server reported.
 	// +optional
 	PostgreSQLVersion string `json:"postgresqlVersion,omitempty"`
+
+	// ServerIdentity is what tells this server from another one behind the
+	// same address (the cluster's system identifier when the admin may read
+	// it, otherwise the data directory's creation facts it can read).
+	// +optional
+	ServerIdentity string `json:"serverIdentity,omitempty"`
 
 	// ObservedGeneration is the generation the status was computed for.
 	// +optional
@@ -190,41 +204,10 @@ type ClusterProviderConfigList struct {
 
 // +kubebuilder:object:root=true
 
-// A ProviderConfig registers one existing PostgreSQL server for the
-// Databases of its own namespace. Its admin Secret lives in that namespace.
-// +kubebuilder:printcolumn:name="HOST",type="string",JSONPath=".spec.endpoint.host"
-// +kubebuilder:printcolumn:name="HOSTADDR",type="string",JSONPath=".spec.endpoint.hostaddr",priority=1
-// +kubebuilder:printcolumn:name="SSLMODE",type="string",JSONPath=".spec.endpoint.sslMode",priority=1
-// +kubebuilder:printcolumn:name="PHASE",type="string",JSONPath=".status.phase"
-// +kubebuilder:printcolumn:name="VERSION",type="string",JSONPath=".status.postgresqlVersion"
-// +kubebuilder:printcolumn:name="READY",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].status"
-// +kubebuilder:printcolumn:name="REASON",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].reason",priority=1
-// +kubebuilder:printcolumn:name="USERS",type="integer",JSONPath=".status.users"
-// +kubebuilder:printcolumn:name="AGE",type="date",JSONPath=".metadata.creationTimestamp"
-// +kubebuilder:subresource:status
-// +kubebuilder:resource:scope=Namespaced,categories={crossplane,provider,postgresql}
-type ProviderConfig struct {
-	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata,omitempty"`
-
-	Spec   ProviderConfigSpec   `json:"spec"`
-	Status ProviderConfigStatus `json:"status,omitempty"`
-}
-
-// +kubebuilder:object:root=true
-
-// ProviderConfigList contains a list of ProviderConfigs.
-type ProviderConfigList struct {
-	metav1.TypeMeta `json:",inline"`
-	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []ProviderConfig `json:"items"`
-}
-
-// +kubebuilder:object:root=true
-
-// A ProviderConfigUsage records that a Database uses a ProviderConfig or a
-// ClusterProviderConfig. It lives in the Database's namespace; the config
-// cannot be deleted while usages of it exist.
+// A ProviderConfigUsage records that a DatabaseBinding uses a
+// ClusterProviderConfig (the instance it provisions on). It lives in the
+// binding's namespace; the config cannot be deleted while usages of it
+// exist.
 // +kubebuilder:printcolumn:name="CONFIG-KIND",type="string",JSONPath=".providerConfigRef.kind"
 // +kubebuilder:printcolumn:name="CONFIG-NAME",type="string",JSONPath=".providerConfigRef.name"
 // +kubebuilder:printcolumn:name="RESOURCE-KIND",type="string",JSONPath=".resourceRef.kind"
@@ -245,4 +228,30 @@ type ProviderConfigUsageList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []ProviderConfigUsage `json:"items"`
+}
+
+// +kubebuilder:object:root=true
+
+// A ClusterProviderConfigUsage records that a (cluster-scoped) Database uses
+// a ClusterProviderConfig; the config cannot be deleted while usages of it
+// exist, Released Databases included.
+// +kubebuilder:printcolumn:name="CONFIG-NAME",type="string",JSONPath=".providerConfigRef.name"
+// +kubebuilder:printcolumn:name="RESOURCE-KIND",type="string",JSONPath=".resourceRef.kind"
+// +kubebuilder:printcolumn:name="RESOURCE-NAME",type="string",JSONPath=".resourceRef.name"
+// +kubebuilder:printcolumn:name="AGE",type="date",JSONPath=".metadata.creationTimestamp"
+// +kubebuilder:resource:scope=Cluster,categories={crossplane,provider,postgresql}
+type ClusterProviderConfigUsage struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	xpv2.ProviderConfigUsage `json:",inline"`
+}
+
+// +kubebuilder:object:root=true
+
+// ClusterProviderConfigUsageList contains a list of ClusterProviderConfigUsages.
+type ClusterProviderConfigUsageList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ClusterProviderConfigUsage `json:"items"`
 }

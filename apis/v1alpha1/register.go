@@ -28,22 +28,22 @@ var (
 	ClusterProviderConfigGroupVersionKind = SchemeGroupVersion.WithKind(ClusterProviderConfigKind)
 )
 
-// ProviderConfig type metadata.
-var (
-	ProviderConfigKind             = reflect.TypeOf(ProviderConfig{}).Name()
-	ProviderConfigGroupKind        = schema.GroupKind{Group: Group, Kind: ProviderConfigKind}.String()
-	ProviderConfigGroupVersionKind = SchemeGroupVersion.WithKind(ProviderConfigKind)
-)
-
-// ProviderConfigUsage type metadata. One kind records usages of both
-// ProviderConfigs and ClusterProviderConfigs: a usage lives in the namespace
-// of the Database that uses the config and carries the config's kind in a
-// label, which is what the usage controllers count.
+// ProviderConfigUsage type metadata: a DatabaseBinding's usage of its
+// instance, in the binding's namespace.
 var (
 	ProviderConfigUsageKind                 = reflect.TypeOf(ProviderConfigUsage{}).Name()
 	ProviderConfigUsageGroupVersionKind     = SchemeGroupVersion.WithKind(ProviderConfigUsageKind)
 	ProviderConfigUsageListKind             = reflect.TypeOf(ProviderConfigUsageList{}).Name()
 	ProviderConfigUsageListGroupVersionKind = SchemeGroupVersion.WithKind(ProviderConfigUsageListKind)
+)
+
+// ClusterProviderConfigUsage type metadata: a Database's usage of its
+// instance.
+var (
+	ClusterProviderConfigUsageKind                 = reflect.TypeOf(ClusterProviderConfigUsage{}).Name()
+	ClusterProviderConfigUsageGroupVersionKind     = SchemeGroupVersion.WithKind(ClusterProviderConfigUsageKind)
+	ClusterProviderConfigUsageListKind             = reflect.TypeOf(ClusterProviderConfigUsageList{}).Name()
+	ClusterProviderConfigUsageListGroupVersionKind = SchemeGroupVersion.WithKind(ClusterProviderConfigUsageListKind)
 )
 
 // Database type metadata.
@@ -54,9 +54,18 @@ var (
 	DatabaseGroupVersionKind = SchemeGroupVersion.WithKind(DatabaseKind)
 )
 
+// DatabaseBinding type metadata.
+var (
+	DatabaseBindingKind             = reflect.TypeOf(DatabaseBinding{}).Name()
+	DatabaseBindingGroupKind        = schema.GroupKind{Group: Group, Kind: DatabaseBindingKind}.String()
+	DatabaseBindingKindAPIVersion   = DatabaseBindingKind + "." + SchemeGroupVersion.String()
+	DatabaseBindingGroupVersionKind = SchemeGroupVersion.WithKind(DatabaseBindingKind)
+)
+
 func init() {
 	SchemeBuilder.Register(&ClusterProviderConfig{}, &ClusterProviderConfigList{})
-	SchemeBuilder.Register(&ProviderConfig{}, &ProviderConfigList{})
 	SchemeBuilder.Register(&ProviderConfigUsage{}, &ProviderConfigUsageList{})
+	SchemeBuilder.Register(&ClusterProviderConfigUsage{}, &ClusterProviderConfigUsageList{})
 	SchemeBuilder.Register(&Database{}, &DatabaseList{})
+	SchemeBuilder.Register(&DatabaseBinding{}, &DatabaseBindingList{})
 }

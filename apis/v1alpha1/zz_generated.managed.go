@@ -20,42 +20,42 @@ package v1alpha1
 
 import xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 
-// GetCondition of this Database.
-func (mg *Database) GetCondition(ct xpv2.ConditionType) xpv2.Condition {
+// GetCondition of this DatabaseBinding.
+func (mg *DatabaseBinding) GetCondition(ct xpv2.ConditionType) xpv2.Condition {
 	return mg.Status.GetCondition(ct)
 }
 
-// GetManagementPolicies of this Database.
-func (mg *Database) GetManagementPolicies() xpv2.ManagementPolicies {
+// GetManagementPolicies of this DatabaseBinding.
+func (mg *DatabaseBinding) GetManagementPolicies() xpv2.ManagementPolicies {
 	return mg.Spec.ManagementPolicies
 }
 
-// GetProviderConfigReference of this Database.
-func (mg *Database) GetProviderConfigReference() *xpv2.ProviderConfigReference {
+// GetProviderConfigReference of this DatabaseBinding.
+func (mg *DatabaseBinding) GetProviderConfigReference() *xpv2.ProviderConfigReference {
 	return mg.Spec.ProviderConfigReference
 }
 
-// GetWriteConnectionSecretToReference of this Database.
-func (mg *Database) GetWriteConnectionSecretToReference() *xpv2.LocalSecretReference {
+// GetWriteConnectionSecretToReference of this DatabaseBinding.
+func (mg *DatabaseBinding) GetWriteConnectionSecretToReference() *xpv2.LocalSecretReference {
 	return mg.Spec.WriteConnectionSecretToReference
 }
 
-// SetConditions of this Database.
-func (mg *Database) SetConditions(c ...xpv2.Condition) {
+// SetConditions of this DatabaseBinding.
+func (mg *DatabaseBinding) SetConditions(c ...xpv2.Condition) {
 	mg.Status.SetConditions(c...)
 }
 
-// SetManagementPolicies of this Database.
-func (mg *Database) SetManagementPolicies(r xpv2.ManagementPolicies) {
+// SetManagementPolicies of this DatabaseBinding.
+func (mg *DatabaseBinding) SetManagementPolicies(r xpv2.ManagementPolicies) {
 	mg.Spec.ManagementPolicies = r
 }
 
-// SetProviderConfigReference of this Database.
-func (mg *Database) SetProviderConfigReference(r *xpv2.ProviderConfigReference) {
+// SetProviderConfigReference of this DatabaseBinding.
+func (mg *DatabaseBinding) SetProviderConfigReference(r *xpv2.ProviderConfigReference) {
 	mg.Spec.ProviderConfigReference = r
 }
 
-// SetWriteConnectionSecretToReference of this Database.
-func (mg *Database) SetWriteConnectionSecretToReference(r *xpv2.LocalSecretReference) {
+// SetWriteConnectionSecretToReference of this DatabaseBinding.
+func (mg *DatabaseBinding) SetWriteConnectionSecretToReference(r *xpv2.LocalSecretReference) {
 	mg.Spec.WriteConnectionSecretToReference = r
 }

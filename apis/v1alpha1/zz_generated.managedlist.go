@@ -20,8 +20,8 @@ package v1alpha1
 
 import resource "github.com/crossplane/crossplane-runtime/v2/pkg/resource"
 
-// GetItems of this DatabaseList.
-func (l *DatabaseList) GetItems() []resource.Managed {
+// GetItems of this DatabaseBindingList.
+func (l *DatabaseBindingList) GetItems() []resource.Managed {
 	items := make([]resource.Managed, len(l.Items))
 	for i := range l.Items {
 		items[i] = &l.Items[i]

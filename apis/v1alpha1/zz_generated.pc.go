@@ -39,23 +39,3 @@ func (p *ClusterProviderConfig) SetConditions(c ...xpv2.Condition) {
 func (p *ClusterProviderConfig) SetUsers(i int64) {
 	p.Status.Users = i
 }
-
-// GetCondition of this ProviderConfig.
-func (p *ProviderConfig) GetCondition(ct xpv2.ConditionType) xpv2.Condition {
-	return p.Status.GetCondition(ct)
-}
-
-// GetUsers of this ProviderConfig.
-func (p *ProviderConfig) GetUsers() int64 {
-	return p.Status.Users
-}
-
-// SetConditions of this ProviderConfig.
-func (p *ProviderConfig) SetConditions(c ...xpv2.Condition) {
-	p.Status.SetConditions(c...)
-}
-
-// SetUsers of this ProviderConfig.
-func (p *ProviderConfig) SetUsers(i int64) {
-	p.Status.Users = i
-}
