@@ -87,7 +87,8 @@ func parse(args []string) (*flags, error) {
 	fs.StringVar(&o.OpenBao.AuthMount, "openbao-auth-mount", options.DefaultAuthMount, "Mount of OpenBao's Kubernetes auth method.")
 	fs.StringVar(&o.OpenBao.AuthRole, "openbao-auth-role", "", "OpenBao Kubernetes auth role of the provider.")
 	fs.StringVar(&o.OpenBao.KVMount, "openbao-kv-mount", options.DefaultKVMount, "KV v2 mount holding tenant credentials (a dev server uses 'secret').")
-	fs.StringVar(&o.OpenBao.TenantBasePath, "openbao-tenant-base-path", options.DefaultTenantBasePath, "Path under the KV mount below which tenant records are derived as <base>/<namespace>/<name>.")
+	fs.StringVar(&o.OpenBao.DatabaseBasePath, "openbao-database-base-path", options.DefaultDatabaseBasePath, "Path under the KV mount below which each Database's own credential record lives, as <base>/<database-name> (read and written by the provider only).")
+	fs.StringVar(&o.OpenBao.TenantBasePath, "openbao-tenant-base-path", options.DefaultTenantBasePath, "Path under the KV mount below which a bound Database's credential is copied for its Tenant's namespace, as <base>/<namespace>/<tenant-name>.")
 	fs.StringVar(&o.OpenBao.ServiceAccountTokenFile, "openbao-sa-token-file", options.DefaultSATokenFile, "Projected service-account token used for OpenBao Kubernetes auth, re-read at every login. Its audience must be the OpenBao role's (e.g. \""+options.DefaultOpenBaoAudience+"\"), not the kube-apiserver's; the default is where examples/provider/runtime-config.yaml mounts such a token.")
 	fs.StringVar(&o.OpenBao.TokenFile, "openbao-token-file", "", "LOCAL DEVELOPMENT ONLY: read an OpenBao token from this file instead of Kubernetes auth.")
 

@@ -29,8 +29,14 @@ type OpenBao struct {
 	AuthRole string
 	// KVMount is the KV v2 mount holding tenant records.
 	KVMount string
-	// TenantBasePath is the path under KVMount below which records are
-	// derived as <base>/<namespace>/<name>.
+	// DatabaseBasePath is the path under KVMount below which a Database's
+	// own credential record lives, keyed by the Database's name:
+	// <base>/<database-name>. Only the provider reads and writes it.
+	DatabaseBasePath string
+	// TenantBasePath is the path under KVMount below which the delivery
+	// copy of a bound Database's credential lives, for the Tenant's
+	// namespace to read: <base>/<namespace>/<tenant-name>. It exists only
+	// while the binding does.
 	TenantBasePath string
 	// TokenFile, for local development only, replaces Kubernetes auth with a
 	// token read from a file.
@@ -58,6 +64,8 @@ const (
 	DefaultAuthMount      = "kubernetes"
 	DefaultKVMount        = "kv"
 	DefaultTenantBasePath = "postgresql-tenants"
+	// DefaultDatabaseBasePath is where Databases' own records live.
+	DefaultDatabaseBasePath = "postgresql-databases"
 	// DefaultSATokenFile is where examples/provider/runtime-config.yaml
 	// mounts a projected service-account token with audience
 	// DefaultOpenBaoAudience.
@@ -110,9 +118,10 @@ func (o *Options) Validate() error {
 		errs = append(errs, errors.New("--openbao-sa-token-file must not be empty: it names the projected service-account token (audience of the OpenBao role) used for Kubernetes auth"))
 	}
 	for flag, p := range map[string]string{
-		"--openbao-auth-mount":       o.OpenBao.AuthMount,
-		"--openbao-kv-mount":         o.OpenBao.KVMount,
-		"--openbao-tenant-base-path": o.OpenBao.TenantBasePath,
+		"--openbao-auth-mount":         o.OpenBao.AuthMount,
+		"--openbao-kv-mount":           o.OpenBao.KVMount,
+		"--openbao-tenant-base-path":   o.OpenBao.TenantBasePath,
+		"--openbao-database-base-path": o.OpenBao.DatabaseBasePath,
 	} {
 		if err := tenancy.ValidatePath(flag, p); err != nil {
 			errs = append(errs, err)
