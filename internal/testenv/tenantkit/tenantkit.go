@@ -163,21 +163,61 @@ func WaitTenantReady(ctx context.Context, t testing.TB, e *testenv.Env, apiVersi
 	}
 }
 
-// Describe prints the status of a Tenant and of the Database and
-// ExternalSecret it composes, for failure messages.
+// Describe prints the status of a Tenant and of the DatabaseBinding,
+// Database and ExternalSecret it leads to, for failure messages.
 func Describe(ctx context.Context, e *testenv.Env, apiVersion, ns, name string) string {
 	var b strings.Builder
-	for _, o := range [][3]string{{apiVersion, "Tenant", name}, {TenantAPI, "Database", name}, {"external-secrets.io/v1", "ExternalSecret", SecretName(name)}} {
-		u, err := Get(ctx, e.Kube.Client, o[0], o[1], ns, o[2])
-		if err != nil {
-			fmt.Fprintf(&b, "%s %s: %v\n", o[1], o[2], err)
+	for _, o := range [][4]string{
+		{apiVersion, "Tenant", ns, name},
+		{TenantAPI, "DatabaseBinding", ns, name},
+		{TenantAPI, "Database", "", DatabaseName(ctx, e, ns, name)},
+		{"external-secrets.io/v1", "ExternalSecret", ns, SecretName(name)},
+	} {
+		if o[3] == "" {
+			fmt.Fprintf(&b, "%s: none bound\n", o[1])
 			continue
 		}
-		y, _ := yaml.Marshal(u.Object["status"])
-		fmt.Fprintf(&b, "%s %s status:\n%s", o[1], o[2], y)
+		u, err := Get(ctx, e.Kube.Client, o[0], o[1], o[2], o[3])
+		if err != nil {
+			fmt.Fprintf(&b, "%s %s: %v\n", o[1], o[3], err)
+			continue
+		}
+		y, _ := yaml.Marshal(map[string]any{"spec": u.Object["spec"], "status": u.Object["status"]})
+		fmt.Fprintf(&b, "%s %s:\n%s", o[1], o[3], y)
 	}
 	return b.String()
 }
+
+// DatabaseName is the name of the (cluster-scoped) Database the Tenant's
+// binding recorded, or "" when it has recorded none.
+func DatabaseName(ctx context.Context, e *testenv.Env, ns, tenant string) string {
+	u, err := Get(ctx, e.Kube.Client, TenantAPI, "DatabaseBinding", ns, tenant)
+	if err != nil {
+		return ""
+	}
+	n, _, _ := unstructured.NestedString(u.Object, "status", "atProvider", "databaseName")
+	return n
+}
+
+// BoundDatabase is the Database the Tenant's binding recorded.
+func BoundDatabase(ctx context.Context, t testing.TB, e *testenv.Env, ns, tenant string) *unstructured.Unstructured {
+	t.Helper()
+	n := DatabaseName(ctx, e, ns, tenant)
+	if n == "" {
+		t.Fatalf("the binding of Tenant %s/%s names no Database", ns, tenant)
+	}
+	u, err := Get(ctx, e.Kube.Client, TenantAPI, "Database", "", n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// RecordPath is the KV path of a Database's own credential record.
+func RecordPath(database string) string { return "postgresql-databases/" + database }
+
+// DeliveryPath is the KV path of the copy a Tenant's namespace reads.
+func DeliveryPath(ns, tenant string) string { return "postgresql-tenants/" + ns + "/" + tenant }
 
 // ServerHas reports whether the database and the role exist on the server.
 func ServerHas(ctx context.Context, t testing.TB, e *testenv.Env, database, role string) (bool, bool) {

@@ -1,0 +1,555 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"ddupan.top/provider-postgresql-tenant/internal/scram"
+	"ddupan.top/provider-postgresql-tenant/internal/testenv"
+	"ddupan.top/provider-postgresql-tenant/internal/testenv/tenantkit"
+)
+
+// waitFor polls cond every 200 ms until it is true, failing with describe()
+// when ctx ends first.
+func waitFor(ctx context.Context, t *testing.T, what string, cond func() bool, describe func() string) {
+	t.Helper()
+	for !cond() {
+		if ctx.Err() != nil {
+			t.Fatalf("%s never happened:\n%s", what, describe())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func getDatabase(ctx context.Context, t *testing.T, name string) *unstructured.Unstructured {
+	t.Helper()
+	u, err := tenantkit.Get(ctx, env.Kube.Client, api, "Database", "", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+func str(u *unstructured.Unstructured, f ...string) string {
+	s, _, _ := unstructured.NestedString(u.Object, f...)
+	return s
+}
+
+func deleteTenant(ctx context.Context, t *testing.T, ns, name string) {
+	t.Helper()
+	tn, err := tenantkit.Get(ctx, env.Kube.Client, api, "Tenant", ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Kube.Client.Delete(ctx, tn); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(ctx, t, "the Tenant's deletion", func() bool {
+		_, e1 := tenantkit.Get(ctx, env.Kube.Client, api, "Tenant", ns, name)
+		_, e2 := tenantkit.Get(ctx, env.Kube.Client, api, "DatabaseBinding", ns, name)
+		return apierrors.IsNotFound(e1) && apierrors.IsNotFound(e2)
+	}, func() string { return tenantkit.Describe(context.Background(), env, api, ns, name) })
+}
+
+// A dynamic Tenant gets its own cluster-scoped Database, named from its UID
+// and bound to exactly its UID; twenty forced reconciles of every object
+// change nothing: one Database, one password.
+func TestDynamicProvisioningIsIdempotent(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	const ns, name = "dyn", "dyn-app"
+	tn := tenantkit.NewTenant(ctx, t, env, api, ns, name, "{instanceRef: shared}")
+	db := tenantkit.BoundDatabase(ctx, t, env, ns, name)
+	if want := "tenant-" + string(tn.GetUID()); db.GetName() != want {
+		t.Errorf("Database %q, want %q", db.GetName(), want)
+	}
+	if got := str(db, "spec", "claimRef", "uid"); got != string(tn.GetUID()) {
+		t.Errorf("claimRef.uid %q, want the Tenant's %q", got, tn.GetUID())
+	}
+	if got := str(db, "spec", "reclaimPolicy"); got != "Retain" {
+		t.Errorf("reclaimPolicy %q, want the instance's default Retain", got)
+	}
+	if got := str(db, "spec", "forProvider", "database"); got != "dyn_app" {
+		t.Errorf("database %q, want dyn_app (the Tenant's name as an identifier)", got)
+	}
+	waitFor(ctx, t, "binding phase Bound", func() bool {
+		return str(getDatabase(ctx, t, db.GetName()), "status", "binding", "phase") == "Bound"
+	}, func() string { return tenantkit.Describe(context.Background(), env, api, ns, name) })
+	password := tenantkit.CheckSecretLogsIn(ctx, t, env, ns, tenantkit.SecretName(name))
+
+	for i := range 20 {
+		for _, o := range [][3]string{{"Tenant", ns, name}, {"DatabaseBinding", ns, name}, {"Database", "", db.GetName()}} {
+			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				u, err := tenantkit.Get(ctx, env.Kube.Client, api, o[0], o[1], o[2])
+				if err != nil {
+					return err
+				}
+				a := u.GetAnnotations()
+				if a == nil {
+					a = map[string]string{}
+				}
+				a["test/poke"] = fmt.Sprint(i)
+				u.SetAnnotations(a)
+				return env.Kube.Client.Update(ctx, u)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	tenantkit.WaitTenantReady(ctx, t, env, api, ns, name)
+	list := &unstructured.UnstructuredList{}
+	list.SetAPIVersion(api)
+	list.SetKind("DatabaseList")
+	if err := env.Kube.Client.List(ctx, list); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, d := range list.Items {
+		if str(&d, "spec", "claimRef", "uid") == string(tn.GetUID()) {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d Databases claim the Tenant, want 1", n)
+	}
+	if v := tenantkit.RecordVersions(ctx, t, env, tenantkit.RecordPath(db.GetName())); v != 1 {
+		t.Errorf("the Database's record has %d versions, want 1", v)
+	}
+	if got := tenantkit.CheckSecretLogsIn(ctx, t, env, ns, tenantkit.SecretName(name)); got != password {
+		t.Error("the password changed")
+	}
+}
+
+// seedExisting makes a database, its owner role and a credential record by
+// hand, as they exist before the provider is installed, and returns the
+// database's OID.
+func seedExisting(ctx context.Context, t *testing.T, database, recordPath, password string) uint32 {
+	t.Helper()
+	v, err := scram.Verifier(password)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := env.Postgres.SuperConn(ctx, "postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx) //nolint:errcheck // test connection
+	for _, q := range []string{
+		fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD '%s'", database, v),
+		fmt.Sprintf("CREATE DATABASE %s OWNER %s", database, database),
+		fmt.Sprintf("REVOKE CONNECT ON DATABASE %s FROM PUBLIC", database),
+		fmt.Sprintf("GRANT CONNECT ON DATABASE %s TO %s", database, database),
+	} {
+		if _, err := c.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	var oid uint32
+	if err := c.QueryRow(ctx, "SELECT oid FROM pg_database WHERE datname = $1", database).Scan(&oid); err != nil {
+		t.Fatal(err)
+	}
+	root, err := env.OpenBao.Client(env.OpenBao.RootToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := map[string]any{"username": database, "password": password, "database": database,
+		"host": env.Postgres.Host, "hostaddr": env.Postgres.Hostaddr, "port": fmt.Sprint(env.Postgres.Port), "sslmode": "verify-full"}
+	if _, err := root.KVv2(env.OpenBao.KVMount).Put(ctx, recordPath, rec); err != nil {
+		t.Fatal(err)
+	}
+	// The app's data.
+	tc, err := env.Postgres.SuperConn(ctx, database)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close(ctx) //nolint:errcheck // test connection
+	if _, err := tc.Exec(ctx, fmt.Sprintf("CREATE TABLE kept (v text); ALTER TABLE kept OWNER TO %s; INSERT INTO kept VALUES ('data')", database)); err != nil {
+		t.Fatal(err)
+	}
+	return oid
+}
+
+// importDatabase creates an admin's read-only import, reserved for the
+// Tenant ns/tenant when ns is not empty.
+func importDatabase(ctx context.Context, t *testing.T, name, database, recordPath, ns, tenant string) {
+	t.Helper()
+	claim := ""
+	if ns != "" {
+		claim = fmt.Sprintf("\n  claimRef: {namespace: %s, name: %s}", ns, tenant)
+	}
+	u := tenantkit.MustUnstructured(fmt.Sprintf(`apiVersion: %s
+kind: Database
+metadata: {name: %s}
+spec:
+  providerConfigRef: {name: shared}
+  managementPolicies: [Observe]%s
+  forProvider: {database: %s, loginRole: %s, credentialPath: %s}
+`, api, name, claim, database, database, recordPath))
+	if err := env.Kube.Client.Create(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(ctx, t, "the import Ready", func() bool {
+		return tenantkit.Ready(getDatabase(ctx, t, name)) == "True"
+	}, func() string {
+		u, _ := tenantkit.Get(ctx, env.Kube.Client, api, "Database", "", name)
+		return fmt.Sprint(u.Object["status"])
+	})
+}
+
+// dataKept checks the seeded row is there, read with password as the role.
+func dataKept(ctx context.Context, t *testing.T, database, password string) {
+	t.Helper()
+	cfg, err := env.Postgres.ConnConfig(database, password, database)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatalf("%s no longer logs in with its password: %v", database, err)
+	}
+	defer c.Close(ctx) //nolint:errcheck // test connection
+	var v string
+	if err := c.QueryRow(ctx, "SELECT v FROM kept").Scan(&v); err != nil || v != "data" {
+		t.Errorf("the data of %s: %q, %v", database, v, err)
+	}
+}
+
+// An admin imports an existing database read-only and reserves it for one
+// Tenant; that Tenant binds it statically and gets the same database, owner
+// and password: nothing is changed on the server or in the record.
+// Released after the Tenant goes, it is not handed to a new Tenant of the
+// same name until the admin presets the claim again; then the new Tenant,
+// in another namespace, gets the data.
+func TestImportStaticBindReleaseRebind(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	const dbName, database, ns, tenant = "legacy-erp", "erp", "erp", "erp"
+	const password = "imported-canary-PASSWORD-9b2"
+	oid := seedExisting(ctx, t, database, "imports/erp", password)
+	importDatabase(ctx, t, dbName, database, "imports/erp", ns, tenant)
+
+	tn := tenantkit.NewTenant(ctx, t, env, api, ns, tenant, "{databaseRef: "+dbName+"}")
+	if got := tenantkit.CheckSecretLogsIn(ctx, t, env, ns, tenantkit.SecretName(tenant)); got != password {
+		t.Error("the static binding delivered another password than the imported one")
+	}
+	db := getDatabase(ctx, t, dbName)
+	if got := str(db, "spec", "claimRef", "uid"); got != string(tn.GetUID()) {
+		t.Errorf("claimRef.uid %q, want %q", got, tn.GetUID())
+	}
+	c, err := env.Postgres.SuperConn(ctx, "postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx) //nolint:errcheck // test connection
+	var now uint32
+	var owner string
+	if err := c.QueryRow(ctx, "SELECT d.oid, r.rolname FROM pg_database d JOIN pg_roles r ON r.oid = d.datdba WHERE d.datname = $1", database).Scan(&now, &owner); err != nil {
+		t.Fatal(err)
+	}
+	if now != oid || owner != database {
+		t.Errorf("database OID %d owner %s, want %d owned by %s", now, owner, oid, database)
+	}
+	if v := tenantkit.RecordVersions(ctx, t, env, "imports/erp"); v != 1 {
+		t.Errorf("the imported record has %d versions, want 1", v)
+	}
+
+	// Released: the data and the login stay, the namespace loses the copy.
+	deleteTenant(ctx, t, ns, tenant)
+	waitFor(ctx, t, "Released", func() bool {
+		return str(getDatabase(ctx, t, dbName), "status", "binding", "phase") == "Released"
+	}, func() string { return fmt.Sprint(getDatabase(ctx, t, dbName).Object["status"]) })
+	dataKept(ctx, t, database, password)
+	if v := tenantkit.RecordVersions(ctx, t, env, tenantkit.DeliveryPath(ns, tenant)); v != 0 {
+		t.Errorf("the namespace's copy survived the release (%d versions)", v)
+	}
+
+	// A new Tenant of the same namespace and name inherits nothing.
+	tenantkit.CreateTenant(ctx, t, env, api, ns, tenant, "{databaseRef: "+dbName+"}")
+	waitFor(ctx, t, "the new Tenant refused as Released", func() bool {
+		b, err := tenantkit.Get(ctx, env.Kube.Client, api, "DatabaseBinding", ns, tenant)
+		_, reason, _ := tenantkit.Condition(b, "Ready")
+		return err == nil && reason == "Released"
+	}, func() string { return tenantkit.Describe(context.Background(), env, api, ns, tenant) })
+	time.Sleep(3 * time.Second)
+	if got := str(getDatabase(ctx, t, dbName), "spec", "claimRef", "uid"); got != string(tn.GetUID()) {
+		t.Errorf("the Released claim changed to %q", got)
+	}
+	if v := tenantkit.RecordVersions(ctx, t, env, tenantkit.DeliveryPath(ns, tenant)); v != 0 {
+		t.Error("a refused Tenant got a delivery copy")
+	}
+	deleteTenant(ctx, t, ns, tenant)
+
+	// The admin hands it to a Tenant in another namespace.
+	const ns2, tenant2 = "erp-next", "erp-next"
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		u := getDatabase(ctx, t, dbName)
+		if err := unstructured.SetNestedStringMap(u.Object, map[string]string{"namespace": ns2, "name": tenant2}, "spec", "claimRef"); err != nil {
+			return err
+		}
+		return env.Kube.Client.Update(ctx, u)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenantkit.NewTenant(ctx, t, env, api, ns2, tenant2, "{databaseRef: "+dbName+"}")
+	dataKept(ctx, t, database, tenantkit.CheckSecretLogsIn(ctx, t, env, ns2, tenantkit.SecretName(tenant2)))
+}
+
+// Binding what is not open for binding is refused, and nothing is written:
+// a Database bound to another Tenant, and one that is not Ready.
+func TestStaticBindingRefusals(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	// Taken: bound to the owner's Tenant.
+	const owner, thief = "taken-owner", "taken-thief"
+	tenantkit.NewTenant(ctx, t, env, api, owner, owner, "{instanceRef: shared}")
+	taken := tenantkit.BoundDatabase(ctx, t, env, owner, owner)
+	claim := str(taken, "spec", "claimRef", "uid")
+	tenantkit.CreateTenant(ctx, t, env, api, thief, thief, "{databaseRef: "+taken.GetName()+"}")
+	waitFor(ctx, t, "AlreadyBound", func() bool {
+		b, err := tenantkit.Get(ctx, env.Kube.Client, api, "DatabaseBinding", thief, thief)
+		_, reason, _ := tenantkit.Condition(b, "Ready")
+		return err == nil && reason == "AlreadyBound"
+	}, func() string { return tenantkit.Describe(context.Background(), env, api, thief, thief) })
+	tn, err := tenantkit.Get(ctx, env.Kube.Client, api, "Tenant", thief, thief)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := str(tn, "status", "reason"); r != "AlreadyBound" {
+		t.Errorf("the Tenant's status.reason %q, want AlreadyBound (the binding's reason, on the Tenant)", r)
+	}
+	time.Sleep(3 * time.Second)
+	if got := str(getDatabase(ctx, t, taken.GetName()), "spec", "claimRef", "uid"); got != claim {
+		t.Errorf("the claim changed from %s to %s", claim, got)
+	}
+	if v := tenantkit.RecordVersions(ctx, t, env, tenantkit.DeliveryPath(thief, thief)); v != 0 {
+		t.Error("the thief got a delivery copy")
+	}
+	if err := env.Kube.Client.Get(ctx, client.ObjectKey{Namespace: thief, Name: tenantkit.SecretName(thief)}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the thief got a Secret (%v)", err)
+	}
+
+	// Not Ready: an import whose credential does not log in.
+	const notReady = "not-ready"
+	c, err := env.Postgres.SuperConn(ctx, "postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx) //nolint:errcheck // test connection
+	for _, q := range []string{"CREATE ROLE broken LOGIN", "CREATE DATABASE broken OWNER broken"} {
+		if _, err := c.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u := tenantkit.MustUnstructured(fmt.Sprintf("apiVersion: %s\nkind: Database\nmetadata: {name: %s}\nspec:\n  providerConfigRef: {name: shared}\n  managementPolicies: [Observe]\n  forProvider: {database: broken, credentialPath: imports/broken}\n", api, notReady))
+	if err := env.Kube.Client.Create(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	const ns = "wants-broken"
+	tenantkit.CreateTenant(ctx, t, env, api, ns, ns, "{databaseRef: "+notReady+"}")
+	waitFor(ctx, t, "DatabaseNotReady", func() bool {
+		b, err := tenantkit.Get(ctx, env.Kube.Client, api, "DatabaseBinding", ns, ns)
+		_, reason, _ := tenantkit.Condition(b, "Ready")
+		return err == nil && reason == "DatabaseNotReady"
+	}, func() string { return tenantkit.Describe(context.Background(), env, api, ns, ns) })
+	if _, ok, _ := unstructured.NestedMap(getDatabase(ctx, t, notReady).Object, "spec", "claimRef"); ok {
+		t.Error("a Database that is not Ready was claimed")
+	}
+}
+
+// Twenty rounds of two Tenants in two namespaces racing for one Available
+// Database: exactly one binds it each time, and the loser gets nothing.
+func TestTwoTenantsRaceForOneDatabase(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	const dbName, database = "contested-db", "contested_db"
+	seedExisting(ctx, t, database, "imports/contested", "contested-password")
+	importDatabase(ctx, t, dbName, database, "imports/contested", "", "")
+	nss := []string{"race-one", "race-two"}
+	for round := range 20 {
+		name := fmt.Sprintf("r%d", round)
+		errs := make(chan error, len(nss))
+		for _, ns := range nss {
+			if err := env.Kube.EnsureServiceAccount(ctx, ns, testenv.TenantReaderServiceAccount); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, ns := range nss {
+			go func() {
+				errs <- env.Kube.Client.Create(ctx, tenantkit.MustUnstructured(fmt.Sprintf("apiVersion: %s\nkind: Tenant\nmetadata: {name: %s, namespace: %s}\nspec: {databaseRef: %s}\n", api, name, ns, dbName)))
+			}()
+		}
+		for range nss {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		var winner, loser string
+		waitFor(ctx, t, fmt.Sprintf("round %d: a winner and a loser", round), func() bool {
+			winner, loser = "", ""
+			for _, ns := range nss {
+				b, err := tenantkit.Get(ctx, env.Kube.Client, api, "DatabaseBinding", ns, name)
+				if err != nil {
+					continue
+				}
+				_, reason, _ := tenantkit.Condition(b, "Ready")
+				switch {
+				case str(b, "status", "atProvider", "databaseName") == dbName:
+					winner = ns
+				case reason == "AlreadyBound":
+					loser = ns
+				}
+			}
+			return winner != "" && loser != ""
+		}, func() string {
+			return tenantkit.Describe(context.Background(), env, api, nss[0], name) + tenantkit.Describe(context.Background(), env, api, nss[1], name)
+		})
+		if got := str(getDatabase(ctx, t, dbName), "spec", "claimRef", "namespace"); got != winner {
+			t.Fatalf("round %d: the claim names %q, the winner is %q", round, got, winner)
+		}
+		if v := tenantkit.RecordVersions(ctx, t, env, tenantkit.DeliveryPath(loser, name)); v != 0 {
+			t.Fatalf("round %d: the loser %s got a delivery copy", round, loser)
+		}
+		for _, ns := range nss {
+			deleteTenant(ctx, t, ns, name)
+		}
+		// Released; the admin opens it again for the next round.
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			u := getDatabase(ctx, t, dbName)
+			unstructured.RemoveNestedField(u.Object, "spec", "claimRef")
+			return env.Kube.Client.Update(ctx, u)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// An app namespace's identity cannot create, import, patch or delete a
+// Database, even when a RoleBinding in its namespace grants it every verb
+// on Databases: Databases are cluster-scoped, and only a ClusterRoleBinding
+// grants rights on them. The same identity does create in its namespace,
+// so the refusal is not a broken impersonation.
+func TestAppNamespaceCannotTouchDatabases(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const ns = "app-rbac"
+	if err := env.Kube.EnsureServiceAccount(ctx, ns, "deployer"); err != nil {
+		t.Fatal(err)
+	}
+	for _, y := range []string{
+		`apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: test-every-database-verb}
+rules:
+- apiGroups: [database.ayatori.ddupan.top]
+  resources: [databases, databasebindings, tenants]
+  verbs: ["*"]
+- apiGroups: [""]
+  resources: [configmaps]
+  verbs: ["*"]
+`,
+		fmt.Sprintf(`apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: deployer-every-database-verb, namespace: %s}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: test-every-database-verb}
+subjects: [{kind: ServiceAccount, name: deployer, namespace: %s}]
+`, ns, ns),
+	} {
+		if err := env.Kube.Client.Create(ctx, tenantkit.MustUnstructured(y)); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	cfg := rest.CopyConfig(env.Kube.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":deployer"}
+	as, err := client.New(cfg, client.Options{Scheme: env.Kube.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := as.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "allowed"}}); err != nil {
+		t.Fatalf("the identity cannot create in its own namespace, so the refusals below prove nothing: %v", err)
+	}
+	imp := tenantkit.MustUnstructured(fmt.Sprintf("apiVersion: %s\nkind: Database\nmetadata: {name: stolen}\nspec:\n  providerConfigRef: {name: shared}\n  managementPolicies: [Observe, Delete]\n  reclaimPolicy: Delete\n  forProvider: {database: stolen, credentialPath: postgresql-databases/other}\n", api))
+	if err := as.Create(ctx, imp); !apierrors.IsForbidden(err) {
+		t.Errorf("creating a Database as the namespace: %v, want Forbidden", err)
+	}
+	// An existing Database: neither patch nor delete.
+	victim := tenantkit.MustUnstructured(fmt.Sprintf("apiVersion: %s\nkind: Database\nmetadata: {name: rbac-victim}\nspec:\n  providerConfigRef: {name: shared}\n  managementPolicies: [Observe]\n  forProvider: {database: rbac_victim, credentialPath: imports/rbac-victim}\n", api))
+	if err := env.Kube.Client.Create(ctx, victim); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"reclaimPolicy":"Delete"}}`))
+	if err := as.Patch(ctx, victim.DeepCopy(), patch); !apierrors.IsForbidden(err) {
+		t.Errorf("patching a Database as the namespace: %v, want Forbidden", err)
+	}
+	if err := as.Delete(ctx, victim.DeepCopy()); !apierrors.IsForbidden(err) {
+		t.Errorf("deleting a Database as the namespace: %v, want Forbidden", err)
+	}
+	if got := str(getDatabase(ctx, t, "rbac-victim"), "spec", "reclaimPolicy"); got != "Retain" {
+		t.Errorf("the victim's reclaimPolicy is %q", got)
+	}
+	if err := env.Kube.Client.Delete(ctx, victim); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Editing the external-name annotation of a Bound Database moves nothing:
+// no new role or database is created, the record keeps its names, and the
+// Tenant keeps its data.
+func TestExternalNameEditMovesNothing(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const ns, name = "extname", "extname"
+	tenantkit.NewTenant(ctx, t, env, api, ns, name, "{instanceRef: shared}")
+	password := tenantkit.CheckSecretLogsIn(ctx, t, env, ns, tenantkit.SecretName(name))
+	db := tenantkit.BoundDatabase(ctx, t, env, ns, name)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		u := getDatabase(ctx, t, db.GetName())
+		a := u.GetAnnotations()
+		if a == nil {
+			a = map[string]string{}
+		}
+		a["crossplane.io/external-name"] = "moved"
+		u.SetAnnotations(a)
+		return env.Kube.Client.Update(ctx, u)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(8 * time.Second) // several polls
+	if hasDB, role := tenantkit.ServerHas(ctx, t, env, "moved", "moved"); hasDB || role {
+		t.Errorf("the edit created database %v / role %v named moved", hasDB, role)
+	}
+	if v := tenantkit.RecordVersions(ctx, t, env, tenantkit.RecordPath(db.GetName())); v != 1 {
+		t.Errorf("the record has %d versions, want 1", v)
+	}
+	if got := tenantkit.CheckSecretLogsIn(ctx, t, env, ns, tenantkit.SecretName(name)); got != password {
+		t.Error("the Secret's password changed")
+	}
+	root, err := env.OpenBao.Client(env.OpenBao.RootToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec, err := root.KVv2(env.OpenBao.KVMount).Get(ctx, tenantkit.RecordPath(db.GetName()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sec.Data["database"] != strings.ReplaceAll(name, "-", "_") {
+		t.Errorf("the record now names database %v", sec.Data["database"])
+	}
+}
