@@ -22,7 +22,37 @@ import (
 
 const api = tenantkit.TenantAPI
 
-func path(ns, name string) string { return "postgresql-tenants/" + ns + "/" + name }
+// dynDB is the name of the Database provisioned for the Tenant ns/name
+// (named from the Tenant's UID).
+func dynDB(ctx context.Context, t *testing.T, ns, name string) string {
+	t.Helper()
+	tn, err := tenantkit.Get(ctx, env.Kube.Client, api, "Tenant", ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "tenant-" + string(tn.GetUID())
+}
+
+// record is the KV path of the own record of the Tenant ns/name's Database.
+func record(ctx context.Context, t *testing.T, ns, name string) string {
+	t.Helper()
+	return tenantkit.RecordPath(dynDB(ctx, t, ns, name))
+}
+
+// dbCondition is the Ready condition's status and reason of the Tenant
+// ns/name's Database ("" when there is none yet).
+func dbCondition(ctx context.Context, ns, name string) (string, string) {
+	tn, err := tenantkit.Get(ctx, env.Kube.Client, api, "Tenant", ns, name)
+	if err != nil {
+		return "", ""
+	}
+	db, err := tenantkit.Get(ctx, env.Kube.Client, api, "Database", "", "tenant-"+string(tn.GetUID()))
+	if err != nil {
+		return "", ""
+	}
+	st, reason, _ := tenantkit.Condition(db, "Ready")
+	return st, reason
+}
 
 // endState asserts what a Ready Tenant leaves behind: a Secret that logs in
 // by host and hostaddr with verify-full, the database owned by the role, and
@@ -51,8 +81,11 @@ func endState(ctx context.Context, t *testing.T, ns, name, db string) string {
 	if publicConnect {
 		t.Errorf("PUBLIC may connect to %s", db)
 	}
-	if v := tenantkit.RecordVersions(ctx, t, env, path(ns, name)); v != 1 {
+	if v := tenantkit.RecordVersions(ctx, t, env, record(ctx, t, ns, name)); v != 1 {
 		t.Errorf("the record has %d versions, want 1: a second password was written", v)
+	}
+	if v := tenantkit.RecordVersions(ctx, t, env, tenantkit.DeliveryPath(ns, name)); v != 1 {
+		t.Errorf("the delivery copy has %d versions, want 1", v)
 	}
 	return password
 }
@@ -97,9 +130,8 @@ func TestDependencyOutagesMidProvisioning(t *testing.T) {
 			stop:  func(context.Context) error { env.Postgres.Stop(); return nil },
 			start: env.Postgres.Start,
 			blocked: func(ctx context.Context, ns, name string) bool {
-				db, err := tenantkit.Get(ctx, env.Kube.Client, api, "Database", ns, name)
-				_, reason, _ := tenantkit.Condition(db, "Ready")
-				return err == nil && tenantkit.Ready(db) == "False" && (reason == "InstanceNotReady" || reason == "DependencyUnavailable")
+				st, reason := dbCondition(ctx, ns, name)
+				return st == "False" && (reason == "InstanceNotReady" || reason == "DependencyUnavailable")
 			},
 		},
 		{
@@ -107,9 +139,8 @@ func TestDependencyOutagesMidProvisioning(t *testing.T) {
 			stop:  func(context.Context) error { return env.OpenBao.Pause() },
 			start: func(context.Context) error { return env.OpenBao.Resume() },
 			blocked: func(ctx context.Context, ns, name string) bool {
-				db, err := tenantkit.Get(ctx, env.Kube.Client, api, "Database", ns, name)
-				_, reason, _ := tenantkit.Condition(db, "Ready")
-				return err == nil && tenantkit.Ready(db) == "False" && reason == "DependencyUnavailable"
+				st, reason := dbCondition(ctx, ns, name)
+				return st == "False" && reason == "DependencyUnavailable"
 			},
 		},
 		{
@@ -117,9 +148,9 @@ func TestDependencyOutagesMidProvisioning(t *testing.T) {
 			stop:  func(context.Context) error { env.ESO.Stop(); return nil },
 			start: func(context.Context) error { return env.ESO.Start() },
 			blocked: func(ctx context.Context, ns, name string) bool {
-				db, err1 := tenantkit.Get(ctx, env.Kube.Client, api, "Database", ns, name)
-				tn, err2 := tenantkit.Get(ctx, env.Kube.Client, api, "Tenant", ns, name)
-				return err1 == nil && err2 == nil && tenantkit.Ready(db) == "True" && tenantkit.Phase(tn) == "ExternalSecretCreated" && tenantkit.Ready(tn) == "False"
+				st, _ := dbCondition(ctx, ns, name)
+				tn, err := tenantkit.Get(ctx, env.Kube.Client, api, "Tenant", ns, name)
+				return err == nil && st == "True" && tenantkit.Phase(tn) == "ExternalSecretCreated" && tenantkit.Ready(tn) == "False"
 			},
 		},
 	}
@@ -160,17 +191,26 @@ func TestDependencyOutagesMidProvisioning(t *testing.T) {
 }
 
 // Deleting a Tenant's namespace (the garbage collector and the namespace
-// controller at work): Retain keeps database, role and record; Delete drops
-// them; the namespace goes either way.
+// controller at work): on an instance whose default reclaim policy is
+// Retain, the Database outlives the namespace, Released, with its database,
+// role, record and data; the namespace loses its copy of the credential. On
+// an instance with Delete, the Database and everything it owns go. The
+// namespace goes either way.
 func TestNamespaceDeletion(t *testing.T) {
 	for _, policy := range []string{"Retain", "Delete"} {
 		t.Run(policy, func(t *testing.T) {
 			// The namespace controller backs off while the Usage holds the
-			// Database; under load that took two minutes once.
+			// binding; under load that took two minutes once.
 			ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 			defer cancel()
 			ns, name, db := "nsdel-"+strings.ToLower(policy), "nsdel-"+strings.ToLower(policy), "nsdel_"+strings.ToLower(policy)
-			tenantkit.NewTenant(ctx, t, env, api, ns, name, fmt.Sprintf("{instanceRef: shared, database: %s, loginRole: %s, deletionPolicy: %s}", db, db, policy))
+			instance := tenantkit.Instance
+			if policy == "Delete" {
+				instance = tenantkit.DeleteInstance
+			}
+			tenantkit.NewTenant(ctx, t, env, api, ns, name, fmt.Sprintf("{instanceRef: %s, database: %s, loginRole: %s}", instance, db, db))
+			password := tenantkit.CheckSecretLogsIn(ctx, t, env, ns, tenantkit.SecretName(name))
+			dbName := dynDB(ctx, t, ns, name)
 			if err := env.Kube.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 				t.Fatal(err)
 			}
@@ -184,12 +224,39 @@ func TestNamespaceDeletion(t *testing.T) {
 				}
 				time.Sleep(250 * time.Millisecond)
 			}
-			hasDB, role := tenantkit.ServerHas(ctx, t, env, db, db)
-			kv := tenantkit.RecordVersions(ctx, t, env, path(ns, name)) > 0
-			want := policy == "Retain"
-			if hasDB != want || role != want || kv != want {
-				t.Errorf("%s: database %v, role %v, record %v; want all %v", policy, hasDB, role, kv, want)
+			if v := tenantkit.RecordVersions(ctx, t, env, tenantkit.DeliveryPath(ns, name)); v != 0 {
+				t.Errorf("the deleted namespace's copy of the credential survived (%d versions)", v)
 			}
+			if policy == "Delete" {
+				waitFor(ctx, t, "the Database's deletion", func() bool {
+					_, err := tenantkit.Get(ctx, env.Kube.Client, api, "Database", "", dbName)
+					return apierrors.IsNotFound(err)
+				}, func() string { return dbName })
+				hasDB, role := tenantkit.ServerHas(ctx, t, env, db, db)
+				if hasDB || role || tenantkit.RecordVersions(ctx, t, env, tenantkit.RecordPath(dbName)) != 0 {
+					t.Errorf("Delete: database %v, role %v, record left", hasDB, role)
+				}
+				return
+			}
+			waitFor(ctx, t, "Released", func() bool {
+				u, err := tenantkit.Get(ctx, env.Kube.Client, api, "Database", "", dbName)
+				return err == nil && str(u, "status", "binding", "phase") == "Released"
+			}, func() string { return dbName })
+			if hasDB, role := tenantkit.ServerHas(ctx, t, env, db, db); !hasDB || !role {
+				t.Errorf("Retain: database %v, role %v", hasDB, role)
+			}
+			if v := tenantkit.RecordVersions(ctx, t, env, tenantkit.RecordPath(dbName)); v != 1 {
+				t.Errorf("Retain: the Database's record has %d versions, want 1", v)
+			}
+			cfg, err := env.Postgres.ConnConfig(db, password, db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := pgx.ConnectConfig(ctx, cfg)
+			if err != nil {
+				t.Fatalf("Retain: the retained credential no longer logs in: %v", err)
+			}
+			_ = c.Close(ctx)
 		})
 	}
 }
@@ -222,12 +289,11 @@ func TestTwoNamespacesRaceForOneDatabase(t *testing.T) {
 		winner, loser = "", ""
 		for _, ns := range nss {
 			tn, err := tenantkit.Get(ctx, env.Kube.Client, api, "Tenant", ns, name)
-			db, err2 := tenantkit.Get(ctx, env.Kube.Client, api, "Database", ns, name)
-			_, reason, _ := tenantkit.Condition(db, "Ready")
+			_, reason := dbCondition(ctx, ns, name)
 			switch {
 			case err == nil && tenantkit.Ready(tn) == "True":
 				winner = ns
-			case err2 == nil && reason == "Conflict":
+			case reason == "Conflict":
 				loser = ns
 			}
 		}
@@ -244,10 +310,10 @@ func TestTwoNamespacesRaceForOneDatabase(t *testing.T) {
 	if err := env.Kube.Client.Get(ctx, client.ObjectKey{Namespace: loser, Name: tenantkit.SecretName(name)}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the loser %s got a Secret (%v)", loser, err)
 	}
-	// Both raced past "is the role there?" and wrote a record under their
-	// own namespace's path; the loser's opens nothing: the role is the
-	// winner's, with the winner's password.
-	if v := tenantkit.RecordVersions(ctx, t, env, path(loser, name)); v > 1 {
+	// Both raced past "is the role there?" and each Database wrote its own
+	// record; the loser's opens nothing: the role is the winner's, with the
+	// winner's password.
+	if v := tenantkit.RecordVersions(ctx, t, env, record(ctx, t, loser, name)); v > 1 {
 		t.Errorf("the loser %s wrote %d versions of its record", loser, v)
 	}
 	cfg, err := env.Postgres.ConnConfig(name, loserPassword(ctx, t, loser, name), name)
@@ -263,7 +329,7 @@ func TestTwoNamespacesRaceForOneDatabase(t *testing.T) {
 	}
 }
 
-// Status wiped on every object (Tenant, Database, ExternalSecret): rebuilt
+// Status wiped on every object (Tenant, binding, Database, ExternalSecret): rebuilt
 // from Kubernetes records and the catalog, Ready again, same password.
 func TestStatusWipedOnEveryObject(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -271,11 +337,12 @@ func TestStatusWipedOnEveryObject(t *testing.T) {
 	const ns, name = "wiped", "wiped"
 	tenantkit.NewTenant(ctx, t, env, api, ns, name, "{instanceRef: shared}")
 	before := endState(ctx, t, ns, name, name)
-	for _, o := range [][3]string{{api, "Tenant", name}, {api, "Database", name}, {"external-secrets.io/v1", "ExternalSecret", tenantkit.SecretName(name)}} {
+	dbName := dynDB(ctx, t, ns, name)
+	for _, o := range [][4]string{{api, "Tenant", ns, name}, {api, "DatabaseBinding", ns, name}, {api, "Database", "", dbName}, {"external-secrets.io/v1", "ExternalSecret", ns, tenantkit.SecretName(name)}} {
 		// The object's controller may write its status meanwhile: read
 		// again and wipe again on a conflict.
 		err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-			u, err := tenantkit.Get(ctx, env.Kube.Client, o[0], o[1], ns, o[2])
+			u, err := tenantkit.Get(ctx, env.Kube.Client, o[0], o[1], o[2], o[3])
 			if err != nil {
 				return err
 			}
@@ -292,9 +359,12 @@ func TestStatusWipedOnEveryObject(t *testing.T) {
 	if got := endState(ctx, t, ns, name, name); got != before {
 		t.Error("the password changed after the status was wiped")
 	}
-	db, err := tenantkit.Get(ctx, env.Kube.Client, api, "Database", ns, name)
+	db, err := tenantkit.Get(ctx, env.Kube.Client, api, "Database", "", dbName)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if p := str(db, "status", "binding", "phase"); p != "Bound" {
+		t.Errorf("Database binding phase %q after the wipe", p)
 	}
 	if p, _, _ := unstructured.NestedString(db.Object, "status", "atProvider", "phase"); p != "Ready" {
 		t.Errorf("Database phase %q after the wipe", p)
@@ -311,7 +381,7 @@ func loserPassword(ctx context.Context, t *testing.T, ns, name string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sec, err := root.KVv2(env.OpenBao.KVMount).Get(ctx, path(ns, name))
+	sec, err := root.KVv2(env.OpenBao.KVMount).Get(ctx, record(ctx, t, ns, name))
 	if err != nil {
 		return ""
 	}

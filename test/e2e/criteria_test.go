@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
@@ -68,8 +69,7 @@ func TestUnavailableExtensionRejectedBeforeAnyWrite(t *testing.T) {
 	const ns, name = "noext", "noext"
 	tenantkit.CreateTenant(ctx, t, env, api, ns, name, "{instanceRef: shared, extensions: [no_such_extension]}")
 	for {
-		db, err := tenantkit.Get(ctx, env.Kube.Client, api, "Database", ns, name)
-		if _, reason, _ := tenantkit.Condition(db, "Ready"); err == nil && reason == "InvalidSpec" {
+		if _, reason := dbCondition(ctx, ns, name); reason == "InvalidSpec" {
 			break
 		}
 		if ctx.Err() != nil {
@@ -89,7 +89,7 @@ func nothingWritten(ctx context.Context, t *testing.T, ns, name, why string) {
 	if db, role := tenantkit.ServerHas(ctx, t, env, name, name); db || role {
 		t.Errorf("written %s: database %v, role %v", why, db, role)
 	}
-	if tenantkit.RecordVersions(ctx, t, env, path(ns, name)) != 0 {
+	if tenantkit.RecordVersions(ctx, t, env, record(ctx, t, ns, name)) != 0 || tenantkit.RecordVersions(ctx, t, env, tenantkit.DeliveryPath(ns, name)) != 0 {
 		t.Errorf("a credential was written %s", why)
 	}
 	if tn, _ := tenantkit.Get(ctx, env.Kube.Client, api, "Tenant", ns, name); tenantkit.Ready(tn) == "True" {
@@ -144,7 +144,11 @@ func TestExtensionCheckFailureIsNotUnsupported(t *testing.T) {
 	tenantkit.CreateTenant(ctx, t, env, api, ns, name, "{instanceRef: shared, extensions: [pg_trgm]}")
 	var msg string
 	for {
-		db, err := tenantkit.Get(ctx, env.Kube.Client, api, "Database", ns, name)
+		var db *unstructured.Unstructured
+		tn, err := tenantkit.Get(ctx, env.Kube.Client, api, "Tenant", ns, name)
+		if err == nil {
+			db, err = tenantkit.Get(ctx, env.Kube.Client, api, "Database", "", "tenant-"+string(tn.GetUID()))
+		}
 		status, reason, m := tenantkit.Condition(db, "Ready")
 		if err == nil && reason == "InvalidSpec" {
 			t.Fatalf("a failed availability query was reported as an unavailable extension: %s", m)
@@ -243,7 +247,8 @@ func TestDeleteWithTheProviderKilledAtEveryStep(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 			ns, name := fmt.Sprintf("delkill-%d", i), fmt.Sprintf("delkill%d", i)
-			tenantkit.NewTenant(ctx, t, env, api, ns, name, "{instanceRef: shared, deletionPolicy: Delete}")
+			tenantkit.NewTenant(ctx, t, env, api, ns, name, "{instanceRef: "+tenantkit.DeleteInstance+"}")
+			dbName := dynDB(ctx, t, ns, name)
 			live := appConn(ctx, t, ns, name)      // a session the deletion must end
 			defer live.Close(context.Background()) //nolint:errcheck // ended by the provider
 			prov.restart(ctx, t, "PPT_FAULT_KILL_BEFORE_STEP="+step)
@@ -262,7 +267,7 @@ func TestDeleteWithTheProviderKilledAtEveryStep(t *testing.T) {
 			}
 			prov.restart(ctx, t)
 			for {
-				_, err := tenantkit.Get(ctx, env.Kube.Client, api, "Database", ns, name)
+				_, err := tenantkit.Get(ctx, env.Kube.Client, api, "Database", "", dbName)
 				if apierrors.IsNotFound(err) {
 					break
 				}
@@ -274,7 +279,7 @@ func TestDeleteWithTheProviderKilledAtEveryStep(t *testing.T) {
 			if db, role := tenantkit.ServerHas(ctx, t, env, name, name); db || role {
 				t.Errorf("after Delete: database %v, role %v", db, role)
 			}
-			if v := tenantkit.RecordVersions(ctx, t, env, path(ns, name)); v != 0 {
+			if v := tenantkit.RecordVersions(ctx, t, env, tenantkit.RecordPath(dbName)); v != 0 {
 				t.Errorf("after Delete: %d record versions left", v)
 			}
 		})
@@ -286,20 +291,18 @@ func TestDeleteWithTheProviderKilledAtEveryStep(t *testing.T) {
 func TestForgedPhaseNeverSkipsVerification(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	const ns, name = "forged", "forged"
+	const name = "forged"
 	prov.stop()
 	defer func() {
 		if !prov.running() {
 			prov.restart(context.Background(), t)
 		}
 	}()
-	if err := env.Kube.EnsureNamespace(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
 	d := &v1alpha1.Database{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: v1alpha1.DatabaseSpec{
-			ManagedResourceSpec: xpv2.ManagedResourceSpec{ProviderConfigReference: &xpv2.ProviderConfigReference{Kind: v1alpha1.ClusterProviderConfigKind, Name: tenantkit.Instance}},
+			ClusterManagedResourceSpec: xpv2.ClusterManagedResourceSpec{ProviderConfigReference: &xpv2.Reference{Name: tenantkit.Instance}},
+			ForProvider:                v1alpha1.DatabaseParameters{Database: name},
 		},
 	}
 	if err := env.Kube.Client.Create(ctx, d); err != nil {
@@ -328,45 +331,34 @@ func TestForgedPhaseNeverSkipsVerification(t *testing.T) {
 	if db, role := tenantkit.ServerHas(ctx, t, env, name, name); !db || !role {
 		t.Errorf("the forged Ready skipped provisioning: database %v, role %v", db, role)
 	}
-	if v := tenantkit.RecordVersions(ctx, t, env, path(ns, name)); v != 1 {
+	if v := tenantkit.RecordVersions(ctx, t, env, tenantkit.RecordPath(name)); v != 1 {
 		t.Errorf("%d record versions, want 1", v)
 	}
 }
 
-// A Tenant deleted with Retain leaves everything; asking again with the same
-// name is a Conflict (a new UID cannot prove the old objects are its own):
-// no Secret, and the retained database, role and record are untouched.
+// A Tenant deleted with Retain leaves its Database Released with
+// everything in it; a new Tenant with the same name gets a new Database
+// whose same-named database and role exist and are not its own: a Conflict
+// (a new UID cannot prove the old objects are its own), no Secret, and the
+// retained database, role and record are untouched.
 func TestRetainedThenRequestedAgainConflicts(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	const ns, name = "again", "again"
 	tenantkit.NewTenant(ctx, t, env, api, ns, name, "{instanceRef: shared}")
 	password := endState(ctx, t, ns, name, name)
-	tn, err := tenantkit.Get(ctx, env.Kube.Client, api, "Tenant", ns, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Kube.Client.Delete(ctx, tn); err != nil {
-		t.Fatal(err)
-	}
-	for {
-		_, err1 := tenantkit.Get(ctx, env.Kube.Client, api, "Tenant", ns, name)
-		_, err2 := tenantkit.Get(ctx, env.Kube.Client, api, "Database", ns, name)
-		if apierrors.IsNotFound(err1) && apierrors.IsNotFound(err2) {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatal("the Tenant was not deleted")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	retained := dynDB(ctx, t, ns, name)
+	deleteTenant(ctx, t, ns, name)
 	tenantkit.CreateTenant(ctx, t, env, api, ns, name, "{instanceRef: shared}")
 	conflict(ctx, t, ns, name)
 	if db, role := tenantkit.ServerHas(ctx, t, env, name, name); !db || !role {
 		t.Errorf("the retained database %v / role %v is gone", db, role)
 	}
-	if v := tenantkit.RecordVersions(ctx, t, env, path(ns, name)); v != 1 {
+	if v := tenantkit.RecordVersions(ctx, t, env, tenantkit.RecordPath(retained)); v != 1 {
 		t.Errorf("the retained record has %d versions, want 1", v)
+	}
+	if p := str(getDatabase(ctx, t, retained), "status", "binding", "phase"); p != "Released" {
+		t.Errorf("the retained Database is %q, want Released", p)
 	}
 	// The retained credential still opens the retained database.
 	cfg, err := env.Postgres.ConnConfig(name, password, name)
@@ -380,9 +372,10 @@ func TestRetainedThenRequestedAgainConflicts(t *testing.T) {
 	_ = c.Close(ctx)
 }
 
-// A record someone else left at the Tenant's path is not this Tenant's: a
-// Conflict, and the record is untouched.
-func TestForeignRecordAtThePathConflicts(t *testing.T) {
+// A record someone else left where a Tenant's namespace reads its copy is
+// not the Tenant's: the binding reports Conflict, the record is untouched,
+// and no Secret is made from it.
+func TestForeignRecordAtTheDeliveryPathConflicts(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	const ns, name = "foreign", "foreign"
@@ -391,37 +384,73 @@ func TestForeignRecordAtThePathConflicts(t *testing.T) {
 		t.Fatal(err)
 	}
 	foreign := map[string]any{"username": "someone", "password": "not-yours"}
-	if _, err := root.KVv2(env.OpenBao.KVMount).Put(ctx, path(ns, name), foreign); err != nil {
+	if _, err := root.KVv2(env.OpenBao.KVMount).Put(ctx, tenantkit.DeliveryPath(ns, name), foreign); err != nil {
 		t.Fatal(err)
 	}
 	tenantkit.CreateTenant(ctx, t, env, api, ns, name, "{instanceRef: shared}")
-	conflict(ctx, t, ns, name)
-	sec, err := root.KVv2(env.OpenBao.KVMount).Get(ctx, path(ns, name))
+	waitFor(ctx, t, "the binding's Conflict", func() bool {
+		b, err := tenantkit.Get(ctx, env.Kube.Client, api, "DatabaseBinding", ns, name)
+		_, reason, _ := tenantkit.Condition(b, "Ready")
+		return err == nil && reason == "Conflict"
+	}, func() string { return tenantkit.Describe(context.Background(), env, api, ns, name) })
+	time.Sleep(3 * time.Second)
+	sec, err := root.KVv2(env.OpenBao.KVMount).Get(ctx, tenantkit.DeliveryPath(ns, name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if fmt.Sprint(sec.Data) != fmt.Sprint(foreign) || sec.VersionMetadata.Version != 1 {
 		t.Errorf("the foreign record changed: version %d", sec.VersionMetadata.Version)
 	}
-	if db, role := tenantkit.ServerHas(ctx, t, env, name, name); db || role {
+	if err := env.Kube.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: tenantkit.SecretName(name)}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a Secret was made despite the foreign record (%v)", err)
+	}
+}
+
+// A record someone else left at a new Database's own path is not its own:
+// Conflict, the record untouched, nothing made on the server.
+func TestForeignRecordAtTheDatabasePathConflicts(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const name = "foreign-db"
+	root, err := env.OpenBao.Client(env.OpenBao.RootToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign := map[string]any{"username": "someone", "password": "not-yours"}
+	if _, err := root.KVv2(env.OpenBao.KVMount).Put(ctx, tenantkit.RecordPath(name), foreign); err != nil {
+		t.Fatal(err)
+	}
+	d := tenantkit.MustUnstructured(fmt.Sprintf("apiVersion: %s\nkind: Database\nmetadata: {name: %s}\nspec:\n  providerConfigRef: {name: shared}\n  forProvider: {database: foreign_db}\n", api, name))
+	if err := env.Kube.Client.Create(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(ctx, t, "Conflict", func() bool {
+		_, reason, _ := tenantkit.Condition(getDatabase(ctx, t, name), "Ready")
+		return reason == "Conflict"
+	}, func() string { return fmt.Sprint(getDatabase(ctx, t, name).Object["status"]) })
+	time.Sleep(3 * time.Second)
+	sec, err := root.KVv2(env.OpenBao.KVMount).Get(ctx, tenantkit.RecordPath(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(sec.Data) != fmt.Sprint(foreign) || sec.VersionMetadata.Version != 1 {
+		t.Errorf("the foreign record changed: version %d", sec.VersionMetadata.Version)
+	}
+	if db, role := tenantkit.ServerHas(ctx, t, env, "foreign_db", "foreign_db"); db || role {
 		t.Errorf("provisioned despite the foreign record: database %v, role %v", db, role)
 	}
 }
 
-// conflict waits until the Tenant's Database reports Conflict, then checks
-// that the Tenant stays unready and gets no Secret.
+// conflict waits until the Tenant's Database reports Conflict, and the
+// Tenant shows it too, then checks that the Tenant stays unready and gets
+// no Secret.
 func conflict(ctx context.Context, t *testing.T, ns, name string) {
 	t.Helper()
-	for {
-		db, err := tenantkit.Get(ctx, env.Kube.Client, api, "Database", ns, name)
-		if _, reason, _ := tenantkit.Condition(db, "Ready"); err == nil && reason == "Conflict" {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("no Conflict:\n%s", tenantkit.Describe(context.Background(), env, api, ns, name))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	waitFor(ctx, t, "Conflict", func() bool {
+		_, reason := dbCondition(ctx, ns, name)
+		tn, err := tenantkit.Get(ctx, env.Kube.Client, api, "Tenant", ns, name)
+		return reason == "Conflict" && err == nil && str(tn, "status", "reason") == "Conflict"
+	}, func() string { return tenantkit.Describe(context.Background(), env, api, ns, name) })
 	time.Sleep(3 * time.Second)
 	if tn, _ := tenantkit.Get(ctx, env.Kube.Client, api, "Tenant", ns, name); tenantkit.Ready(tn) == "True" {
 		t.Error("the Tenant in Conflict is Ready")

@@ -43,7 +43,7 @@ func Canary(ctx context.Context, t testing.TB, e *testenv.Env, minTenants int, e
 	var dump strings.Builder
 	for _, gvk := range [][2]string{
 		{TenantAPI, "TenantList"}, {LegacyAPI, "TenantList"}, {LegacyAPI, "XTenantList"}, {TenantAPI, "DatabaseList"},
-		{TenantAPI, "ClusterProviderConfigList"}, {TenantAPI, "ProviderConfigUsageList"},
+		{TenantAPI, "DatabaseBindingList"}, {TenantAPI, "ClusterProviderConfigList"}, {TenantAPI, "ProviderConfigUsageList"}, {TenantAPI, "ClusterProviderConfigUsageList"},
 		{"external-secrets.io/v1", "ExternalSecretList"}, {"protection.crossplane.io/v1beta1", "UsageList"}, {"v1", "EventList"},
 	} {
 		l := &unstructured.UnstructuredList{}

@@ -30,8 +30,13 @@ const (
 	LegacyAPI = "legacy.database.ayatori.ddupan.top/v1alpha1"
 	// Store is the ClusterSecretStore the Composition reads through.
 	Store = "openbao-tenants"
-	// Instance is the ClusterProviderConfig Platform registers.
+	// Instance is the ClusterProviderConfig Platform registers (default
+	// reclaim policy Retain).
 	Instance = "shared"
+	// DeleteInstance is a second registration of the same server whose
+	// Databases are dropped when their Tenants go (default reclaim policy
+	// Delete).
+	DeleteInstance = "shared-delete"
 )
 
 // Platform registers what a platform admin sets up once: the admin Secret,
@@ -49,6 +54,14 @@ func Platform(ctx context.Context, e *testenv.Env) error {
 			Spec: v1alpha1.ProviderConfigSpec{
 				Endpoint:    v1alpha1.Endpoint{Host: pg.Host, Hostaddr: pg.Hostaddr, Port: int32(pg.Port)}, //nolint:gosec // test port
 				Credentials: v1alpha1.Credentials{SecretRef: v1alpha1.SecretReference{Namespace: testenv.ProviderNamespace, Name: "admin"}},
+			},
+		},
+		&v1alpha1.ClusterProviderConfig{
+			ObjectMeta: metav1.ObjectMeta{Name: DeleteInstance},
+			Spec: v1alpha1.ProviderConfigSpec{
+				Endpoint:             v1alpha1.Endpoint{Host: pg.Host, Hostaddr: pg.Hostaddr, Port: int32(pg.Port)}, //nolint:gosec // test port
+				Credentials:          v1alpha1.Credentials{SecretRef: v1alpha1.SecretReference{Namespace: testenv.ProviderNamespace, Name: "admin"}},
+				DefaultReclaimPolicy: v1alpha1.ReclaimDelete,
 			},
 		},
 		MustUnstructured(fmt.Sprintf(`
