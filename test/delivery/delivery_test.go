@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 	"ddupan.top/provider-postgresql-tenant/internal/testenv"
 	"ddupan.top/provider-postgresql-tenant/internal/testenv/inproc"
 	"ddupan.top/provider-postgresql-tenant/internal/testenv/tenantkit"
@@ -51,25 +49,13 @@ func start(e *testenv.Env) (func(), error) {
 	return stop, nil
 }
 
-// tenant makes an app namespace with the reader service account, a Database
-// and an ExternalSecret reading path.
-func tenant(t *testing.T, ns, name, path string, withDatabase bool) string {
+// tenant makes an app namespace with the reader service account and an
+// ExternalSecret reading path.
+func tenant(t *testing.T, ns, name, path string) string {
 	t.Helper()
 	ctx := context.Background()
 	if err := env.Kube.EnsureServiceAccount(ctx, ns, testenv.TenantReaderServiceAccount); err != nil {
 		t.Fatal(err)
-	}
-	if withDatabase {
-		d := &v1alpha1.Database{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Spec: v1alpha1.DatabaseSpec{
-				ManagedResourceSpec: xpv2.ManagedResourceSpec{ProviderConfigReference: &xpv2.ProviderConfigReference{Kind: "ClusterProviderConfig", Name: "shared"}},
-				ForProvider:         v1alpha1.DatabaseParameters{Extensions: []string{"pg_trgm"}},
-			},
-		}
-		if err := env.Kube.Client.Create(ctx, d); err != nil {
-			t.Fatal(err)
-		}
 	}
 	secret := "shared-" + name + "-postgresql"
 	es := tenantkit.MustUnstructured(fmt.Sprintf(`
@@ -125,7 +111,7 @@ func TestTenantEndToEnd(t *testing.T) {
 	if err := env.Kube.Client.Create(ctx, tn); err != nil {
 		t.Fatal(err)
 	}
-	order := []string{"Pending", "Planned", "CredentialCreated", "RoleCreated", "DatabaseCreated", "ExternalSecretCreated", "CredentialProjected", "Ready"}
+	order := []string{"Pending", "Binding", "Bound", "Provisioning", "ExternalSecretCreated", "Ready"}
 	rank := map[string]int{}
 	for i, p := range order {
 		rank[p] = i
@@ -156,13 +142,13 @@ func TestTenantEndToEnd(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Logf("phases: %v", phases)
-	for _, want := range []string{"DatabaseCreated", "Ready"} {
+	for _, want := range []string{"Ready"} {
 		if !slices.Contains(phases, want) {
 			t.Errorf("phase %s never reported (phases %v)", want, phases)
 		}
 	}
-	// The ExternalSecret was composed only after the Database was Ready.
-	db, err := tenantkit.Get(ctx, env.Kube.Client, "database.ayatori.ddupan.top/v1alpha1", "Database", ns, name)
+	// The ExternalSecret was composed only after the binding was Ready.
+	db, err := tenantkit.Get(ctx, env.Kube.Client, tenantAPI, "DatabaseBinding", ns, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +158,7 @@ func TestTenantEndToEnd(t *testing.T) {
 	}
 	readyAt, created := readySince(db), es.GetCreationTimestamp()
 	if readyAt.IsZero() || created.Before(&readyAt) {
-		t.Errorf("ExternalSecret created %s, Database Ready since %s", es.GetCreationTimestamp(), readyAt)
+		t.Errorf("ExternalSecret created %s, binding Ready since %s", es.GetCreationTimestamp(), readyAt)
 	}
 	got := map[string]string{}
 	for _, f := range [][]string{{"database"}, {"loginRole"}, {"credential", "secretRef", "name"}} {
@@ -201,11 +187,11 @@ func TestTenantEndToEnd(t *testing.T) {
 			continue
 		}
 		y, _ := yaml.Marshal(live.Object["status"])
-		d, _ := tenantkit.Get(ctx, env.Kube.Client, tenantAPI, "Database", ns, name)
+		d, _ := tenantkit.Get(ctx, env.Kube.Client, tenantAPI, "DatabaseBinding", ns, name)
 		e, _ := tenantkit.Get(ctx, env.Kube.Client, "external-secrets.io/v1", "ExternalSecret", ns, "shared-shop-postgresql")
 		dy, _ := yaml.Marshal(d.Object["status"])
 		ey, _ := yaml.Marshal(e.Object["status"])
-		t.Logf("the Tenant left Ready; status:\n%s\nDatabase status:\n%s\nExternalSecret status:\n%s", y, dy, ey)
+		t.Logf("the Tenant left Ready; status:\n%s\nbinding status:\n%s\nExternalSecret status:\n%s", y, dy, ey)
 		healed := false
 		for back := time.Now().Add(30 * time.Second); time.Now().Before(back) && !healed; time.Sleep(200 * time.Millisecond) {
 			again, err := tenantkit.Get(ctx, env.Kube.Client, tenantAPI, "Tenant", ns, name)
@@ -237,7 +223,7 @@ func readySince(u *unstructured.Unstructured) metav1.Time {
 // One namespace cannot read another's record: ESO authenticates as the
 // ExternalSecret's namespace and the policy is templated on it.
 func TestAnotherNamespaceCannotReadTheRecord(t *testing.T) {
-	secret := tenant(t, "intruder", "shop", "postgresql-tenants/shop/shop", false)
+	secret := tenant(t, "intruder", "shop", "postgresql-tenants/shop/shop")
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		st, msg := esReady("intruder", secret)

@@ -24,11 +24,12 @@ const (
 // stopped ESO (whose Secret cleanup the app must not outlive) would.
 const holdFinalizer = "test.ayatori.ddupan.top/hold"
 
-// deleteAndWatch deletes the Tenant and polls until its Database is gone,
-// returning when the ExternalSecret and the Database were first seen gone.
-// With hold, the ExternalSecret is held by a finalizer for a while first:
-// the Database must not even start deleting during that time.
-func deleteAndWatch(ctx context.Context, t *testing.T, apiVersion, ns, name string, hold bool) (esGone, dbGone time.Time) {
+// deleteAndWatch deletes the Tenant and polls until its DatabaseBinding is
+// gone, returning when the ExternalSecret and the binding were first seen
+// gone. With hold, the ExternalSecret is held by a finalizer for a while
+// first: the binding must not even start releasing during that time.
+func deleteAndWatch(ctx context.Context, t *testing.T, apiVersion, ns, name string, hold bool) (esGone, bindingGone time.Time) {
+	var dbGone time.Time
 	t.Helper()
 	es := "shared-" + name + "-postgresql"
 	if hold {
@@ -50,7 +51,7 @@ func deleteAndWatch(ctx context.Context, t *testing.T, apiVersion, ns, name stri
 	}
 	if hold {
 		// Wait until the ExternalSecret is being deleted, then give the
-		// Database every chance to be deleted too.
+		// binding every chance to be deleted too.
 		for {
 			o, err := tenantkit.Get(ctx, env.Kube.Client, "external-secrets.io/v1", "ExternalSecret", ns, es)
 			if err != nil {
@@ -65,9 +66,9 @@ func deleteAndWatch(ctx context.Context, t *testing.T, apiVersion, ns, name stri
 			time.Sleep(50 * time.Millisecond)
 		}
 		time.Sleep(5 * time.Second)
-		db, err := tenantkit.Get(ctx, env.Kube.Client, tenantAPI, "Database", ns, name)
-		if err != nil || db.GetDeletionTimestamp() != nil {
-			t.Fatalf("the Database is being deleted (%v) while the ExternalSecret still exists", err)
+		b, err := tenantkit.Get(ctx, env.Kube.Client, tenantAPI, "DatabaseBinding", ns, name)
+		if err != nil || b.GetDeletionTimestamp() != nil {
+			t.Fatalf("the binding is being deleted (%v) while the ExternalSecret still exists", err)
 		}
 		if ok, _ := tenantkit.ServerHas(ctx, t, env, name, name); !ok {
 			t.Fatal("the database was dropped while the ExternalSecret still exists")
@@ -86,11 +87,11 @@ func deleteAndWatch(ctx context.Context, t *testing.T, apiVersion, ns, name stri
 		if _, err := tenantkit.Get(ctx, env.Kube.Client, "external-secrets.io/v1", "ExternalSecret", ns, es); apierrors.IsNotFound(err) && esGone.IsZero() {
 			esGone = now
 		}
-		if _, err := tenantkit.Get(ctx, env.Kube.Client, tenantAPI, "Database", ns, name); apierrors.IsNotFound(err) && dbGone.IsZero() {
+		if _, err := tenantkit.Get(ctx, env.Kube.Client, tenantAPI, "DatabaseBinding", ns, name); apierrors.IsNotFound(err) && dbGone.IsZero() {
 			dbGone = now
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("after deleting the Tenant: ExternalSecret gone %v, Database gone %v; crossplane log:\n%s", !esGone.IsZero(), !dbGone.IsZero(), testenv.Tail(env.Crossplane.LogFile(), 20))
+			t.Fatalf("after deleting the Tenant: ExternalSecret gone %v, binding gone %v; crossplane log:\n%s", !esGone.IsZero(), !dbGone.IsZero(), testenv.Tail(env.Crossplane.LogFile(), 20))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -110,6 +111,16 @@ func deleteAndWatch(ctx context.Context, t *testing.T, apiVersion, ns, name stri
 	return esGone, dbGone
 }
 
+// databaseOf is the name of the Database provisioned for the Tenant.
+func databaseOf(ctx context.Context, t *testing.T, apiVersion, ns, name string) string {
+	t.Helper()
+	tn, err := tenantkit.Get(ctx, env.Kube.Client, apiVersion, "Tenant", ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "tenant-" + string(tn.GetUID())
+}
+
 // The legacy claim goes the same way as the Tenant: Ready, and a Secret that
 // logs in, in the claim's namespace.
 func TestLegacyClaimEndToEnd(t *testing.T) {
@@ -122,40 +133,64 @@ func TestLegacyClaimEndToEnd(t *testing.T) {
 	tenantkit.CheckSecretLogsIn(ctx, t, env, "ledger", "shared-ledger-postgresql")
 }
 
-// Retain (the default): deleting the Tenant removes the Kubernetes objects,
-// the app's Secret first, and keeps the database, the role and the
-// credential record.
+// Retain (the default): deleting the Tenant removes the Tenant's
+// Kubernetes objects, the app's Secret first, and releases the Database:
+// it stays, Released, with the database, the role and the credential
+// record; only the namespace's copy of the credential goes.
 func TestTenantDeletedWithRetain(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	tenantkit.NewTenant(ctx, t, env, tenantAPI, "keep", "keep", "{instanceRef: shared}")
-	esGone, dbGone := deleteAndWatch(ctx, t, tenantAPI, "keep", "keep", false)
-	if dbGone.Before(esGone) {
-		t.Errorf("the Database went (%s) before the ExternalSecret (%s)", dbGone.Format(time.StampMilli), esGone.Format(time.StampMilli))
+	db := databaseOf(ctx, t, tenantAPI, "keep", "keep")
+	esGone, bindingGone := deleteAndWatch(ctx, t, tenantAPI, "keep", "keep", false)
+	if bindingGone.Before(esGone) {
+		t.Errorf("the binding went (%s) before the ExternalSecret (%s)", bindingGone.Format(time.StampMilli), esGone.Format(time.StampMilli))
 	}
-	if db, role := tenantkit.ServerHas(ctx, t, env, "keep", "keep"); !db || !role {
-		t.Errorf("Retain: database kept %v, role kept %v", db, role)
+	if ok, role := tenantkit.ServerHas(ctx, t, env, "keep", "keep"); !ok || !role {
+		t.Errorf("Retain: database kept %v, role kept %v", ok, role)
 	}
-	if tenantkit.RecordVersions(ctx, t, env, "postgresql-tenants/keep/keep") == 0 {
+	if tenantkit.RecordVersions(ctx, t, env, tenantkit.RecordPath(db)) == 0 {
 		t.Error("Retain: the credential record is gone")
+	}
+	if tenantkit.RecordVersions(ctx, t, env, tenantkit.DeliveryPath("keep", "keep")) != 0 {
+		t.Error("Retain: the namespace's copy of the credential survived the release")
+	}
+	u, err := tenantkit.Get(ctx, env.Kube.Client, tenantAPI, "Database", "", db)
+	if err != nil {
+		t.Fatalf("Retain: the Database is gone: %v", err)
+	}
+	if p, _, _ := unstructured.NestedString(u.Object, "status", "binding", "phase"); p != "Released" {
+		t.Errorf("Retain: the Database is %q, want Released", p)
 	}
 }
 
-// Delete: the Database is not even deleted while the ExternalSecret (held
-// by a finalizer here) exists, thanks to the composed Usage; then the
-// database, the role and every version of the record are gone.
+// Delete (the instance's default reclaim policy): the binding does not even
+// start releasing while the ExternalSecret (held by a finalizer here)
+// exists, thanks to the composed Usage; then the Database is deleted and
+// the database, the role and every version of the record are gone.
 func TestTenantDeletedWithDelete(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	tenantkit.NewTenant(ctx, t, env, tenantAPI, "drop", "drop", "{instanceRef: shared, deletionPolicy: Delete}")
-	esGone, dbGone := deleteAndWatch(ctx, t, tenantAPI, "drop", "drop", true)
-	if dbGone.Before(esGone) {
-		t.Errorf("the Database went (%s) before the ExternalSecret (%s)", dbGone.Format(time.StampMilli), esGone.Format(time.StampMilli))
+	tenantkit.NewTenant(ctx, t, env, tenantAPI, "drop", "drop", "{instanceRef: "+tenantkit.DeleteInstance+"}")
+	db := databaseOf(ctx, t, tenantAPI, "drop", "drop")
+	esGone, bindingGone := deleteAndWatch(ctx, t, tenantAPI, "drop", "drop", true)
+	if bindingGone.Before(esGone) {
+		t.Errorf("the binding went (%s) before the ExternalSecret (%s)", bindingGone.Format(time.StampMilli), esGone.Format(time.StampMilli))
 	}
-	if db, role := tenantkit.ServerHas(ctx, t, env, "drop", "drop"); db || role {
-		t.Errorf("Delete: database still there %v, role still there %v", db, role)
+	for {
+		_, err := tenantkit.Get(ctx, env.Kube.Client, tenantAPI, "Database", "", db)
+		if apierrors.IsNotFound(err) {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("Delete: the Database %s is still there", db)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	if tenantkit.RecordVersions(ctx, t, env, "postgresql-tenants/drop/drop") > 0 {
+	if ok, role := tenantkit.ServerHas(ctx, t, env, "drop", "drop"); ok || role {
+		t.Errorf("Delete: database still there %v, role still there %v", ok, role)
+	}
+	if tenantkit.RecordVersions(ctx, t, env, tenantkit.RecordPath(db)) > 0 {
 		t.Error("Delete: the credential record is still there")
 	}
 }
