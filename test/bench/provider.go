@@ -25,8 +25,6 @@ import (
 	"ddupan.top/provider-postgresql-tenant/internal/testenv"
 )
 
-// benchNamespace holds the benchmark's Databases.
-const benchNamespace = "bench"
 
 // providerProc is the provider binary running as a separate process.
 type providerProc struct {
@@ -176,9 +174,8 @@ func createDatabases(ctx context.Context, b *benchEnv, n int) error {
 		return errors.New("examples/database/database.yaml must hold exactly one Database")
 	}
 	tmpl := objs[0]
-	if err := b.Kube.EnsureNamespace(ctx, benchNamespace); err != nil {
-		return err
-	}
+	// The example is reserved for one Tenant; the benchmark's are not.
+	unstructured.RemoveNestedField(tmpl.Object, "spec", "claimRef")
 	work := make(chan int)
 	errs := make(chan error, n)
 	var wg sync.WaitGroup
@@ -188,8 +185,11 @@ func createDatabases(ctx context.Context, b *benchEnv, n int) error {
 			defer wg.Done()
 			for i := range work {
 				o := tmpl.DeepCopy()
-				o.SetNamespace(benchNamespace)
 				o.SetName(databaseName(i))
+				if err := unstructured.SetNestedField(o.Object, databaseName(i), "spec", "forProvider", "database"); err != nil {
+					errs <- err
+					continue
+				}
 				if err := b.kube.Create(ctx, o); err != nil {
 					errs <- err
 				}
@@ -257,7 +257,7 @@ func waitWatch(ctx context.Context, b *benchEnv, p *providerProc, n int, seen ma
 		return fmt.Errorf("only %d/%d Databases Ready in time (not ready by reason: %v)", len(seen), n, countReasons(notReady))
 	}
 	l := &v1alpha1.DatabaseList{}
-	if err := b.kube.List(ctx, l, client.InNamespace(benchNamespace)); err != nil {
+	if err := b.kube.List(ctx, l); err != nil {
 		if ctx.Err() != nil {
 			return late()
 		}
@@ -266,7 +266,7 @@ func waitWatch(ctx context.Context, b *benchEnv, p *providerProc, n int, seen ma
 	for i := range l.Items {
 		note(&l.Items[i])
 	}
-	w, err := b.kube.Watch(ctx, &v1alpha1.DatabaseList{}, client.InNamespace(benchNamespace), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: l.ResourceVersion}})
+	w, err := b.kube.Watch(ctx, &v1alpha1.DatabaseList{}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: l.ResourceVersion}})
 	if err != nil {
 		if ctx.Err() != nil {
 			return late()
@@ -315,7 +315,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 // describeNotReady lists up to 5 Databases that are not Ready, for errors.
 func describeNotReady(ctx context.Context, b *benchEnv) string {
 	l := &v1alpha1.DatabaseList{}
-	if err := b.kube.List(ctx, l, client.InNamespace(benchNamespace)); err != nil {
+	if err := b.kube.List(ctx, l); err != nil {
 		return err.Error()
 	}
 	var out []string

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
+	"ddupan.top/provider-postgresql-tenant/internal/options"
 	"ddupan.top/provider-postgresql-tenant/internal/testenv"
 	"ddupan.top/provider-postgresql-tenant/internal/testenv/inproc"
 )
@@ -126,21 +127,20 @@ func TestDatabaseLifecycleOnAManagedLikeServer(t *testing.T) {
 		t.Errorf("config message %q", m)
 	}
 
-	if err := env.Kube.EnsureNamespace(ctx, "shop"); err != nil {
-		t.Fatal(err)
-	}
 	newDB := func(name string, exts ...string) *v1alpha1.Database {
 		return &v1alpha1.Database{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name},
+			ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: v1alpha1.DatabaseSpec{
-				ManagedResourceSpec: xpv2.ManagedResourceSpec{
-					ProviderConfigReference: &xpv2.ProviderConfigReference{Kind: v1alpha1.ClusterProviderConfigKind, Name: "managed"},
+				ClusterManagedResourceSpec: xpv2.ClusterManagedResourceSpec{
+					ProviderConfigReference: &xpv2.Reference{Name: "managed"},
 					ManagementPolicies:      xpv2.ManagementPolicies{xpv2.ManagementActionAll},
 				},
-				ForProvider: v1alpha1.DatabaseParameters{Extensions: exts},
+				ReclaimPolicy: v1alpha1.ReclaimDelete,
+				ForProvider:   v1alpha1.DatabaseParameters{Database: name, Extensions: exts},
 			},
 		}
 	}
+	record := func(name string) string { return options.DefaultDatabaseBasePath + "/" + name }
 
 	// An extension outside the allow-list: refused before any write.
 	denied := newDB("denied", "citext")
@@ -160,7 +160,7 @@ func TestDatabaseLifecycleOnAManagedLikeServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	kv := root.KVv2(env.OpenBao.KVMount)
-	if _, err := kv.GetMetadata(ctx, env.OpenBao.TenantBasePath+"/shop/denied"); err == nil {
+	if _, err := kv.GetMetadata(ctx, record("denied")); err == nil {
 		t.Error("a credential record was written for an extension outside the allow-list")
 	}
 
@@ -170,7 +170,7 @@ func TestDatabaseLifecycleOnAManagedLikeServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	await(t, d, "Ready", func(d *v1alpha1.Database) bool { return readyReason(d.GetCondition(xpv2.TypeReady)) == "Ready" })
-	sec, err := kv.Get(ctx, env.OpenBao.TenantBasePath+"/shop/shop")
+	sec, err := kv.Get(ctx, record("shop"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestDatabaseLifecycleOnAManagedLikeServer(t *testing.T) {
 	if exists(t, "role", "shop") || exists(t, "database", "shop") {
 		t.Error("Delete left the role or the database")
 	}
-	if _, err := kv.GetMetadata(ctx, env.OpenBao.TenantBasePath+"/shop/shop"); err == nil {
+	if _, err := kv.GetMetadata(ctx, record("shop")); err == nil {
 		t.Error("Delete left the credential record")
 	}
 	for _, s := range []string{managed.AdminPassword, sec.Data["password"].(string)} {

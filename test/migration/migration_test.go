@@ -163,16 +163,13 @@ func TestMigrationRunbookDrill(t *testing.T) {
 	}
 
 	// Step 2: the new database with the same extensions (a Database here;
-	// a Tenant composes exactly this one).
+	// a Tenant's binding provisions exactly this one).
 	d := &v1alpha1.Database{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "legacy", Name: "legacy"},
+		ObjectMeta: metav1.ObjectMeta{Name: "legacy"},
 		Spec: v1alpha1.DatabaseSpec{
-			ManagedResourceSpec: xpv2.ManagedResourceSpec{ProviderConfigReference: &xpv2.ProviderConfigReference{Kind: v1alpha1.ClusterProviderConfigKind, Name: tenantkit.Instance}},
-			ForProvider:         v1alpha1.DatabaseParameters{Extensions: before.Extensions},
+			ClusterManagedResourceSpec: xpv2.ClusterManagedResourceSpec{ProviderConfigReference: &xpv2.Reference{Name: tenantkit.Instance}},
+			ForProvider:                v1alpha1.DatabaseParameters{Database: "legacy", Extensions: before.Extensions},
 		},
-	}
-	if err := env.Kube.EnsureNamespace(ctx, "legacy"); err != nil {
-		t.Fatal(err)
 	}
 	if err := env.Kube.Client.Create(ctx, d); err != nil {
 		t.Fatal(err)
