@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"ddupan.top/provider-postgresql-tenant/internal/testenv"
@@ -59,26 +60,54 @@ func setup(t *testing.T) context.Context {
 	return ctx
 }
 
-func TestTenantDefaults(t *testing.T) {
+func TestTenantAdmits(t *testing.T) {
 	for _, g := range groups {
-		t.Run(g, func(t *testing.T) { testTenantDefaults(t, g) })
+		t.Run(g, func(t *testing.T) { testTenantAdmits(t, g) })
 	}
 }
 
-func testTenantDefaults(t *testing.T, g string) {
-	ctx := setup(t)
-	u := tenant(g, "netbox", "  instanceRef: shared\n  extensions: [pg_trgm]\n")
-	if err := env.Kube.Client.Create(ctx, u); err != nil {
-		t.Fatalf("the architecture's example Tenant was rejected: %v", err)
+func testTenantAdmits(t *testing.T, g string) {
+	cases := map[string]struct{ name, spec string }{
+		"Dynamic": {name: "netbox", spec: "  instanceRef: shared\n  extensions: [pg_trgm]\n"},
+		// '-' and '.' become '_': my-app.v2 makes the database my_app_v2.
+		"NameMadeIdentifier": {name: "my-app.v2", spec: "  instanceRef: shared\n"},
+		// A name that makes no identifier is fine with spec.database.
+		"ExplicitDatabase": {name: "9lives", spec: "  instanceRef: shared\n  database: lives\n"},
+		"ExplicitNames":    {name: "pg-stat", spec: "  instanceRef: shared\n  database: stats\n  loginRole: stats_owner\n"},
+		"Static":           {name: "wiki", spec: "  databaseRef: legacy-wiki\n  extensions: [citext]\n"},
+		"StaticAnyName":    {name: "postgres", spec: "  databaseRef: legacy-wiki\n"},
+		"StaticSecretName": {name: "wiki2", spec: "  databaseRef: legacy-wiki\n  credential: {secretName: wiki-db}\n"},
 	}
-	got, _, _ := unstructured.NestedString(u.Object, "spec", "deletionPolicy")
-	if diff := cmp.Diff("Retain", got); diff != "" {
-		t.Errorf("default deletionPolicy: -want +got:\n%s", diff)
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ctx := setup(t)
+			if err := env.Kube.Client.Create(ctx, tenant(g, tc.name, tc.spec)); err != nil {
+				t.Errorf("rejected: %v", err)
+			}
+		})
 	}
-	// A name that is no identifier works with both names given.
-	ok := tenant(g, "my-app", "  instanceRef: shared\n  database: my_app\n  loginRole: my_app\n")
-	if err := env.Kube.Client.Create(ctx, ok); err != nil {
-		t.Errorf("explicit names rejected: %v", err)
+}
+
+// An app team does not choose what deleting its Tenant drops: the field that
+// let it is gone, so kubectl's strict field validation refuses it and a
+// lenient client sees it pruned.
+func TestTenantHasNoDeletionPolicy(t *testing.T) {
+	for _, g := range groups {
+		t.Run(g, func(t *testing.T) {
+			ctx := setup(t)
+			const spec = "  instanceRef: shared\n  deletionPolicy: Delete\n"
+			err := env.Kube.Client.Create(ctx, tenant(g, "reclaim1", spec), client.FieldValidation("Strict"))
+			if err == nil || !strings.Contains(err.Error(), `unknown field "spec.deletionPolicy"`) {
+				t.Errorf("strict create: %v, want unknown field spec.deletionPolicy", err)
+			}
+			u := tenant(g, "reclaim2", spec)
+			if err := env.Kube.Client.Create(ctx, u); err != nil {
+				t.Fatal(err)
+			}
+			if v, found, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "deletionPolicy"); found {
+				t.Errorf("spec.deletionPolicy stored as %v, want it pruned", v)
+			}
+		})
 	}
 }
 
@@ -95,15 +124,23 @@ func testTenantRejectsBadInput(t *testing.T, g string) {
 	cases := map[string]struct {
 		name, spec, field, msg string
 	}{
-		"NoInstance":            {name: "a1", spec: "  database: a1\n", field: "spec.instanceRef", msg: "Required value"},
-		"NameNotAnIdentifier":   {name: "my-app", spec: "  instanceRef: shared\n  loginRole: my_app\n", field: "spec.database", msg: "set spec.database"},
-		"LoginRoleNeeded":       {name: "my-app", spec: "  instanceRef: shared\n  database: my_app\n", field: "spec.loginRole", msg: "set spec.loginRole"},
+		"NeitherInstanceNorDatabase": {name: "a1", spec: "  database: a1\n", field: "spec.instanceRef", msg: "set exactly one of spec.instanceRef"},
+		"BothInstanceAndDatabase":    {name: "a1", spec: "  instanceRef: shared\n  databaseRef: legacy-a1\n", field: "spec.instanceRef", msg: "set exactly one of spec.instanceRef"},
+		"StaticWithDatabase":         {name: "b1", spec: "  databaseRef: legacy-b1\n  database: b1\n", field: "spec.databaseRef", msg: "leave spec.database and spec.loginRole unset"},
+		"StaticWithLoginRole":        {name: "b2", spec: "  databaseRef: legacy-b2\n  loginRole: b2\n", field: "spec.databaseRef", msg: "leave spec.database and spec.loginRole unset"},
+		"BadDatabaseRef":             {name: "b3", spec: "  databaseRef: Legacy_B3\n", field: "spec.databaseRef", msg: "should match"},
+		// A dynamic Tenant without spec.database needs a name that makes
+		// an identifier, and not one of PostgreSQL's own.
+		"NameNotAnIdentifier": {name: "9lives", spec: "  instanceRef: shared\n  loginRole: lives\n", field: "spec.database", msg: "does not make a PostgreSQL identifier"},
+		"NameMakesReserved":   {name: "pg-stat", spec: "  instanceRef: shared\n", field: "spec.database", msg: "PostgreSQL's own database and role names): set spec.database"},
+		"NameIsReserved":      {name: "postgres", spec: "  instanceRef: shared\n", field: "spec.database", msg: "PostgreSQL's own database and role names): set spec.database"},
+		// Crossplane limits a Tenant's name to 63 characters (a label value).
+		"NameTooLong":           {name: strings.Repeat("n", 64), spec: "  instanceRef: shared\n  database: nn\n", field: "metadata.name", msg: "Too long"},
 		"DatabaseNotIdentifier": {name: "a2", spec: "  instanceRef: shared\n  database: Bad-Name\n", field: "spec.database", msg: "should match"},
 		"SystemDatabase":        {name: "a3", spec: "  instanceRef: shared\n  database: postgres\n", field: "spec.database", msg: "PostgreSQL's own database and role names"},
 		"ReservedAsARole":       {name: "a9", spec: "  instanceRef: shared\n  database: pg_catalog\n", field: "spec.database", msg: "must not start with pg_"},
 		"ReservedLoginRole":     {name: "a4", spec: "  instanceRef: shared\n  loginRole: pg_read_all_data\n", field: "spec.loginRole", msg: "start with pg_"},
 		"BadExtension":          {name: "a5", spec: "  instanceRef: shared\n  extensions: [uuid-ossp]\n", field: "spec.extensions[0]", msg: "should match"},
-		"BadDeletionPolicy":     {name: "a6", spec: "  instanceRef: shared\n  deletionPolicy: Orphan\n", field: "spec.deletionPolicy", msg: "Unsupported value"},
 		"SecretNameTooLong":     {name: long + "b", spec: fmt.Sprintf("  instanceRef: %s\n", longRef), field: "spec.credential.secretName", msg: "241"},
 		"BadSecretName":         {name: "a8", spec: "  instanceRef: shared\n  credential: {secretName: Not_A_Name}\n", field: "spec.credential.secretName", msg: "should match"},
 	}
@@ -119,11 +156,15 @@ func testTenantRejectsBadInput(t *testing.T, g string) {
 			}
 		})
 	}
-	// With an explicit Secret name, a long Tenant name is fine.
+	// With an explicit Secret name, a long Tenant name is fine; a static
+	// Tenant's default Secret name has no instance in it.
 	ctx := setup(t)
 	ok := tenant(g, long+"d", fmt.Sprintf("  instanceRef: %s\n  credential: {secretName: short}\n", longRef))
 	if err := env.Kube.Client.Create(ctx, ok); err != nil {
 		t.Errorf("long names with an explicit secretName rejected: %v", err)
+	}
+	if err := env.Kube.Client.Create(ctx, tenant(g, long+"e", "  databaseRef: legacy\n")); err != nil {
+		t.Errorf("a static Tenant with a long name rejected: %v", err)
 	}
 }
 
@@ -142,9 +183,28 @@ func testTenantImmutableFields(t *testing.T, g string) {
 			change: func(u *unstructured.Unstructured) {
 				_ = unstructured.SetNestedField(u.Object, "other", "spec", "instanceRef")
 			}},
+		"DatabaseRef": {spec: "  databaseRef: first\n", field: "spec.databaseRef", msg: "immutable",
+			change: func(u *unstructured.Unstructured) {
+				_ = unstructured.SetNestedField(u.Object, "second", "spec", "databaseRef")
+			}},
+		// A dynamic Tenant does not become a static one (nor back).
+		"DynamicToStatic": {spec: "  instanceRef: shared\n", field: "spec.databaseRef", msg: "immutable",
+			change: func(u *unstructured.Unstructured) {
+				unstructured.RemoveNestedField(u.Object, "spec", "instanceRef")
+				_ = unstructured.SetNestedField(u.Object, "legacy", "spec", "databaseRef")
+			}},
+		"StaticToDynamic": {spec: "  databaseRef: legacy\n", field: "spec.instanceRef", msg: "immutable",
+			change: func(u *unstructured.Unstructured) {
+				unstructured.RemoveNestedField(u.Object, "spec", "databaseRef")
+				_ = unstructured.SetNestedField(u.Object, "shared", "spec", "instanceRef")
+			}},
 		"Database": {spec: "  instanceRef: shared\n  database: first\n", field: "spec.database", msg: "immutable",
 			change: func(u *unstructured.Unstructured) {
 				_ = unstructured.SetNestedField(u.Object, "second", "spec", "database")
+			}},
+		"LoginRole": {spec: "  instanceRef: shared\n  loginRole: first\n", field: "spec.loginRole", msg: "immutable",
+			change: func(u *unstructured.Unstructured) {
+				_ = unstructured.SetNestedField(u.Object, "second", "spec", "loginRole")
 			}},
 		"ExtensionRemoved": {spec: "  instanceRef: shared\n  extensions: [pg_trgm, citext]\n", field: "spec.extensions", msg: "append-only",
 			change: func(u *unstructured.Unstructured) {
@@ -210,5 +270,27 @@ func TestLegacySchemaMatchesTenant(t *testing.T) {
 	}
 	if diff := cmp.Diff(load("xrd.yaml"), load(filepath.Join("legacy", "xrd.yaml"))); diff != "" {
 		t.Errorf("Tenant vs legacy claim schema: -tenant +legacy:\n%s", diff)
+	}
+}
+
+// The example Tenants an app team copies are admitted as they stand.
+func TestExampleTenantsAdmitted(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, f := range []string{"tenant.yaml", "tenant-static.yaml"} {
+		b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "examples", "tenant", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(b, &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		if err := env.Kube.EnsureNamespace(ctx, u.GetNamespace()); err != nil {
+			t.Fatal(err)
+		}
+		if err := env.Kube.Client.Create(ctx, u, client.FieldValidation("Strict")); err != nil {
+			t.Errorf("%s rejected: %v", f, err)
+		}
 	}
 }
