@@ -31,5 +31,5 @@ rm -f apis/v1alpha1/zz_generated.managed*.go apis/v1alpha1/zz_generated.pc*.go
   --filename-pc=zz_generated.pc_cluster.go --filename-pcu=zz_generated.pcu_cluster.go \
   --filename-pcu-list=zz_generated.pculist_cluster.go ./apis/...
 unset GOFLAGS
-go run ./hack/crdpatch package/crds/database.ayatori.ddupan.top_databases.yaml
+go run ./hack/crdpatch package/crds/database.ayatori.ddupan.top_databases.yaml package/crds/database.ayatori.ddupan.top_databasebindings.yaml
 go run ./hack/configgen

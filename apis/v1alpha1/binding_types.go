@@ -118,6 +118,8 @@ type DatabaseBindingObservation struct {
 }
 
 // A DatabaseBindingSpec defines the desired state of a DatabaseBinding.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.forProvider.databaseRef) || (has(self.providerConfigRef) && self.providerConfigRef.kind == 'ClusterProviderConfig')",message="a dynamic binding names its instance in spec.providerConfigRef (kind ClusterProviderConfig)",fieldPath=".providerConfigRef"
 type DatabaseBindingSpec struct {
 	xpv2.ManagedResourceSpec `json:",inline"`
 

@@ -194,6 +194,7 @@ type DatabaseObservation struct {
 
 // A DatabaseSpec defines the desired state of a Database.
 //
+// +kubebuilder:validation:XValidation:rule="has(self.providerConfigRef) && size(self.providerConfigRef.name) > 0",message="spec.providerConfigRef.name must name the ClusterProviderConfig (the server) of this Database",fieldPath=".providerConfigRef"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.providerConfigRef) || (has(self.providerConfigRef) && self.providerConfigRef.name == oldSelf.providerConfigRef.name)",message="spec.providerConfigRef is immutable once set: a Database cannot move to another server",fieldPath=".providerConfigRef",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="!has(self.reclaimPolicy) || self.reclaimPolicy != 'Delete' || !has(self.managementPolicies) || self.managementPolicies.exists(p, p == 'Delete' || p == '*')",message="spec.reclaimPolicy Delete needs Delete (or \"*\") in spec.managementPolicies: without it the provider is never called to drop anything",fieldPath=".reclaimPolicy"
 //

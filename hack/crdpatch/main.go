@@ -1,8 +1,14 @@
-// Command crdpatch adjusts what controller-gen cannot express: the default of
-// spec.managementPolicies of the Database CRD, which is inherited from
-// Crossplane's embedded ManagedResourceSpec as ["*"] (Delete included). The
-// provider's default must keep data, so it becomes
-// v1alpha1.DefaultManagementPolicies. It runs as part of `make generate`.
+// Command crdpatch adjusts what controller-gen cannot express in defaults
+// inherited from Crossplane's embedded managed resource specs. It runs as
+// part of `make generate` on the Database and DatabaseBinding CRDs:
+//
+//   - Database: spec.managementPolicies defaults to
+//     v1alpha1.DefaultManagementPolicies instead of ["*"] (its description
+//     says what reclaimPolicy decides);
+//   - both: spec.providerConfigRef has no default (Crossplane's is
+//     {name: default}). A Database must name its server; a DatabaseBinding
+//     names one only for dynamic provisioning, and a static binding takes
+//     the bound Database's.
 package main
 
 import (
@@ -17,18 +23,21 @@ import (
 )
 
 const description = `ManagementPolicies specify the actions the provider may take on the
-database. The default omits Delete: deleting a Database never drops anything
-unless Delete (or "*") is listed explicitly. A list without Create is a
-read-only import of an existing database.`
+database. A list without Create is a read-only import of an existing
+database; without Update, differences are reported and not repaired. The
+default includes Delete so that the provider is called when the Database is
+deleted: whether it drops anything is decided by spec.reclaimPolicy alone.`
 
 func main() {
-	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: crdpatch package/crds/<group>_databases.yaml")
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: crdpatch package/crds/<group>_databases.yaml package/crds/<group>_databasebindings.yaml")
 		os.Exit(2)
 	}
-	if err := patch(os.Args[1]); err != nil {
-		fmt.Fprintln(os.Stderr, "crdpatch:", err)
-		os.Exit(1)
+	for _, f := range os.Args[1:] {
+		if err := patch(f); err != nil {
+			fmt.Fprintln(os.Stderr, "crdpatch:", err)
+			os.Exit(1)
+		}
 	}
 }
 
@@ -46,7 +55,16 @@ func patch(path string) error {
 	if len(versions) == 0 {
 		return fmt.Errorf("%s: no spec.versions", path)
 	}
+	kind, _ := dig(crd, "spec", "names", "kind").(string)
 	for _, v := range versions {
+		pcr, ok := dig(v, "schema", "openAPIV3Schema", "properties", "spec", "properties", "providerConfigRef").(map[string]any)
+		if !ok {
+			return fmt.Errorf("%s: no spec.providerConfigRef in the schema", path)
+		}
+		delete(pcr, "default")
+		if kind != v1alpha1.DatabaseKind {
+			continue
+		}
 		mp, ok := dig(v, "schema", "openAPIV3Schema", "properties", "spec", "properties", "managementPolicies").(map[string]any)
 		if !ok {
 			return fmt.Errorf("%s: no spec.managementPolicies in the schema", path)
