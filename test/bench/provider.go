@@ -25,7 +25,6 @@ import (
 	"ddupan.top/provider-postgresql-tenant/internal/testenv"
 )
 
-
 // providerProc is the provider binary running as a separate process.
 type providerProc struct {
 	cmd         *exec.Cmd

@@ -28,10 +28,10 @@ const holdFinalizer = "test.ayatori.ddupan.top/hold"
 // gone, returning when the ExternalSecret and the binding were first seen
 // gone. With hold, the ExternalSecret is held by a finalizer for a while
 // first: the binding must not even start releasing during that time.
-func deleteAndWatch(ctx context.Context, t *testing.T, apiVersion, ns, name string, hold bool) (esGone, bindingGone time.Time) {
+func deleteAndWatch(ctx context.Context, t *testing.T, apiVersion, instance, ns, name string, hold bool) (esGone, bindingGone time.Time) {
 	var dbGone time.Time
 	t.Helper()
-	es := "shared-" + name + "-postgresql"
+	es := tenantkit.InstanceSecretName(instance, name)
 	if hold {
 		o, err := tenantkit.Get(ctx, env.Kube.Client, "external-secrets.io/v1", "ExternalSecret", ns, es)
 		if err != nil {
@@ -142,7 +142,7 @@ func TestTenantDeletedWithRetain(t *testing.T) {
 	defer cancel()
 	tenantkit.NewTenant(ctx, t, env, tenantAPI, "keep", "keep", "{instanceRef: shared}")
 	db := databaseOf(ctx, t, tenantAPI, "keep", "keep")
-	esGone, bindingGone := deleteAndWatch(ctx, t, tenantAPI, "keep", "keep", false)
+	esGone, bindingGone := deleteAndWatch(ctx, t, tenantAPI, tenantkit.Instance, "keep", "keep", false)
 	if bindingGone.Before(esGone) {
 		t.Errorf("the binding went (%s) before the ExternalSecret (%s)", bindingGone.Format(time.StampMilli), esGone.Format(time.StampMilli))
 	}
@@ -173,7 +173,7 @@ func TestTenantDeletedWithDelete(t *testing.T) {
 	defer cancel()
 	tenantkit.NewTenant(ctx, t, env, tenantAPI, "drop", "drop", "{instanceRef: "+tenantkit.DeleteInstance+"}")
 	db := databaseOf(ctx, t, tenantAPI, "drop", "drop")
-	esGone, bindingGone := deleteAndWatch(ctx, t, tenantAPI, "drop", "drop", true)
+	esGone, bindingGone := deleteAndWatch(ctx, t, tenantAPI, tenantkit.DeleteInstance, "drop", "drop", true)
 	if bindingGone.Before(esGone) {
 		t.Errorf("the binding went (%s) before the ExternalSecret (%s)", bindingGone.Format(time.StampMilli), esGone.Format(time.StampMilli))
 	}

@@ -209,7 +209,7 @@ func TestNamespaceDeletion(t *testing.T) {
 				instance = tenantkit.DeleteInstance
 			}
 			tenantkit.NewTenant(ctx, t, env, api, ns, name, fmt.Sprintf("{instanceRef: %s, database: %s, loginRole: %s}", instance, db, db))
-			password := tenantkit.CheckSecretLogsIn(ctx, t, env, ns, tenantkit.SecretName(name))
+			password := tenantkit.CheckSecretLogsIn(ctx, t, env, ns, tenantkit.InstanceSecretName(instance, name))
 			dbName := dynDB(ctx, t, ns, name)
 			if err := env.Kube.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 				t.Fatal(err)

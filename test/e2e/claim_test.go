@@ -244,7 +244,7 @@ func TestImportStaticBindReleaseRebind(t *testing.T) {
 	importDatabase(ctx, t, dbName, database, "imports/erp", ns, tenant)
 
 	tn := tenantkit.NewTenant(ctx, t, env, api, ns, tenant, "{databaseRef: "+dbName+"}")
-	if got := tenantkit.CheckSecretLogsIn(ctx, t, env, ns, tenantkit.SecretName(tenant)); got != password {
+	if got := tenantkit.CheckSecretLogsIn(ctx, t, env, ns, tenantkit.StaticSecretName(tenant)); got != password {
 		t.Error("the static binding delivered another password than the imported one")
 	}
 	db := getDatabase(ctx, t, dbName)
@@ -307,7 +307,7 @@ func TestImportStaticBindReleaseRebind(t *testing.T) {
 		t.Fatal(err)
 	}
 	tenantkit.NewTenant(ctx, t, env, api, ns2, tenant2, "{databaseRef: "+dbName+"}")
-	dataKept(ctx, t, database, tenantkit.CheckSecretLogsIn(ctx, t, env, ns2, tenantkit.SecretName(tenant2)))
+	dataKept(ctx, t, database, tenantkit.CheckSecretLogsIn(ctx, t, env, ns2, tenantkit.StaticSecretName(tenant2)))
 }
 
 // Binding what is not open for binding is refused, and nothing is written:
@@ -340,7 +340,7 @@ func TestStaticBindingRefusals(t *testing.T) {
 	if v := tenantkit.RecordVersions(ctx, t, env, tenantkit.DeliveryPath(thief, thief)); v != 0 {
 		t.Error("the thief got a delivery copy")
 	}
-	if err := env.Kube.Client.Get(ctx, client.ObjectKey{Namespace: thief, Name: tenantkit.SecretName(thief)}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+	if err := env.Kube.Client.Get(ctx, client.ObjectKey{Namespace: thief, Name: tenantkit.StaticSecretName(thief)}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the thief got a Secret (%v)", err)
 	}
 

@@ -26,8 +26,14 @@ import (
 // appConn logs in with the Tenant's Secret, as the app would.
 func appConn(ctx context.Context, t *testing.T, ns, name string) *pgx.Conn {
 	t.Helper()
+	return appConnTo(ctx, t, ns, tenantkit.SecretName(name))
+}
+
+// appConnTo logs in with the Secret ns/secret.
+func appConnTo(ctx context.Context, t *testing.T, ns, secret string) *pgx.Conn {
+	t.Helper()
 	s := &corev1.Secret{}
-	if err := env.Kube.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: tenantkit.SecretName(name)}, s); err != nil {
+	if err := env.Kube.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: secret}, s); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := env.Postgres.ConnConfig(string(s.Data["username"]), string(s.Data["password"]), string(s.Data["database"]))
@@ -249,8 +255,8 @@ func TestDeleteWithTheProviderKilledAtEveryStep(t *testing.T) {
 			ns, name := fmt.Sprintf("delkill-%d", i), fmt.Sprintf("delkill%d", i)
 			tenantkit.NewTenant(ctx, t, env, api, ns, name, "{instanceRef: "+tenantkit.DeleteInstance+"}")
 			dbName := dynDB(ctx, t, ns, name)
-			live := appConn(ctx, t, ns, name)      // a session the deletion must end
-			defer live.Close(context.Background()) //nolint:errcheck // ended by the provider
+			live := appConnTo(ctx, t, ns, tenantkit.InstanceSecretName(tenantkit.DeleteInstance, name)) // a session the deletion must end
+			defer live.Close(context.Background())                                                      //nolint:errcheck // ended by the provider
 			prov.restart(ctx, t, "PPT_FAULT_KILL_BEFORE_STEP="+step)
 			tn, err := tenantkit.Get(ctx, env.Kube.Client, api, "Tenant", ns, name)
 			if err != nil {

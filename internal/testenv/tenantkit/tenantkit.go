@@ -136,7 +136,16 @@ func Phase(u *unstructured.Unstructured) string {
 }
 
 // SecretName is the default Secret of a Tenant on the shared instance.
-func SecretName(tenant string) string { return Instance + "-" + tenant + "-postgresql" }
+func SecretName(tenant string) string { return InstanceSecretName(Instance, tenant) }
+
+// InstanceSecretName is the default Secret of a dynamic Tenant on instance.
+func InstanceSecretName(instance, tenant string) string {
+	return instance + "-" + tenant + "-postgresql"
+}
+
+// StaticSecretName is the default Secret of a Tenant bound to an existing
+// Database (spec.databaseRef).
+func StaticSecretName(tenant string) string { return tenant + "-postgresql" }
 
 // NewTenant creates a Tenant (apiVersion TenantAPI or LegacyAPI) in app
 // namespace ns, with the reader service account, and waits until it is
