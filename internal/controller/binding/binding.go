@@ -1,0 +1,193 @@
+// Package binding reconciles DatabaseBindings: a Tenant's half of its
+// binding to a cluster-scoped Database. It provisions a Database
+// dynamically or claims an existing one, copies the bound Database's
+// credential to the Tenant's namespace, and releases the Database when the
+// binding is deleted.
+package binding
+
+import (
+	"context"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/controller"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/event"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/logging"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/meta"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/ratelimiter"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/reconciler/managed"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/resource"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/statemetrics"
+	corev1 "k8s.io/api/core/v1"
+	kerrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
+	"ddupan.top/provider-postgresql-tenant/internal/clients/openbao"
+	"ddupan.top/provider-postgresql-tenant/internal/options"
+	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
+)
+
+const errTrackUsage = "cannot track the ClusterProviderConfig usage"
+
+// KV is what the binder needs of OpenBao (openbao.Client).
+type KV interface {
+	Read(ctx context.Context, path string) (*openbao.Record, error)
+	Write(ctx context.Context, path string, data map[string]string, cas int) (int, error)
+	SetOwner(ctx context.Context, path string, owner map[string]string) error
+	ClaimPath(ctx context.Context, path string, owner map[string]string) error
+	Delete(ctx context.Context, path string) error
+}
+
+// Deps are what the DatabaseBinding controller works with.
+type Deps struct {
+	Options options.Options
+	KV      KV
+}
+
+// SetupGated registers the DatabaseBinding controller once its CRDs exist.
+func SetupGated(mgr ctrl.Manager, o controller.Options, d Deps) error {
+	o.Gate.Register(func() {
+		if err := Setup(mgr, o, d); err != nil {
+			mgr.GetLogger().Error(err, "cannot set up the DatabaseBinding controller")
+		}
+	}, v1alpha1.DatabaseBindingGroupVersionKind, v1alpha1.ProviderConfigUsageGroupVersionKind)
+	return nil
+}
+
+// Setup adds the DatabaseBinding controller to the manager.
+func Setup(mgr ctrl.Manager, o controller.Options, d Deps) error {
+	name := managed.ControllerName(v1alpha1.DatabaseBindingGroupKind)
+	if d.KV == nil {
+		return errors.New("the DatabaseBinding controller needs the OpenBao client")
+	}
+	recorder := event.NewAPIRecorder(mgr.GetEventRecorderFor(name)) //nolint:staticcheck // crossplane-runtime's event package still takes the legacy recorder.
+	log := o.Logger.WithValues("controller", name)
+	ro := []managed.ReconcilerOption{
+		managed.WithTypedExternalConnector[*v1alpha1.DatabaseBinding](&connector{
+			log:    log,
+			kube:   mgr.GetClient(),
+			reader: mgr.GetAPIReader(),
+			usage:  resource.NewProviderConfigUsageTracker(mgr.GetClient(), &v1alpha1.ProviderConfigUsage{}),
+			deps:   d,
+		}),
+		managed.WithLogger(log),
+		managed.WithPollInterval(o.PollInterval),
+		managed.WithRecorder(recorder),
+		managed.WithManagementPolicies(),
+		// A binding has no external name: the Database it binds is named
+		// by databaseRef or derived from the Tenant's UID.
+		managed.WithInitializers(),
+		// Create is idempotent (the dynamic name is deterministic, a claim
+		// write carries the resourceVersion read): an interrupted create
+		// is decided afresh, not blocked.
+		managed.WithDeterministicExternalName(true),
+		// The Kubernetes API is read-your-writes through the API reader;
+		// a stale cache only makes a retry lose a conflict.
+		managed.WithCreationGracePeriod(0),
+	}
+	if o.MetricOptions != nil {
+		ro = append(ro, managed.WithMetricRecorder(o.MetricOptions.MRMetrics))
+		if o.MetricOptions.MRStateMetrics != nil {
+			sm := statemetrics.NewMRStateRecorder(mgr.GetClient(), o.Logger, o.MetricOptions.MRStateMetrics, &v1alpha1.DatabaseBindingList{}, o.MetricOptions.PollStateMetricInterval)
+			if err := mgr.Add(sm); err != nil {
+				return errors.Wrap(err, "cannot register the DatabaseBinding state metrics recorder")
+			}
+		}
+	}
+
+	r := managed.NewReconciler(mgr, resource.ManagedKind(v1alpha1.DatabaseBindingGroupVersionKind), ro...)
+
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(name).
+		WithOptions(o.ForControllerRuntime()).
+		For(&v1alpha1.DatabaseBinding{}).
+		Watches(&v1alpha1.Database{}, handler.EnqueueRequestsFromMapFunc(bindingsOf(mgr.GetClient(), log))).
+		Complete(ratelimiter.NewReconciler(name, r, o.GlobalRateLimiter))
+}
+
+// bindingsOf maps a Database to the bindings that name it (databaseRef or
+// the dynamic name) or whose Tenant its claimRef names, so that a binding
+// reacts when its Database becomes Ready, is claimed or released.
+func bindingsOf(c client.Client, log logging.Logger) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		db, ok := o.(*v1alpha1.Database)
+		if !ok {
+			return nil
+		}
+		l := &v1alpha1.DatabaseBindingList{}
+		var opts []client.ListOption
+		if c := db.Spec.ClaimRef; c != nil && db.GetName() == tenancy.DynamicDatabaseName(c.UID) {
+			opts = append(opts, client.InNamespace(c.Namespace))
+		}
+		if err := c.List(ctx, l, opts...); err != nil {
+			log.Debug("cannot list DatabaseBindings for a Database event", "error", err)
+			return nil
+		}
+		var out []reconcile.Request
+		for i := range l.Items {
+			b := &l.Items[i]
+			s := specOf(b)
+			cr := db.Spec.ClaimRef
+			if s.DatabaseName() == db.GetName() || (cr != nil && cr.UID != "" && cr.UID == s.TenantUID && cr.Namespace == s.Namespace) {
+				out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: b.GetNamespace(), Name: b.GetName()}})
+			}
+		}
+		return out
+	}
+}
+
+// A connector records the usage of a binding's instance and produces the
+// external client that binds it.
+type connector struct {
+	log    logging.Logger
+	kube   client.Client
+	reader client.Reader
+	usage  resource.ModernTracker
+	deps   Deps
+}
+
+// Connect records the usage of the instance the binding names, when it
+// names one. A binding being deleted in a namespace that is being deleted
+// cannot record it any more, and must still release its Database.
+func (c *connector) Connect(ctx context.Context, b *v1alpha1.DatabaseBinding) (managed.TypedExternalClient[*v1alpha1.DatabaseBinding], error) {
+	if b.GetProviderConfigReference() != nil {
+		if err := c.usage.Track(ctx, b); err != nil && !(meta.WasDeleted(b) && kerrors.HasStatusCause(err, corev1.NamespaceTerminatingCause)) {
+			return nil, errors.Wrap(err, errTrackUsage)
+		}
+	}
+	return &external{
+		log:    c.log.WithValues("namespace", b.GetNamespace(), "name", b.GetName()),
+		kube:   c.kube,
+		reader: c.reader,
+		kv:     c.deps.KV,
+		opts:   c.deps.Options,
+		spec:   specOf(b),
+	}, nil
+}
+
+// specOf is what a binding asks for, as the decision core reads it.
+func specOf(b *v1alpha1.DatabaseBinding) tenancy.BindingSpec {
+	p := b.Spec.ForProvider
+	s := tenancy.BindingSpec{
+		Namespace: b.GetNamespace(), Name: b.GetName(), UID: string(b.GetUID()),
+		TenantName: p.Tenant.Name, TenantUID: p.Tenant.UID,
+		Extensions: p.Extensions,
+	}
+	if p.DatabaseRef != nil {
+		s.DatabaseRef = *p.DatabaseRef
+	}
+	if p.Database != nil {
+		s.Database = *p.Database
+	}
+	if p.LoginRole != nil {
+		s.LoginRole = *p.LoginRole
+	}
+	if r := b.GetProviderConfigReference(); r != nil {
+		s.InstanceKind, s.Instance = r.Kind, r.Name
+	}
+	return s
+}

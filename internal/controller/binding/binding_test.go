@@ -1,0 +1,734 @@
+package binding
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/controller"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/feature"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/logging"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/ratelimiter"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/resource"
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/openbao/openbao/api/v2"
+	corev1 "k8s.io/api/core/v1"
+	kerrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
+	"ddupan.top/provider-postgresql-tenant/internal/clients/openbao"
+	"ddupan.top/provider-postgresql-tenant/internal/options"
+	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
+	"ddupan.top/provider-postgresql-tenant/internal/testenv"
+)
+
+// The DatabaseBinding controller runs in process against a real
+// kube-apiserver (with the project's CRDs) and a real OpenBao. The Database
+// controller does not run here: each test makes a Database Ready and writes
+// its credential record itself, as that controller would.
+
+var (
+	env  *testenv.Env
+	logs = &testenv.LogBuffer{}
+	// binderKV is the controller's OpenBao client: a token that may read
+	// Databases' records and write delivery copies, nothing else.
+	binderKV *openbao.Client
+	// admin is the harness's OpenBao client (root token).
+	admin *openbao.Client
+	opts  options.Options
+)
+
+const (
+	poll    = 500 * time.Millisecond
+	timeout = 30 * time.Second
+)
+
+func TestMain(m *testing.M) {
+	testenv.Main(m, testenv.Options{Kube: true, OpenBao: true}, &env, start)
+}
+
+// binderPolicy grants the binder what it needs: read the Databases' own
+// records, and manage the delivery copies.
+func binderPolicy(mount, databases, tenants string) string {
+	return fmt.Sprintf(`path "%[1]s/data/%[2]s/*" {
+  capabilities = ["read"]
+}
+path "%[1]s/metadata/%[2]s/*" {
+  capabilities = ["read"]
+}
+path "%[1]s/data/%[3]s/*" {
+  capabilities = ["create", "read", "update", "delete"]
+}
+path "%[1]s/metadata/%[3]s/*" {
+  capabilities = ["create", "read", "update", "patch", "delete", "list"]
+}
+`, mount, databases, tenants)
+}
+
+func tokenClient(e *testenv.Env, name, token string) (*openbao.Client, error) {
+	f := filepath.Join(e.Dir, name+"-token")
+	if err := os.WriteFile(f, []byte(token), 0o600); err != nil {
+		return nil, err
+	}
+	// A short timeout: a paused OpenBao fails calls quickly.
+	return openbao.New(openbao.Options{Address: e.OpenBao.Address, CABundleFile: e.CA.CertFile, TokenFile: f, KVMount: e.OpenBao.KVMount, Timeout: 2 * time.Second})
+}
+
+func start(e *testenv.Env) (func(), error) {
+	ctx := context.Background()
+	opts = options.Options{Namespace: testenv.ProviderNamespace, OpenBao: options.OpenBao{
+		Address: e.OpenBao.Address, ConsumerAddress: "https://openbao.example:8200", KVMount: e.OpenBao.KVMount,
+		DatabaseBasePath: options.DefaultDatabaseBasePath, TenantBasePath: e.OpenBao.TenantBasePath,
+	}}
+	root, err := e.OpenBao.Client(e.OpenBao.RootToken)
+	if err != nil {
+		return nil, err
+	}
+	if err := root.Sys().PutPolicyWithContext(ctx, "binder", binderPolicy(e.OpenBao.KVMount, opts.OpenBao.DatabaseBasePath, opts.OpenBao.TenantBasePath)); err != nil {
+		return nil, err
+	}
+	s, err := root.Auth().Token().CreateWithContext(ctx, &api.TokenCreateRequest{Policies: []string{"binder"}, NoDefaultPolicy: true, TTL: "2h"})
+	if err != nil {
+		return nil, err
+	}
+	if binderKV, err = tokenClient(e, "binder", s.Auth.ClientToken); err != nil {
+		return nil, err
+	}
+	if admin, err = tokenClient(e, "admin", e.OpenBao.RootToken); err != nil {
+		return nil, err
+	}
+
+	zl := zap.New(zap.UseDevMode(true), zap.WriteTo(logs))
+	ctrl.SetLogger(zl)
+	mgr, err := ctrl.NewManager(e.Kube.Config, ctrl.Options{
+		Scheme:                 testenv.Scheme(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		return nil, err
+	}
+	o := controller.Options{
+		Logger:                  logging.NewLogrLogger(zl),
+		MaxConcurrentReconciles: 2,
+		PollInterval:            poll,
+		GlobalRateLimiter:       ratelimiter.NewGlobal(1000),
+		Features:                &feature.Flags{},
+	}
+	o.Features.Enable(feature.EnableBetaManagementPolicies)
+	if err := Setup(mgr, o, Deps{Options: opts, KV: binderKV}); err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(cctx); err != nil {
+			fmt.Fprintln(os.Stderr, "manager:", err)
+		}
+	}()
+	return func() { cancel(); <-done }, nil
+}
+
+// --- harness ---
+
+func suffix() string { return strings.Split(string(uuid.NewUUID()), "-")[0] }
+
+func namespace(t *testing.T) string {
+	t.Helper()
+	ns := "ns-" + suffix()
+	if err := env.Kube.EnsureNamespace(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+// instance registers a ClusterProviderConfig and marks it Ready, as the
+// config controller would.
+func instance(t *testing.T, reclaim v1alpha1.ReclaimPolicy) string {
+	t.Helper()
+	ctx := context.Background()
+	cfg := &v1alpha1.ClusterProviderConfig{
+		ObjectMeta: metav1.ObjectMeta{Name: "pg-" + suffix()},
+		Spec: v1alpha1.ProviderConfigSpec{
+			Endpoint:             v1alpha1.Endpoint{Host: "db.example"},
+			Credentials:          v1alpha1.Credentials{SecretRef: v1alpha1.SecretReference{Name: "admin", Namespace: testenv.ProviderNamespace}},
+			DefaultReclaimPolicy: reclaim,
+		},
+	}
+	if err := env.Kube.Client.Create(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Status.SetConditions(xpv2.Available())
+	cfg.Status.Phase = v1alpha1.ConfigPhaseReady
+	if err := env.Kube.Client.Status().Update(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	return cfg.GetName()
+}
+
+func recordPath(db string) string { return tenancy.CredentialPath(opts.OpenBao.DatabaseBasePath, db) }
+
+func credential(db, password string) map[string]string {
+	return map[string]string{"username": db, "password": password, "database": db, "host": "db.example", "hostaddr": "", "port": "5432", "sslmode": "verify-full"}
+}
+
+// makeReady writes the Database's own record (version 1) and marks the
+// Database Ready with it, as the Database controller would.
+func makeReady(t *testing.T, db *v1alpha1.Database, password string) {
+	t.Helper()
+	ctx := context.Background()
+	p := recordPath(db.GetName())
+	if err := admin.SetOwner(ctx, p, map[string]string{tenancy.MetaManagedBy: tenancy.ManagedBy, tenancy.MetaName: db.GetName(), tenancy.MetaUID: string(db.GetUID())}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Write(ctx, p, credential(db.Spec.ForProvider.Database, password), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(db), db); err != nil {
+		t.Fatal(err)
+	}
+	db.Status.SetConditions(xpv2.Available())
+	db.Status.AtProvider.Phase = v1alpha1.DatabasePhaseReady
+	db.Status.AtProvider.Credential.Path = p
+	if err := env.Kube.Client.Status().Update(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// database creates a static Database on inst, Ready with its record.
+func database(t *testing.T, inst string, claim *v1alpha1.ClaimReference, reclaim v1alpha1.ReclaimPolicy, password string) *v1alpha1.Database {
+	t.Helper()
+	name := "db-" + suffix()
+	db := &v1alpha1.Database{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: v1alpha1.DatabaseSpec{
+			ClusterManagedResourceSpec: xpv2.ClusterManagedResourceSpec{ProviderConfigReference: &xpv2.Reference{Name: inst}},
+			ForProvider:                v1alpha1.DatabaseParameters{Database: strings.ReplaceAll(name, "-", "_")},
+			ReclaimPolicy:              reclaim,
+			ClaimRef:                   claim,
+		},
+	}
+	if err := env.Kube.Client.Create(context.Background(), db); err != nil {
+		t.Fatal(err)
+	}
+	makeReady(t, db, password)
+	return db
+}
+
+func staticBinding(ns, tenant, tenantUID, inst, ref string) *v1alpha1.DatabaseBinding {
+	b := &v1alpha1.DatabaseBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tenant + "-db"},
+		Spec: v1alpha1.DatabaseBindingSpec{
+			ForProvider: v1alpha1.DatabaseBindingParameters{Tenant: v1alpha1.TenantReference{Name: tenant, UID: tenantUID}, DatabaseRef: ptr.To(ref)},
+		},
+	}
+	if inst != "" {
+		b.Spec.ProviderConfigReference = &xpv2.ProviderConfigReference{Kind: v1alpha1.ClusterProviderConfigKind, Name: inst}
+	}
+	return b
+}
+
+func create(t *testing.T, o client.Object) {
+	t.Helper()
+	if err := env.Kube.Client.Create(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func describeBinding(b *v1alpha1.DatabaseBinding) string {
+	r, s := b.GetCondition(xpv2.TypeReady), b.GetCondition(xpv2.TypeSynced)
+	return fmt.Sprintf("binding %s/%s: phase %q, record %s/%s, Ready %s/%s %q, Synced %s %q, deleting %v",
+		b.GetNamespace(), b.GetName(), b.Status.AtProvider.Phase, b.Status.AtProvider.DatabaseName, b.Status.AtProvider.DatabaseUID,
+		r.Status, r.Reason, r.Message, s.Status, s.Message, b.GetDeletionTimestamp() != nil)
+}
+
+func awaitBinding(t *testing.T, b *v1alpha1.DatabaseBinding, what string, cond func(*v1alpha1.DatabaseBinding) bool) {
+	t.Helper()
+	testenv.Await(t, env.Kube.Client, b, timeout, what, cond, describeBinding)
+}
+
+func readyReason(reason string) func(*v1alpha1.DatabaseBinding) bool {
+	return func(b *v1alpha1.DatabaseBinding) bool {
+		c := b.GetCondition(xpv2.TypeReady)
+		return string(c.Reason) == reason
+	}
+}
+
+func available(b *v1alpha1.DatabaseBinding) bool {
+	return b.GetCondition(xpv2.TypeReady).Status == corev1.ConditionTrue
+}
+
+func awaitGone(t *testing.T, o client.Object, what string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	for {
+		err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(o), o)
+		if kerrors.IsNotFound(err) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting until %s is gone (last error %v); finalizers %v", what, err, o.GetFinalizers())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func copyPath(ns, tenant string) string {
+	return tenancy.DeliveryPath(opts.OpenBao.TenantBasePath, ns, tenant)
+}
+
+func readKV(t *testing.T, p string) *openbao.Record {
+	t.Helper()
+	rec, err := admin.Read(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// awaitCopy polls the delivery copy until cond holds.
+func awaitCopy(t *testing.T, p, what string, cond func(*openbao.Record) bool) *openbao.Record {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		rec := readKV(t, p)
+		if cond(rec) {
+			return rec
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s; the copy is %+v", what, ownerOnly(rec))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// ownerOnly describes a record without its data (no password in test
+// output).
+func ownerOnly(r *openbao.Record) string {
+	if r == nil {
+		return "absent"
+	}
+	return fmt.Sprintf("version %d, owner %v, %d keys", r.Version, r.Owner, len(r.Data))
+}
+
+// noSecretsIn fails when a binding's conditions, the namespace's events or
+// the controller's logs carry one of the passwords.
+func noSecretsIn(t *testing.T, ns string, b *v1alpha1.DatabaseBinding, passwords ...string) {
+	t.Helper()
+	ctx := context.Background()
+	var texts []string
+	for _, c := range b.Status.Conditions {
+		texts = append(texts, c.Message)
+	}
+	ev := &corev1.EventList{}
+	if err := env.Kube.Client.List(ctx, ev, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ev.Items {
+		texts = append(texts, e.Message)
+	}
+	texts = append(texts, logs.String())
+	for _, p := range passwords {
+		for _, s := range texts {
+			if strings.Contains(s, p) {
+				t.Fatalf("a password appears in a condition, an event or the logs")
+			}
+		}
+	}
+}
+
+// --- tests ---
+
+// A dynamic binding creates its Database named after the Tenant's UID,
+// with the claim already set and the instance's default reclaim policy;
+// once the Database is Ready the credential is copied with ownership
+// metadata, and re-copied when the Database's record gets a new version;
+// deleting the binding with reclaimPolicy Delete deletes the Database and
+// the copy.
+func TestDynamicProvisioning(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	inst := instance(t, v1alpha1.ReclaimDelete)
+	tenantUID := string(uuid.NewUUID())
+	b := &v1alpha1.DatabaseBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shop-db"},
+		Spec: v1alpha1.DatabaseBindingSpec{
+			ManagedResourceSpec: xpv2.ManagedResourceSpec{ProviderConfigReference: &xpv2.ProviderConfigReference{Kind: v1alpha1.ClusterProviderConfigKind, Name: inst}},
+			ForProvider: v1alpha1.DatabaseBindingParameters{
+				Tenant: v1alpha1.TenantReference{Name: "shop", UID: tenantUID}, Database: ptr.To("shop"), Extensions: []string{"pg_trgm"},
+			},
+		},
+	}
+	create(t, b)
+
+	db := &v1alpha1.Database{ObjectMeta: metav1.ObjectMeta{Name: "tenant-" + tenantUID}}
+	testenv.Await(t, env.Kube.Client, db, timeout, "the Database is created", func(*v1alpha1.Database) bool { return true }, func(*v1alpha1.Database) string { return describeBinding(b) })
+	want := v1alpha1.DatabaseSpec{
+		ClusterManagedResourceSpec: xpv2.ClusterManagedResourceSpec{ProviderConfigReference: &xpv2.Reference{Name: inst}, ManagementPolicies: v1alpha1.DefaultManagementPolicies},
+		ForProvider:                v1alpha1.DatabaseParameters{Database: "shop", Extensions: []string{"pg_trgm"}},
+		ReclaimPolicy:              v1alpha1.ReclaimDelete,
+		ClaimRef:                   &v1alpha1.ClaimReference{Namespace: ns, Name: "shop", UID: tenantUID},
+	}
+	// The legacy deletionPolicy (its CRD default) is ignored: reclaimPolicy
+	// decides.
+	if diff := cmp.Diff(want, db.Spec, cmpopts.IgnoreFields(xpv2.ClusterManagedResourceSpec{}, "DeletionPolicy")); diff != "" {
+		t.Errorf("the created Database: -want +got:\n%s", diff)
+	}
+	awaitBinding(t, b, "the binding records the Database and waits for it", func(b *v1alpha1.DatabaseBinding) bool {
+		return b.Status.AtProvider.DatabaseUID == string(db.GetUID()) && readyReason(tenancy.ReasonDatabaseNotReady)(b)
+	})
+	if b.Status.AtProvider.Phase != v1alpha1.BindingPhaseProvisioning {
+		t.Errorf("phase = %q; want Provisioning", b.Status.AtProvider.Phase)
+	}
+	pcu := &v1alpha1.ProviderConfigUsage{}
+	if err := env.Kube.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: string(b.GetUID())}, pcu); err != nil {
+		t.Errorf("no ProviderConfigUsage of the binding: %v", err)
+	} else if pcu.ProviderConfigReference.Name != inst {
+		t.Errorf("the usage names %q; want %q", pcu.ProviderConfigReference.Name, inst)
+	}
+	cp := copyPath(ns, "shop")
+	if rec := readKV(t, cp); rec != nil {
+		t.Fatalf("a copy exists before the Database is Ready: %s", ownerOnly(rec))
+	}
+
+	makeReady(t, db, "first-secret-1")
+	awaitBinding(t, b, "the binding is Available", available)
+	rec := readKV(t, cp)
+	if diff := cmp.Diff(credential("shop", "first-secret-1"), rec.Data); diff != "" {
+		t.Errorf("the copy's data differs from the record's (-want +got): %d keys differ", strings.Count(diff, "\n"))
+	}
+	spec := specOf(b)
+	if diff := cmp.Diff(tenancy.DeliveryOwner(spec, db.GetName(), string(db.GetUID()), 1), rec.Owner); diff != "" {
+		t.Errorf("the copy's ownership metadata: -want +got:\n%s", diff)
+	}
+	wantCred := v1alpha1.CredentialObservation{Path: cp, OpenBaoURL: "https://openbao.example:8200/v1/kv/data/" + cp}
+	if diff := cmp.Diff(wantCred, b.Status.AtProvider.Credential); diff != "" {
+		t.Errorf("status.atProvider.credential: -want +got:\n%s", diff)
+	}
+	if b.Status.AtProvider.Phase != v1alpha1.BindingPhaseReady || b.Status.AtProvider.Database != "shop" || b.Status.AtProvider.Instance != inst {
+		t.Errorf("status.atProvider = %+v", b.Status.AtProvider)
+	}
+
+	// An admin rotates the Database's credential: a new version of its
+	// record is copied.
+	if _, err := admin.Write(ctx, recordPath(db.GetName()), credential("shop", "second-secret-2"), 1); err != nil {
+		t.Fatal(err)
+	}
+	rec = awaitCopy(t, cp, "the new version is copied", func(r *openbao.Record) bool {
+		return r != nil && r.Owner[tenancy.MetaSourceVersion] == "2"
+	})
+	if rec.Data["password"] != "second-secret-2" {
+		t.Error("the copy does not hold the rotated password")
+	}
+	noSecretsIn(t, ns, b, "first-secret-1", "second-secret-2")
+
+	// Release with reclaimPolicy Delete: the Database is deleted, then the
+	// copy.
+	if err := env.Kube.Client.Delete(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	awaitGone(t, b, "the binding")
+	awaitGone(t, db, "the Database")
+	if rec := readKV(t, cp); rec != nil {
+		t.Errorf("the copy survived the binding: %s", ownerOnly(rec))
+	}
+}
+
+// nopTracker records nothing (the bindings of the race test do not name an
+// instance).
+type nopTracker struct{}
+
+func (nopTracker) Track(context.Context, resource.ModernManaged) error { return nil }
+
+// Two bindings that read the same Available Database both decide to claim
+// it; the claim write carries the resourceVersion read, so the second one
+// loses with a conflict and writes nothing, and re-deciding refuses it.
+func TestStaticClaimCarriesTheResourceVersionRead(t *testing.T) {
+	ctx := context.Background()
+	inst := instance(t, v1alpha1.ReclaimRetain)
+	db := database(t, inst, nil, v1alpha1.ReclaimRetain, "race-secret")
+	conn := &connector{log: logging.NewNopLogger(), kube: env.Kube.Client, reader: env.Kube.Client, usage: nopTracker{}, deps: Deps{Options: opts, KV: binderKV}}
+
+	nsA, nsB := namespace(t), namespace(t)
+	a := staticBinding(nsA, "alpha", string(uuid.NewUUID()), "", db.GetName())
+	a.SetUID(uuid.NewUUID())
+	b := staticBinding(nsB, "beta", string(uuid.NewUUID()), "", db.GetName())
+	b.SetUID(uuid.NewUUID())
+	ea, err := conn.Connect(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eb, err := conn.Connect(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oa, err := ea.Observe(ctx, a)
+	if err != nil || oa.ResourceExists {
+		t.Fatalf("a: Observe = %+v, %v; want a claim to write", oa, err)
+	}
+	ob, err := eb.Observe(ctx, b)
+	if err != nil || ob.ResourceExists {
+		t.Fatalf("b: Observe = %+v, %v; want a claim to write", ob, err)
+	}
+	if _, err := ea.Create(ctx, a); err != nil {
+		t.Fatalf("a: Create = %v", err)
+	}
+	won := &v1alpha1.Database{}
+	if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(db), won); err != nil {
+		t.Fatal(err)
+	}
+	_, err = eb.Create(ctx, b)
+	if !kerrors.IsConflict(err) {
+		t.Fatalf("b: Create = %v; want a conflict", err)
+	}
+	after := &v1alpha1.Database{}
+	if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(db), after); err != nil {
+		t.Fatal(err)
+	}
+	if after.GetResourceVersion() != won.GetResourceVersion() {
+		t.Errorf("the loser wrote: resourceVersion %s -> %s", won.GetResourceVersion(), after.GetResourceVersion())
+	}
+	if diff := cmp.Diff(&v1alpha1.ClaimReference{Namespace: nsA, Name: "alpha", UID: a.Spec.ForProvider.Tenant.UID}, after.Spec.ClaimRef); diff != "" {
+		t.Errorf("claimRef: -want +got:\n%s", diff)
+	}
+
+	// Re-decided on the claimed Database, the loser is refused while the
+	// winner's Tenant has a live binding.
+	create(t, staticBinding(nsA, "alpha", a.Spec.ForProvider.Tenant.UID, "", db.GetName()))
+	eb, err = conn.Connect(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ob, err := eb.Observe(ctx, b); err != nil || !ob.ResourceExists || !ob.ResourceUpToDate {
+		t.Fatalf("b: Observe = %+v, %v; want nothing to do", ob, err)
+	}
+	if r := b.GetCondition(xpv2.TypeReady).Reason; r != tenancy.ReasonAlreadyBound {
+		t.Errorf("b: Ready reason %q; want AlreadyBound", r)
+	}
+}
+
+// A static binding claims an Available Database and delivers its
+// credential. Deleting it with reclaimPolicy Retain records the Database
+// Released through the Kubernetes API alone, while OpenBao is down; the
+// binding's finalizer then waits until OpenBao is back to delete the copy.
+func TestRetainReleaseNeedsOnlyKubernetes(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	inst := instance(t, v1alpha1.ReclaimDelete)
+	db := database(t, inst, nil, v1alpha1.ReclaimRetain, "retain-secret")
+	tenantUID := string(uuid.NewUUID())
+	b := staticBinding(ns, "web", tenantUID, inst, db.GetName())
+	create(t, b)
+	awaitBinding(t, b, "the binding is Available", available)
+	claim := v1alpha1.ClaimReference{Namespace: ns, Name: "web", UID: tenantUID}
+	if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(db), db); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(&claim, db.Spec.ClaimRef); diff != "" {
+		t.Fatalf("claimRef: -want +got:\n%s", diff)
+	}
+	if b.Status.AtProvider.DatabaseName != db.GetName() || b.Status.AtProvider.DatabaseUID != string(db.GetUID()) {
+		t.Errorf("the binding records %s/%s", b.Status.AtProvider.DatabaseName, b.Status.AtProvider.DatabaseUID)
+	}
+	cp := copyPath(ns, "web")
+	if rec := readKV(t, cp); rec == nil || rec.Owner[tenancy.MetaBindingUID] != string(b.GetUID()) {
+		t.Fatalf("no copy of this binding: %s", ownerOnly(rec))
+	}
+
+	if err := env.OpenBao.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	paused := true
+	defer func() {
+		if paused {
+			_ = env.OpenBao.Resume()
+		}
+	}()
+	if err := env.Kube.Client.Delete(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Await(t, env.Kube.Client, db, timeout, "the Database is recorded Released", func(db *v1alpha1.Database) bool {
+		return db.Status.Binding.Phase == v1alpha1.BindingReleased
+	}, func(db *v1alpha1.Database) string { return fmt.Sprintf("binding status %+v", db.Status.Binding) })
+	if diff := cmp.Diff(tenancy.ReleasedStatus(claim), db.Status.Binding); diff != "" {
+		t.Errorf("status.binding: -want +got:\n%s", diff)
+	}
+	if db.GetCondition(xpv2.TypeReady).Status != corev1.ConditionTrue || db.Status.AtProvider.Credential.Path == "" {
+		t.Errorf("recording Released changed the rest of the Database's status: %+v", db.Status)
+	}
+	// The copy cannot be deleted while OpenBao is down: the finalizer
+	// stays.
+	time.Sleep(3 * time.Second)
+	if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+		t.Fatalf("the binding went away while its copy could not be deleted: %v", err)
+	}
+	if err := env.OpenBao.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	paused = false
+	awaitGone(t, b, "the binding")
+	if rec := readKV(t, cp); rec != nil {
+		t.Errorf("the copy survived the binding: %s", ownerOnly(rec))
+	}
+	if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(db), db); err != nil {
+		t.Fatalf("reclaimPolicy Retain: the Database must stay: %v", err)
+	}
+	if diff := cmp.Diff(&claim, db.Spec.ClaimRef); diff != "" {
+		t.Errorf("a Released Database keeps its claim: -want +got:\n%s", diff)
+	}
+}
+
+// A Released Database is not rebound to a new Tenant of the same namespace
+// and name (a new UID), and nothing is written to it; deleting the refused
+// binding releases nothing (the Database's reclaimPolicy is Delete).
+func TestReleasedIsNotRebound(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	inst := instance(t, v1alpha1.ReclaimRetain)
+	old := v1alpha1.ClaimReference{Namespace: ns, Name: "shop", UID: string(uuid.NewUUID())}
+	// reclaimPolicy Delete: a binding that released what it never bound
+	// would delete the Database.
+	db := database(t, inst, &old, v1alpha1.ReclaimDelete, "released-secret")
+	db.Status.Binding = tenancy.ReleasedStatus(old)
+	if err := env.Kube.Client.Status().Update(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	rv := db.GetResourceVersion()
+	b := staticBinding(ns, "shop", string(uuid.NewUUID()), inst, db.GetName())
+	create(t, b)
+	awaitBinding(t, b, "the binding is refused as Released", readyReason(tenancy.ReasonReleased))
+	if !strings.Contains(b.GetCondition(xpv2.TypeReady).Message, "never rebound automatically") {
+		t.Errorf("message %q does not tell what to do", b.GetCondition(xpv2.TypeReady).Message)
+	}
+	if b.Status.AtProvider.DatabaseName != "" {
+		t.Errorf("a refused binding records %q", b.Status.AtProvider.DatabaseName)
+	}
+	if err := env.Kube.Client.Delete(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	awaitGone(t, b, "the refused binding")
+	if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(db), db); err != nil {
+		t.Fatal(err)
+	}
+	if db.GetResourceVersion() != rv {
+		t.Errorf("the Released Database was written (resourceVersion %s -> %s): claimRef %+v, binding %+v", rv, db.GetResourceVersion(), db.Spec.ClaimRef, db.Status.Binding)
+	}
+	if rec := readKV(t, copyPath(ns, "shop")); rec != nil {
+		t.Errorf("a refused binding wrote a copy: %s", ownerOnly(rec))
+	}
+}
+
+// A delivery path that holds another owner's record is a Conflict: the
+// record is neither overwritten nor deleted with the binding.
+func TestDeliveryPathOwnedByAnother(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	inst := instance(t, v1alpha1.ReclaimRetain)
+	db := database(t, inst, nil, v1alpha1.ReclaimRetain, "conflict-secret")
+	cp := copyPath(ns, "api")
+	theirs := map[string]string{tenancy.MetaManagedBy: tenancy.ManagedBy, tenancy.MetaBindingNamespace: ns, tenancy.MetaBindingName: "api-db", tenancy.MetaBindingUID: "an-earlier-binding"}
+	if err := admin.SetOwner(ctx, cp, theirs); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Write(ctx, cp, map[string]string{"username": "someone"}, 0); err != nil {
+		t.Fatal(err)
+	}
+	b := staticBinding(ns, "api", string(uuid.NewUUID()), inst, db.GetName())
+	create(t, b)
+	awaitBinding(t, b, "the binding reports the Conflict", readyReason(tenancy.ReasonConflict))
+	if msg := b.GetCondition(xpv2.TypeReady).Message; !strings.Contains(msg, "an-earlier-binding") {
+		t.Errorf("message %q does not name the owner", msg)
+	}
+	want := &openbao.Record{Data: map[string]string{"username": "someone"}, Owner: theirs, Version: 1}
+	if diff := cmp.Diff(want, readKV(t, cp)); diff != "" {
+		t.Errorf("the other owner's record changed: -want +got:\n%s", diff)
+	}
+	if err := env.Kube.Client.Delete(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	awaitGone(t, b, "the binding")
+	if diff := cmp.Diff(want, readKV(t, cp)); diff != "" {
+		t.Errorf("deleting the binding changed the other owner's record: -want +got:\n%s", diff)
+	}
+}
+
+// A dynamic create that finds its Database already there (a retry, or a
+// stale cache) reuses it only when its claim names this Tenant; otherwise
+// it is refused and the Database is left as it is.
+func TestDynamicRetryReusesOnlyItsOwnDatabase(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	inst := instance(t, v1alpha1.ReclaimRetain)
+	conn := &connector{log: logging.NewNopLogger(), kube: env.Kube.Client, reader: env.Kube.Client, usage: nopTracker{}, deps: Deps{Options: opts, KV: binderKV}}
+	for name, tc := range map[string]struct {
+		claim   func(tenantUID string) *v1alpha1.ClaimReference
+		wantErr bool
+	}{
+		"Ours": {claim: func(u string) *v1alpha1.ClaimReference {
+			return &v1alpha1.ClaimReference{Namespace: ns, Name: "shop", UID: u}
+		}},
+		"Another": {claim: func(string) *v1alpha1.ClaimReference {
+			return &v1alpha1.ClaimReference{Namespace: "elsewhere", Name: "shop", UID: "someone-else"}
+		}, wantErr: true},
+		"None": {claim: func(string) *v1alpha1.ClaimReference { return nil }, wantErr: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tenantUID := string(uuid.NewUUID())
+			b := &v1alpha1.DatabaseBinding{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shop-db", UID: uuid.NewUUID()},
+				Spec: v1alpha1.DatabaseBindingSpec{
+					ManagedResourceSpec: xpv2.ManagedResourceSpec{ProviderConfigReference: &xpv2.ProviderConfigReference{Kind: v1alpha1.ClusterProviderConfigKind, Name: inst}},
+					ForProvider:         v1alpha1.DatabaseBindingParameters{Tenant: v1alpha1.TenantReference{Name: "shop", UID: tenantUID}, Database: ptr.To("shop")},
+				},
+			}
+			e, err := conn.Connect(ctx, b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o, err := e.Observe(ctx, b); err != nil || o.ResourceExists {
+				t.Fatalf("Observe = %+v, %v; want the Database to create", o, err)
+			}
+			// Someone creates the Database between Observe and Create.
+			there := &v1alpha1.Database{
+				ObjectMeta: metav1.ObjectMeta{Name: tenancy.DynamicDatabaseName(tenantUID)},
+				Spec: v1alpha1.DatabaseSpec{
+					ClusterManagedResourceSpec: xpv2.ClusterManagedResourceSpec{ProviderConfigReference: &xpv2.Reference{Name: inst}},
+					ForProvider:                v1alpha1.DatabaseParameters{Database: "other"},
+					ClaimRef:                   tc.claim(tenantUID),
+				},
+			}
+			create(t, there)
+			_, err = e.Create(ctx, b)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("Create = %v; want an error: %v", err, tc.wantErr)
+			}
+			if tc.wantErr && b.GetCondition(xpv2.TypeReady).Reason != tenancy.ReasonConflict {
+				t.Errorf("Ready reason %q; want Conflict", b.GetCondition(xpv2.TypeReady).Reason)
+			}
+			after := &v1alpha1.Database{}
+			if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(there), after); err != nil {
+				t.Fatal(err)
+			}
+			if after.GetResourceVersion() != there.GetResourceVersion() || after.Spec.ForProvider.Database != "other" {
+				t.Errorf("the existing Database was written")
+			}
+		})
+	}
+}

@@ -1,0 +1,402 @@
+package binding
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/logging"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/meta"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/reconciler/managed"
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+	corev1 "k8s.io/api/core/v1"
+	kerrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
+	"ddupan.top/provider-postgresql-tenant/internal/clients/openbao"
+	"ddupan.top/provider-postgresql-tenant/internal/metrics"
+	"ddupan.top/provider-postgresql-tenant/internal/options"
+	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
+)
+
+// external binds one DatabaseBinding, for one reconcile: Observe reads and
+// decides, and Create, Update and Delete act on that decision.
+type external struct {
+	log    logging.Logger
+	kube   client.Client
+	reader client.Reader
+	kv     KV
+	opts   options.Options
+	spec   tenancy.BindingSpec
+
+	// db is the Database as read by Observe (nil when absent).
+	db       *v1alpha1.Database
+	decision tenancy.BindingDecision
+	delivery tenancy.DeliveryVerdict
+	// copyOurs: on deletion, the delivery copy names this binding, or
+	// OpenBao could not tell.
+	copyOurs bool
+}
+
+func (e *external) copyPath() string {
+	return tenancy.DeliveryPath(e.opts.OpenBao.TenantBasePath, e.spec.Namespace, e.spec.TenantName)
+}
+
+// Observe reads the Database, its instance and (once bound and Ready) both
+// credential records, and decides.
+func (e *external) Observe(ctx context.Context, b *v1alpha1.DatabaseBinding) (managed.ExternalObservation, error) {
+	o, err := e.observe(ctx, b)
+	if err != nil {
+		return managed.ExternalObservation{}, err
+	}
+	d := tenancy.DecideBinding(o)
+	e.decision = d
+	at := &b.Status.AtProvider
+	at.Phase = d.Phase
+	if d.Action != tenancy.ActionCompleteRecord {
+		// Only a claim naming this Tenant is recorded; a one-sided record
+		// is cleared here (removing it grants nothing).
+		at.DatabaseName, at.DatabaseUID = d.Record.DatabaseName, d.Record.DatabaseUID
+	}
+	if d.Record.DatabaseName != "" && e.db != nil {
+		at.Instance, at.Database, at.LoginRole = o.Database.Instance, o.Database.Database, o.Database.LoginRole
+	} else if !o.Deleting {
+		at.Instance, at.Database, at.LoginRole = "", "", ""
+	}
+
+	if o.Deleting {
+		exists := d.Action == tenancy.ActionRelease
+		if d.CheckCopy {
+			rec, err := e.kv.Read(ctx, e.copyPath())
+			switch {
+			case err != nil:
+				// OpenBao cannot tell: Delete releases the Database (which
+				// needs only Kubernetes) and retries the copy.
+				e.log.Debug("cannot read the delivery copy", "error", err)
+				e.copyOurs = true
+			case rec != nil && tenancy.CopyOwnedBy(rec.Owner, e.spec):
+				e.copyOurs = true
+			}
+			exists = exists || e.copyOurs
+		}
+		return managed.ExternalObservation{ResourceExists: exists, ResourceUpToDate: true}, nil
+	}
+
+	switch d.Action {
+	case tenancy.ActionCreateDynamic, tenancy.ActionWriteClaim:
+		setReady(b, d.Reason, d.Message)
+		return managed.ExternalObservation{ResourceExists: false}, nil
+	case tenancy.ActionCompleteRecord:
+		setReady(b, d.Reason, d.Message)
+		return managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: false}, nil
+	case tenancy.ActionCopyCredential:
+		return e.observeDelivery(ctx, b)
+	default:
+		if d.Action == tenancy.ActionRefuse {
+			metrics.Failure("binding", d.Reason)
+		}
+		setReady(b, d.Reason, d.Message)
+		return managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true}, nil
+	}
+}
+
+// observe reads what the decision needs.
+func (e *external) observe(ctx context.Context, b *v1alpha1.DatabaseBinding) (tenancy.BindingObservation, error) {
+	o := tenancy.BindingObservation{
+		Spec:         e.spec,
+		Deleting:     meta.WasDeleted(b),
+		Recorded:     tenancy.BindingRecord{DatabaseName: b.Status.AtProvider.DatabaseName, DatabaseUID: b.Status.AtProvider.DatabaseUID},
+		RecordedCopy: b.Status.AtProvider.Credential.Path,
+	}
+	db := &v1alpha1.Database{}
+	err := e.kube.Get(ctx, types.NamespacedName{Name: e.spec.DatabaseName()}, db)
+	switch {
+	case kerrors.IsNotFound(err):
+	case err != nil:
+		return o, fmt.Errorf("cannot read Database %s: %w", e.spec.DatabaseName(), err)
+	default:
+		e.db = db
+		o.Database, err = e.observeDatabase(ctx, db)
+		if err != nil {
+			return o, err
+		}
+	}
+	instance := e.spec.Instance
+	if e.spec.Static() && e.db != nil {
+		instance = o.Database.Instance
+	}
+	if instance != "" && !o.Deleting {
+		cfg := &v1alpha1.ClusterProviderConfig{}
+		err := e.kube.Get(ctx, types.NamespacedName{Name: instance}, cfg)
+		switch {
+		case kerrors.IsNotFound(err):
+		case err != nil:
+			return o, fmt.Errorf("cannot read ClusterProviderConfig %s: %w", instance, err)
+		default:
+			o.Instance = tenancy.ObservedInstance{
+				Present: true, Deleting: meta.WasDeleted(cfg), Ready: cfg.GetCondition(xpv2.TypeReady),
+				DefaultReclaimPolicy: cfg.Spec.DefaultReclaimPolicy,
+			}
+		}
+	}
+	return o, nil
+}
+
+func (e *external) observeDatabase(ctx context.Context, db *v1alpha1.Database) (tenancy.ObservedDatabase, error) {
+	d := tenancy.ObservedDatabase{
+		Present: true, Name: db.GetName(), UID: string(db.GetUID()), ResourceVersion: db.GetResourceVersion(),
+		ClaimRef: db.Spec.ClaimRef, Deleting: meta.WasDeleted(db), Ready: db.GetCondition(xpv2.TypeReady),
+		ReclaimPolicy: db.Spec.ReclaimPolicy, Database: db.Spec.ForProvider.Database,
+		RecordPath: db.Status.AtProvider.Credential.Path, Binding: db.Status.Binding,
+	}
+	d.LoginRole = d.Database
+	if r := db.Spec.ForProvider.LoginRole; r != nil {
+		d.LoginRole = *r
+	}
+	if r := db.Spec.ProviderConfigReference; r != nil {
+		d.Instance = r.Name
+	}
+	c := db.Spec.ClaimRef
+	if c == nil || c.UID == "" || (c.Namespace == e.spec.Namespace && c.UID == e.spec.TenantUID) {
+		return d, nil
+	}
+	// Is the Tenant that holds the claim still there? A live (not
+	// deleting) binding of its UID in its namespace says so.
+	l := &v1alpha1.DatabaseBindingList{}
+	if err := e.kube.List(ctx, l, client.InNamespace(c.Namespace)); err != nil {
+		return d, fmt.Errorf("cannot list the DatabaseBindings of namespace %s: %w", c.Namespace, err)
+	}
+	d.ClaimantLive = tenancy.LiveBinding(l.Items, c)
+	return d, nil
+}
+
+// observeDelivery reads the Database's record and the delivery copy of a
+// bound, Ready Database, and decides the copy.
+func (e *external) observeDelivery(ctx context.Context, b *v1alpha1.DatabaseBinding) (managed.ExternalObservation, error) {
+	src := e.db.Status.AtProvider.Credential.Path
+	o := tenancy.DeliveryObservation{
+		Spec: e.spec, DatabaseName: e.db.GetName(), DatabaseUID: string(e.db.GetUID()),
+		SourcePath: src, CopyPath: e.copyPath(),
+	}
+	var err error
+	if o.Source, err = e.read(ctx, src); err != nil {
+		return e.kvFailed(b, "read the Database's credential record", err)
+	}
+	if o.Copy, err = e.read(ctx, o.CopyPath); err != nil {
+		return e.kvFailed(b, "read the delivery copy", err)
+	}
+	v := tenancy.DecideDelivery(o)
+	e.delivery = v
+	switch {
+	case v.InSync:
+		e.setCredential(b)
+		b.Status.AtProvider.Phase = v1alpha1.BindingPhaseReady
+		b.SetConditions(xpv2.Available())
+		return managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true}, nil
+	case v.Write:
+		setReady(b, tenancy.ReasonDelivering, fmt.Sprintf("copying the credential of Database %s (version %d) to %s", o.DatabaseName, o.Source.Version, o.CopyPath))
+		return managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: false}, nil
+	default:
+		metrics.Failure("binding", v.Reason)
+		setReady(b, v.Reason, v.Message)
+		return managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true}, nil
+	}
+}
+
+func (e *external) read(ctx context.Context, path string) (tenancy.BindingKV, error) {
+	rec, err := e.kv.Read(ctx, path)
+	if err != nil || rec == nil {
+		return tenancy.BindingKV{}, err
+	}
+	return tenancy.BindingKV{Present: true, Data: rec.Data, Owner: rec.Owner, Version: rec.Version}, nil
+}
+
+// kvFailed reports an OpenBao failure as CredentialProjectionFailed and
+// returns it, so the reconcile is retried.
+func (e *external) kvFailed(b *v1alpha1.DatabaseBinding, what string, err error) (managed.ExternalObservation, error) {
+	metrics.Failure("binding", tenancy.ReasonCredentialProjectionFailed)
+	msg := fmt.Sprintf("cannot %s: %v", what, err)
+	setReady(b, tenancy.ReasonCredentialProjectionFailed, msg)
+	return managed.ExternalObservation{}, errors.New(msg)
+}
+
+func (e *external) setCredential(b *v1alpha1.DatabaseBinding) {
+	p := e.copyPath()
+	addr := e.opts.OpenBao.ConsumerAddress
+	if addr == "" {
+		addr = e.opts.OpenBao.Address
+	}
+	b.Status.AtProvider.Credential = v1alpha1.CredentialObservation{Path: p, OpenBaoURL: openbao.ConsumerURL(addr, e.opts.OpenBao.KVMount, p)}
+}
+
+// setReady sets Ready=False with reason and message (never a credential).
+func setReady(b *v1alpha1.DatabaseBinding, reason, msg string) {
+	b.SetConditions(xpv2.Condition{
+		Type: xpv2.TypeReady, Status: corev1.ConditionFalse, Reason: xpv2.ConditionReason(reason),
+		Message: msg, LastTransitionTime: metav1.Now(), ObservedGeneration: b.GetGeneration(),
+	})
+}
+
+// Create provisions the Database of a dynamic binding with its claim
+// already set, or writes the claim of a static one with the
+// resourceVersion Observe read. Nothing else is written before the claim
+// is confirmed.
+func (e *external) Create(ctx context.Context, b *v1alpha1.DatabaseBinding) (managed.ExternalCreation, error) {
+	d := e.decision
+	switch d.Action {
+	case tenancy.ActionCreateDynamic:
+		err := e.kube.Create(ctx, d.Create)
+		if !kerrors.IsAlreadyExists(err) {
+			if err != nil {
+				return managed.ExternalCreation{}, fmt.Errorf("cannot create Database %s: %w", d.Create.GetName(), err)
+			}
+			return managed.ExternalCreation{}, nil
+		}
+		// A retry: the Database exists; it is ours only if its claim names
+		// this Tenant.
+		db := &v1alpha1.Database{}
+		if err := e.reader.Get(ctx, types.NamespacedName{Name: d.Create.GetName()}, db); err != nil {
+			return managed.ExternalCreation{}, fmt.Errorf("cannot read Database %s: %w", d.Create.GetName(), err)
+		}
+		if c := db.Spec.ClaimRef; c != nil && *c == e.spec.Claim() {
+			return managed.ExternalCreation{}, nil
+		}
+		msg := fmt.Sprintf("Database %s exists but its spec.claimRef does not name this Tenant: it is not taken over", d.Create.GetName())
+		setReady(b, tenancy.ReasonConflict, msg)
+		return managed.ExternalCreation{}, errors.New(msg)
+	case tenancy.ActionWriteClaim:
+		if e.db == nil || e.db.GetResourceVersion() != d.ResourceVersion {
+			return managed.ExternalCreation{}, errors.New("the Database changed since it was read")
+		}
+		db := e.db.DeepCopy()
+		claim := *d.Claim
+		db.Spec.ClaimRef = &claim
+		// The update carries the resourceVersion read: if another binder
+		// claimed the Database in between, this write loses with a
+		// conflict, and the next reconcile re-reads and re-decides.
+		if err := e.kube.Update(ctx, db); err != nil {
+			return managed.ExternalCreation{}, fmt.Errorf("cannot write the claim of Database %s: %w", db.GetName(), err)
+		}
+		return managed.ExternalCreation{}, nil
+	}
+	return managed.ExternalCreation{}, fmt.Errorf("nothing to create (%s)", d.Action)
+}
+
+// Update completes the binding's record of a confirmed claim, or copies the
+// bound Database's credential to the delivery path.
+func (e *external) Update(ctx context.Context, b *v1alpha1.DatabaseBinding) (managed.ExternalUpdate, error) {
+	d := e.decision
+	switch d.Action {
+	case tenancy.ActionCompleteRecord:
+		at := &b.Status.AtProvider
+		at.DatabaseName, at.DatabaseUID = d.Record.DatabaseName, d.Record.DatabaseUID
+		return managed.ExternalUpdate{}, nil
+	case tenancy.ActionCopyCredential:
+		v := e.delivery
+		if !v.Write {
+			return managed.ExternalUpdate{}, nil
+		}
+		p := e.copyPath()
+		if v.Claim {
+			if err := e.kv.ClaimPath(ctx, p, v.Owner); err != nil {
+				if errors.Is(err, openbao.ErrCASMismatch) {
+					err = fmt.Errorf("the delivery path %s was taken by another writer since it was read", p)
+				}
+				return managed.ExternalUpdate{}, e.projectionFailed(b, err)
+			}
+		}
+		if _, err := e.kv.Write(ctx, p, v.Data, v.CAS); err != nil {
+			if errors.Is(err, openbao.ErrCASMismatch) {
+				err = fmt.Errorf("the delivery copy %s changed since it was read", p)
+			}
+			return managed.ExternalUpdate{}, e.projectionFailed(b, err)
+		}
+		if err := e.kv.SetOwner(ctx, p, v.Owner); err != nil {
+			return managed.ExternalUpdate{}, e.projectionFailed(b, err)
+		}
+		e.setCredential(b)
+		return managed.ExternalUpdate{}, nil
+	}
+	return managed.ExternalUpdate{}, nil
+}
+
+func (e *external) projectionFailed(b *v1alpha1.DatabaseBinding, err error) error {
+	metrics.Failure("binding", tenancy.ReasonCredentialProjectionFailed)
+	msg := fmt.Sprintf("cannot copy the credential: %v", err)
+	setReady(b, tenancy.ReasonCredentialProjectionFailed, msg)
+	return errors.New(msg)
+}
+
+// Delete releases the Database (Retain: records it Released, which needs
+// only the Kubernetes API; Delete: deletes the Database, whose own
+// finalizer drops what it owns), then deletes the delivery copy if it
+// names this binding. An error keeps the binding's finalizer.
+func (e *external) Delete(ctx context.Context, b *v1alpha1.DatabaseBinding) (managed.ExternalDelete, error) {
+	d := e.decision
+	var errs []error
+	switch d.Release {
+	case v1alpha1.ReclaimRetain:
+		if err := e.recordReleased(ctx, *d.Released); err != nil {
+			errs = append(errs, err)
+		}
+	case v1alpha1.ReclaimDelete:
+		uid, rv := e.db.GetUID(), e.db.GetResourceVersion()
+		// Preconditions: only the Database as read, with this Tenant's
+		// claim, is deleted.
+		err := e.kube.Delete(ctx, e.db, client.Preconditions{UID: &uid, ResourceVersion: &rv})
+		if err != nil && !kerrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("cannot delete Database %s: %w", e.db.GetName(), err))
+		}
+	}
+	if e.copyOurs {
+		if err := e.deleteCopy(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return managed.ExternalDelete{}, errors.Join(errs...)
+}
+
+// recordReleased records the Database's binding status as Released, re-read
+// on every conflict, as long as its claim still names this Tenant.
+func (e *external) recordReleased(ctx context.Context, st v1alpha1.BindingStatus) error {
+	name := e.db.GetName()
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		db := &v1alpha1.Database{}
+		if err := e.reader.Get(ctx, types.NamespacedName{Name: name}, db); err != nil {
+			return err
+		}
+		if c := db.Spec.ClaimRef; c == nil || *c != e.spec.Claim() {
+			return nil
+		}
+		db.Status.Binding = st
+		return e.kube.Status().Update(ctx, db)
+	})
+	if err != nil && !kerrors.IsNotFound(err) {
+		return fmt.Errorf("cannot record Database %s as Released: %w", name, err)
+	}
+	return nil
+}
+
+// deleteCopy deletes the delivery copy (every version) if its metadata
+// names this binding.
+func (e *external) deleteCopy(ctx context.Context) error {
+	p := e.copyPath()
+	rec, err := e.kv.Read(ctx, p)
+	if err != nil {
+		return fmt.Errorf("cannot read the delivery copy to delete it: %w", err)
+	}
+	if rec == nil || !tenancy.CopyOwnedBy(rec.Owner, e.spec) {
+		return nil
+	}
+	if err := e.kv.Delete(ctx, p); err != nil {
+		return fmt.Errorf("cannot delete the delivery copy: %w", err)
+	}
+	return nil
+}
+
+// Disconnect does nothing: the clients are shared.
+func (e *external) Disconnect(context.Context) error { return nil }

@@ -1,0 +1,594 @@
+package tenancy
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
+)
+
+// Reasons of a DatabaseBinding's Ready condition. A binding also reports
+// Conflict (the delivery path belongs to someone else), InvalidSpec and
+// InstanceNotReady, shared with the Database.
+const (
+	// ReasonAlreadyBound: the Database is bound, or reserved, to another
+	// Tenant.
+	ReasonAlreadyBound = "AlreadyBound"
+	// ReasonReleased: the Database was released by a Tenant that is gone;
+	// it is never rebound until an admin clears or replaces its claimRef.
+	ReasonReleased = "Released"
+	// ReasonDatabaseNotFound: the named Database does not exist (or the
+	// bound one is gone).
+	ReasonDatabaseNotFound = "DatabaseNotFound"
+	// ReasonDatabaseNotReady: the Database is not Ready, or is being
+	// deleted.
+	ReasonDatabaseNotReady = "DatabaseNotReady"
+	// ReasonCredentialProjectionFailed: the credential could not be copied
+	// to the namespace's delivery path (OpenBao failed, or the Database's
+	// record is not usable).
+	ReasonCredentialProjectionFailed = "CredentialProjectionFailed"
+	// ReasonWrongInstance: a static binding names an instance that is not
+	// the Database's.
+	ReasonWrongInstance = "WrongInstance"
+)
+
+// Reasons of a DatabaseBinding's Ready condition while it makes progress.
+const (
+	// ReasonBinding: the claim is being written or recorded.
+	ReasonBinding = "Binding"
+	// ReasonProvisioning: the Database is being created.
+	ReasonProvisioning = "Provisioning"
+	// ReasonDelivering: the credential is being copied to the delivery
+	// path.
+	ReasonDelivering = "Delivering"
+	// ReasonAvailable: the Tenant can use its database.
+	ReasonAvailable = "Available"
+)
+
+// Ownership metadata keys of a delivery copy (with MetaManagedBy).
+const (
+	MetaBindingNamespace  = "binding-namespace"
+	MetaBindingName       = "binding-name"
+	MetaBindingUID        = "binding-uid"
+	MetaTenantUID         = "tenant-uid"
+	MetaSourceDatabase    = "source-database"
+	MetaSourceDatabaseUID = "source-database-uid"
+	MetaSourceVersion     = "source-version"
+)
+
+// DynamicNamePrefix prefixes the name of a dynamically provisioned
+// Database.
+const DynamicNamePrefix = "tenant-"
+
+// DynamicDatabaseName is the name of the Database provisioned for a Tenant:
+// derived from the Tenant's UID, so a retry finds the same object and a new
+// Tenant of the same name gets another one.
+func DynamicDatabaseName(tenantUID string) string { return DynamicNamePrefix + tenantUID }
+
+// DeliveryPath is the KV path of the delivery copy a namespace reads:
+// <base>/<namespace>/<tenant name>.
+func DeliveryPath(base, namespace, tenant string) string {
+	return base + "/" + namespace + "/" + tenant
+}
+
+var identifierFold = strings.NewReplacer("-", "_", ".", "_")
+
+// DefaultIdentifier derives a database name from a Tenant name ("my-app" ->
+// "my_app"): lower-cased, '-' and '.' replaced by '_'. A name that does not
+// then make an acceptable PostgreSQL name is an error telling the user to
+// set the database name explicitly.
+func DefaultIdentifier(tenant string) (string, error) {
+	id := identifierFold.Replace(strings.ToLower(tenant))
+	if err := ValidateName("the database name derived from the Tenant name", id); err != nil {
+		return "", fmt.Errorf("%w: set the database name explicitly", err)
+	}
+	return id, nil
+}
+
+// BindingSpec is what a DatabaseBinding asks for.
+type BindingSpec struct {
+	// Namespace, Name and UID of the DatabaseBinding.
+	Namespace, Name, UID string
+	// TenantName and TenantUID name the Tenant (in Namespace).
+	TenantName, TenantUID string
+	// DatabaseRef names an existing Database (static binding); empty for a
+	// dynamic one.
+	DatabaseRef string
+	// Database, LoginRole and Extensions of a dynamic binding.
+	Database, LoginRole string
+	Extensions          []string
+	// InstanceKind and Instance are spec.providerConfigRef (empty when
+	// unset).
+	InstanceKind, Instance string
+}
+
+// Static reports whether the binding names an existing Database.
+func (s BindingSpec) Static() bool { return s.DatabaseRef != "" }
+
+// DatabaseName is the Database the binding is about.
+func (s BindingSpec) DatabaseName() string {
+	if s.Static() {
+		return s.DatabaseRef
+	}
+	return DynamicDatabaseName(s.TenantUID)
+}
+
+// Claim is the claimRef naming this binding's Tenant.
+func (s BindingSpec) Claim() v1alpha1.ClaimReference {
+	return v1alpha1.ClaimReference{Namespace: s.Namespace, Name: s.TenantName, UID: s.TenantUID}
+}
+
+// ObservedDatabase is what was read of the Database.
+type ObservedDatabase struct {
+	Present                    bool
+	Name, UID, ResourceVersion string
+	ClaimRef                   *v1alpha1.ClaimReference
+	// ClaimantLive: a DatabaseBinding of the Tenant ClaimRef.UID exists,
+	// not being deleted, in ClaimRef.Namespace.
+	ClaimantLive bool
+	Deleting     bool
+	// Ready is the Database's Ready condition.
+	Ready         xpv2.Condition
+	ReclaimPolicy v1alpha1.ReclaimPolicy
+	// Instance is the Database's spec.providerConfigRef.name.
+	Instance            string
+	Database, LoginRole string
+	// RecordPath is status.atProvider.credential.path.
+	RecordPath string
+	Binding    v1alpha1.BindingStatus
+}
+
+// ObservedInstance is what was read of a ClusterProviderConfig.
+type ObservedInstance struct {
+	Present, Deleting    bool
+	Ready                xpv2.Condition
+	DefaultReclaimPolicy v1alpha1.ReclaimPolicy
+}
+
+// BindingRecord is the binding's side of the bind, in its status.
+type BindingRecord struct {
+	DatabaseName, DatabaseUID string
+}
+
+// BindingObservation is everything the binder decides on.
+type BindingObservation struct {
+	Spec BindingSpec
+	// Deleting: the binding is being deleted.
+	Deleting bool
+	Database ObservedDatabase
+	// Instance is the ClusterProviderConfig the binding names (dynamic:
+	// where the Database is created; static: the Database's).
+	Instance ObservedInstance
+	// Recorded is what the binding's status records.
+	Recorded BindingRecord
+	// RecordedCopy is the delivery path the binding's status records.
+	RecordedCopy string
+}
+
+// BindingAction is what the binder does next.
+type BindingAction string
+
+// Binding actions.
+const (
+	// ActionCreateDynamic creates BindingDecision.Create.
+	ActionCreateDynamic BindingAction = "CreateDynamic"
+	// ActionWriteClaim writes BindingDecision.Claim into the Database with
+	// the resourceVersion that was read.
+	ActionWriteClaim BindingAction = "WriteClaim"
+	// ActionCompleteRecord records BindingDecision.Record in the binding's
+	// status.
+	ActionCompleteRecord BindingAction = "CompleteRecord"
+	// ActionCopyCredential copies the Database's record to the delivery
+	// path when DecideDelivery says so.
+	ActionCopyCredential BindingAction = "CopyCredential"
+	// ActionWait writes nothing: something else must happen first.
+	ActionWait BindingAction = "Wait"
+	// ActionRefuse writes nothing: a human must act (Reason, Message).
+	ActionRefuse BindingAction = "Refuse"
+	// ActionRelease releases the Database (BindingDecision.Release) on
+	// deletion.
+	ActionRelease BindingAction = "Release"
+	// ActionNone: nothing left to do on the Database (a deleted binding
+	// that has released it, or never bound it).
+	ActionNone BindingAction = "None"
+)
+
+// BindingDecision is the binder's verdict.
+type BindingDecision struct {
+	Action BindingAction
+	Phase  v1alpha1.DatabaseBindingPhase
+	// Reason and Message of the Ready condition (never Available here: that
+	// takes DecideDelivery's InSync).
+	Reason, Message string
+	// Create is the Database to create (ActionCreateDynamic).
+	Create *v1alpha1.Database
+	// Claim and ResourceVersion: the claimRef to write on the Database as
+	// read at ResourceVersion (ActionWriteClaim).
+	Claim           *v1alpha1.ClaimReference
+	ResourceVersion string
+	// Record is what the binding's status records: the Database once its
+	// claimRef names this Tenant, empty otherwise (a one-sided record is
+	// cleared).
+	Record BindingRecord
+	// Release is how the Database is released (ActionRelease).
+	Release v1alpha1.ReclaimPolicy
+	// Released is the Database's binding status to record on a Retain
+	// release.
+	Released *v1alpha1.BindingStatus
+	// CheckCopy: on deletion, the delivery copy may exist and must be
+	// deleted if it names this binding.
+	CheckCopy bool
+}
+
+// claimNames reports whether c names exactly this Tenant (namespace, name
+// and UID).
+func claimNames(c *v1alpha1.ClaimReference, s BindingSpec) bool {
+	return c != nil && c.Namespace == s.Namespace && c.Name == s.TenantName && c.UID == s.TenantUID
+}
+
+// reservedFor reports whether c reserves the Database for this Tenant's
+// namespace and name without a UID.
+func reservedFor(c *v1alpha1.ClaimReference, s BindingSpec) bool {
+	return c != nil && c.Namespace == s.Namespace && c.Name == s.TenantName && c.UID == ""
+}
+
+func describeClaim(c *v1alpha1.ClaimReference) string {
+	if c.UID == "" {
+		return fmt.Sprintf("Tenant %s/%s", c.Namespace, c.Name)
+	}
+	return fmt.Sprintf("Tenant %s/%s (uid %s)", c.Namespace, c.Name, c.UID)
+}
+
+// validateSpec returns what is wrong with the spec, or "".
+func validateSpec(s BindingSpec) string {
+	switch {
+	case s.TenantName == "" || s.TenantUID == "":
+		return "spec.forProvider.tenant must name the Tenant and its uid"
+	case s.InstanceKind != "" && s.InstanceKind != v1alpha1.ClusterProviderConfigKind:
+		return fmt.Sprintf("spec.providerConfigRef.kind must be %s (the instance), not %q", v1alpha1.ClusterProviderConfigKind, s.InstanceKind)
+	case s.Static() && (s.Database != "" || s.LoginRole != ""):
+		return "a static binding (spec.forProvider.databaseRef) takes the Database's names: leave database and loginRole unset"
+	case s.Static():
+		return ""
+	case s.Instance == "":
+		return "a dynamic binding needs spec.providerConfigRef naming the instance (ClusterProviderConfig) to provision on"
+	case s.Database == "":
+		return "a dynamic binding needs spec.forProvider.database"
+	}
+	if err := ValidateName("spec.forProvider.database", s.Database); err != nil {
+		return err.Error()
+	}
+	if s.LoginRole != "" {
+		if err := ValidateName("spec.forProvider.loginRole", s.LoginRole); err != nil {
+			return err.Error()
+		}
+	}
+	for _, x := range s.Extensions {
+		if err := ValidateIdentifier("extension", x); err != nil {
+			return err.Error()
+		}
+	}
+	return ""
+}
+
+// instanceProblem returns why the instance cannot be used now, or "".
+func instanceProblem(name string, i ObservedInstance) string {
+	switch {
+	case !i.Present:
+		return fmt.Sprintf("ClusterProviderConfig %s does not exist", name)
+	case i.Deleting:
+		return fmt.Sprintf("ClusterProviderConfig %s is being deleted", name)
+	case i.Ready.Status != corev1.ConditionTrue && i.Ready.Reason == "":
+		return fmt.Sprintf("ClusterProviderConfig %s is not Ready yet", name)
+	case i.Ready.Status != corev1.ConditionTrue:
+		return fmt.Sprintf("ClusterProviderConfig %s is not Ready (%s): %s", name, i.Ready.Reason, i.Ready.Message)
+	}
+	return ""
+}
+
+func databaseProblem(d ObservedDatabase) string {
+	switch {
+	case d.Deleting:
+		return fmt.Sprintf("Database %s is being deleted", d.Name)
+	case d.Ready.Status != corev1.ConditionTrue && d.Ready.Reason == "":
+		return fmt.Sprintf("Database %s is not Ready yet", d.Name)
+	case d.Ready.Status != corev1.ConditionTrue:
+		return fmt.Sprintf("Database %s is not Ready (%s): %s", d.Name, d.Ready.Reason, d.Ready.Message)
+	case d.RecordPath == "":
+		return fmt.Sprintf("Database %s reports no credential record yet", d.Name)
+	}
+	return ""
+}
+
+// NewDynamicDatabase is the Database provisioned for a dynamic binding: its
+// claimRef already names the Tenant, its reclaimPolicy is the instance's
+// default, and it asks for what the binding asks for.
+func NewDynamicDatabase(s BindingSpec, defaultReclaim v1alpha1.ReclaimPolicy) *v1alpha1.Database {
+	if defaultReclaim == "" {
+		defaultReclaim = v1alpha1.ReclaimRetain
+	}
+	claim := s.Claim()
+	db := &v1alpha1.Database{
+		ObjectMeta: metav1.ObjectMeta{Name: DynamicDatabaseName(s.TenantUID)},
+		Spec: v1alpha1.DatabaseSpec{
+			ClusterManagedResourceSpec: xpv2.ClusterManagedResourceSpec{
+				ProviderConfigReference: &xpv2.Reference{Name: s.Instance},
+				ManagementPolicies:      slices.Clone(v1alpha1.DefaultManagementPolicies),
+			},
+			ForProvider:   v1alpha1.DatabaseParameters{Database: s.Database, Extensions: slices.Clone(s.Extensions)},
+			ReclaimPolicy: defaultReclaim,
+			ClaimRef:      &claim,
+		},
+	}
+	if s.LoginRole != "" {
+		r := s.LoginRole
+		db.Spec.ForProvider.LoginRole = &r
+	}
+	return db
+}
+
+// ReleasedStatus is the Database's binding status once claim is released.
+func ReleasedStatus(claim v1alpha1.ClaimReference) v1alpha1.BindingStatus {
+	return v1alpha1.BindingStatus{Phase: v1alpha1.BindingReleased, Claim: claim.Namespace + "/" + claim.Name, ReleasedClaim: &claim}
+}
+
+// DecideBinding decides what the binder does with one DatabaseBinding.
+func DecideBinding(o BindingObservation) BindingDecision {
+	if o.Deleting {
+		return decideRelease(o)
+	}
+	s, d := o.Spec, o.Database
+	if msg := validateSpec(s); msg != "" {
+		return refuse(v1alpha1.BindingPhasePending, ReasonInvalidSpec, msg)
+	}
+	if d.Present && claimNames(d.ClaimRef, s) {
+		return decideBound(o)
+	}
+	// Nothing grants use from here on: a one-sided record is cleared.
+	if !d.Present {
+		if o.Recorded.DatabaseName != "" {
+			return refuse(v1alpha1.BindingPhasePending, ReasonDatabaseNotFound, fmt.Sprintf("the bound Database %s (uid %s) no longer exists: the Tenant's database is not replaced silently; recreate the Tenant, or restore the Database with spec.claimRef naming this Tenant", o.Recorded.DatabaseName, o.Recorded.DatabaseUID))
+		}
+		if s.Static() {
+			return refuse(v1alpha1.BindingPhasePending, ReasonDatabaseNotFound, fmt.Sprintf("Database %s does not exist", s.DatabaseRef))
+		}
+		if msg := instanceProblem(s.Instance, o.Instance); msg != "" {
+			return wait(v1alpha1.BindingPhasePending, ReasonInstanceNotReady, msg)
+		}
+		return BindingDecision{
+			Action: ActionCreateDynamic, Phase: v1alpha1.BindingPhaseProvisioning, Reason: ReasonProvisioning,
+			Message: fmt.Sprintf("creating Database %s on ClusterProviderConfig %s", s.DatabaseName(), s.Instance),
+			Create:  NewDynamicDatabase(s, o.Instance.DefaultReclaimPolicy),
+		}
+	}
+	if v, refused := claimRefusal(o); refused {
+		return v
+	}
+	if !s.Static() {
+		// The Database named after this Tenant's UID exists without a
+		// claim (or one reserved without a UID): it was not provisioned for
+		// this Tenant, or an admin cleared its claim.
+		return refuse(v1alpha1.BindingPhasePending, ReasonConflict, fmt.Sprintf("Database %s exists but its spec.claimRef does not name this Tenant: it is not taken over; an admin sets spec.claimRef to {namespace: %s, name: %s, uid: %s} to hand it over", d.Name, s.Namespace, s.TenantName, s.TenantUID))
+	}
+	if s.Instance != "" && d.Instance != s.Instance {
+		return refuse(v1alpha1.BindingPhasePending, ReasonWrongInstance, fmt.Sprintf("Database %s is on ClusterProviderConfig %s, not on %s as spec.providerConfigRef names", d.Name, d.Instance, s.Instance))
+	}
+	if d.Deleting {
+		return refuse(v1alpha1.BindingPhasePending, ReasonDatabaseNotReady, fmt.Sprintf("Database %s is being deleted", d.Name))
+	}
+	if msg := instanceProblem(d.Instance, o.Instance); msg != "" {
+		return wait(v1alpha1.BindingPhasePending, ReasonInstanceNotReady, msg)
+	}
+	if msg := databaseProblem(d); msg != "" {
+		return wait(v1alpha1.BindingPhasePending, ReasonDatabaseNotReady, msg)
+	}
+	claim := s.Claim()
+	return BindingDecision{
+		Action: ActionWriteClaim, Phase: v1alpha1.BindingPhaseBinding, Reason: ReasonBinding,
+		Message: fmt.Sprintf("claiming Database %s", d.Name),
+		Claim:   &claim, ResourceVersion: d.ResourceVersion,
+	}
+}
+
+// claimRefusal refuses a Database whose claimRef names another Tenant.
+func claimRefusal(o BindingObservation) (BindingDecision, bool) {
+	s, d := o.Spec, o.Database
+	c := d.ClaimRef
+	switch {
+	case c == nil || reservedFor(c, s):
+		return BindingDecision{}, false
+	case c.UID == "":
+		return refuse(v1alpha1.BindingPhasePending, ReasonAlreadyBound, fmt.Sprintf("Database %s is reserved for %s", d.Name, describeClaim(c))), true
+	case d.ClaimantLive:
+		return refuse(v1alpha1.BindingPhasePending, ReasonAlreadyBound, fmt.Sprintf("Database %s is bound to %s", d.Name, describeClaim(c))), true
+	case c.Namespace == s.Namespace && c.Name == s.TenantName:
+		return refuse(v1alpha1.BindingPhasePending, ReasonReleased, fmt.Sprintf("Database %s was released by an earlier Tenant of this name (%s): a released Database is never rebound automatically; an admin clears or presets its spec.claimRef to make it bindable", d.Name, describeClaim(c))), true
+	default:
+		return refuse(v1alpha1.BindingPhasePending, ReasonReleased, fmt.Sprintf("Database %s was released by %s: a released Database is never rebound automatically; an admin clears or presets its spec.claimRef to make it bindable", d.Name, describeClaim(c))), true
+	}
+}
+
+// decideBound handles a Database whose claimRef names this Tenant.
+func decideBound(o BindingObservation) BindingDecision {
+	s, d := o.Spec, o.Database
+	rec := BindingRecord{DatabaseName: d.Name, DatabaseUID: d.UID}
+	if s.Static() && s.Instance != "" && d.Instance != s.Instance {
+		return BindingDecision{Action: ActionRefuse, Phase: v1alpha1.BindingPhaseBound, Reason: ReasonWrongInstance, Record: o.Recorded,
+			Message: fmt.Sprintf("Database %s is on ClusterProviderConfig %s, not on %s as spec.providerConfigRef names", d.Name, d.Instance, s.Instance)}
+	}
+	if o.Recorded != rec {
+		return BindingDecision{Action: ActionCompleteRecord, Phase: v1alpha1.BindingPhaseBinding, Reason: ReasonBinding, Record: rec,
+			Message: fmt.Sprintf("Database %s is claimed for this Tenant; recording the binding", d.Name)}
+	}
+	phase := v1alpha1.BindingPhaseBound
+	if !s.Static() {
+		phase = v1alpha1.BindingPhaseProvisioning
+	}
+	if msg := databaseProblem(d); msg != "" {
+		if d.Deleting {
+			phase = v1alpha1.BindingPhaseBound
+		}
+		return BindingDecision{Action: ActionWait, Phase: phase, Reason: ReasonDatabaseNotReady, Message: msg, Record: rec}
+	}
+	return BindingDecision{Action: ActionCopyCredential, Phase: v1alpha1.BindingPhaseBound, Reason: ReasonDelivering, Record: rec,
+		Message: fmt.Sprintf("Database %s is bound and Ready; delivering its credential", d.Name)}
+}
+
+// decideRelease decides the release of a binding being deleted. Only a
+// Database whose claimRef names this Tenant is released; a binding that
+// was refused or never bound releases nothing.
+func decideRelease(o BindingObservation) BindingDecision {
+	s, d := o.Spec, o.Database
+	v := BindingDecision{Action: ActionNone, Phase: v1alpha1.BindingPhasePending, Record: o.Recorded}
+	ours := d.Present && claimNames(d.ClaimRef, s)
+	v.CheckCopy = ours || o.RecordedCopy != "" || o.Recorded.DatabaseName != ""
+	if !ours {
+		v.Message = "nothing to release"
+		return v
+	}
+	v.Phase = v1alpha1.BindingPhaseReleased
+	switch d.ReclaimPolicy {
+	case v1alpha1.ReclaimDelete:
+		if d.Deleting {
+			v.Message = fmt.Sprintf("Database %s is being deleted (reclaimPolicy Delete)", d.Name)
+			return v
+		}
+		v.Action, v.Release = ActionRelease, v1alpha1.ReclaimDelete
+		v.Message = fmt.Sprintf("deleting Database %s (reclaimPolicy Delete)", d.Name)
+	default:
+		rc := d.Binding.ReleasedClaim
+		if d.Binding.Phase == v1alpha1.BindingReleased && rc != nil && *rc == *d.ClaimRef {
+			v.Message = fmt.Sprintf("Database %s is Released (reclaimPolicy Retain)", d.Name)
+			return v
+		}
+		st := ReleasedStatus(*d.ClaimRef)
+		v.Action, v.Release, v.Released = ActionRelease, v1alpha1.ReclaimRetain, &st
+		v.Message = fmt.Sprintf("recording Database %s as Released (reclaimPolicy Retain)", d.Name)
+	}
+	return v
+}
+
+func refuse(p v1alpha1.DatabaseBindingPhase, reason, msg string) BindingDecision {
+	return BindingDecision{Action: ActionRefuse, Phase: p, Reason: reason, Message: msg}
+}
+
+func wait(p v1alpha1.DatabaseBindingPhase, reason, msg string) BindingDecision {
+	return BindingDecision{Action: ActionWait, Phase: p, Reason: reason, Message: msg}
+}
+
+// BindingKV is a KV v2 record as read.
+type BindingKV struct {
+	// Present: data or metadata exists at the path.
+	Present bool
+	// Data of the current version; nil when there is none.
+	Data map[string]string
+	// Owner is the custom_metadata.
+	Owner   map[string]string
+	Version int
+}
+
+// DeliveryObservation is what the delivery decision needs.
+type DeliveryObservation struct {
+	Spec BindingSpec
+	// DatabaseName and DatabaseUID of the bound Database.
+	DatabaseName, DatabaseUID string
+	// SourcePath and Source are the Database's own record.
+	SourcePath string
+	Source     BindingKV
+	// CopyPath and Copy are the delivery copy.
+	CopyPath string
+	Copy     BindingKV
+}
+
+// DeliveryVerdict says whether and how to write the delivery copy.
+type DeliveryVerdict struct {
+	// InSync: the copy is this binding's and holds the source's current
+	// version.
+	InSync bool
+	// Write: write Data with check-and-set CAS, then set Owner. Claim: the
+	// path is free, so create its metadata (naming this binding) first.
+	Write, Claim bool
+	CAS          int
+	Data, Owner  map[string]string
+	// Reason and Message when neither in sync nor writable.
+	Reason, Message string
+}
+
+// requiredKeys must be present and non-empty in a record that is copied;
+// hostaddr may be empty.
+var requiredKeys = []string{"username", "password", "database", "host", "port", "sslmode"}
+
+// DeliveryOwner is the ownership metadata of this binding's delivery copy
+// of version of the Database's record.
+func DeliveryOwner(s BindingSpec, database, databaseUID string, version int) map[string]string {
+	return map[string]string{
+		MetaManagedBy:         ManagedBy,
+		MetaBindingNamespace:  s.Namespace,
+		MetaBindingName:       s.Name,
+		MetaBindingUID:        s.UID,
+		MetaTenantUID:         s.TenantUID,
+		MetaSourceDatabase:    database,
+		MetaSourceDatabaseUID: databaseUID,
+		MetaSourceVersion:     strconv.Itoa(version),
+	}
+}
+
+// CopyOwnedBy reports whether the delivery copy's metadata names this
+// binding.
+func CopyOwnedBy(owner map[string]string, s BindingSpec) bool {
+	return owner[MetaManagedBy] == ManagedBy && owner[MetaBindingNamespace] == s.Namespace &&
+		owner[MetaBindingName] == s.Name && owner[MetaBindingUID] == s.UID
+}
+
+func describeCopyOwner(owner map[string]string) string {
+	if owner[MetaManagedBy] != ManagedBy || owner[MetaBindingUID] == "" {
+		return "a record the provider does not own"
+	}
+	return fmt.Sprintf("DatabaseBinding %s/%s (uid %s)", owner[MetaBindingNamespace], owner[MetaBindingName], owner[MetaBindingUID])
+}
+
+// DecideDelivery decides the delivery copy of a bound, Ready Database's
+// record. A path owned by anything but this binding is a Conflict with
+// nothing written.
+func DecideDelivery(o DeliveryObservation) DeliveryVerdict {
+	src := o.Source
+	switch {
+	case !src.Present || src.Data == nil:
+		return DeliveryVerdict{Reason: ReasonCredentialProjectionFailed, Message: fmt.Sprintf("the credential record %s of Database %s has no current version", o.SourcePath, o.DatabaseName)}
+	case src.Owner[MetaUID] != o.DatabaseUID:
+		return DeliveryVerdict{Reason: ReasonCredentialProjectionFailed, Message: fmt.Sprintf("the credential record %s does not belong to Database %s (uid %s): it is not copied", o.SourcePath, o.DatabaseName, o.DatabaseUID)}
+	}
+	var missing []string
+	for _, k := range requiredKeys {
+		if src.Data[k] == "" {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) > 0 {
+		return DeliveryVerdict{Reason: ReasonCredentialProjectionFailed, Message: fmt.Sprintf("the credential record %s of Database %s lacks %s: it is not copied", o.SourcePath, o.DatabaseName, strings.Join(missing, ", "))}
+	}
+	data := make(map[string]string, len(CredentialKeys))
+	for _, k := range CredentialKeys {
+		data[k] = src.Data[k]
+	}
+	owner := DeliveryOwner(o.Spec, o.DatabaseName, o.DatabaseUID, src.Version)
+	c := o.Copy
+	switch {
+	case !c.Present:
+		return DeliveryVerdict{Write: true, Claim: true, CAS: 0, Data: data, Owner: owner}
+	case !CopyOwnedBy(c.Owner, o.Spec):
+		return DeliveryVerdict{Reason: ReasonConflict, Message: fmt.Sprintf("the delivery path %s belongs to %s: nothing is written; it is freed when its owner is deleted, or by an admin", o.CopyPath, describeCopyOwner(c.Owner))}
+	case maps.Equal(c.Data, data) && c.Owner[MetaSourceDatabaseUID] == o.DatabaseUID &&
+		c.Owner[MetaSourceVersion] == strconv.Itoa(src.Version) && c.Owner[MetaTenantUID] == o.Spec.TenantUID &&
+		c.Owner[MetaSourceDatabase] == o.DatabaseName:
+		return DeliveryVerdict{InSync: true}
+	}
+	return DeliveryVerdict{Write: true, CAS: c.Version, Data: data, Owner: owner}
+}

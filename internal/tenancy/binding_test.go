@@ -1,0 +1,715 @@
+package tenancy
+
+import (
+	"strings"
+	"testing"
+
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
+)
+
+var (
+	bReady    = xpv2.Condition{Type: xpv2.TypeReady, Status: corev1.ConditionTrue, Reason: "Available"}
+	bNotReady = xpv2.Condition{Type: xpv2.TypeReady, Status: corev1.ConditionFalse, Reason: "Creating", Message: "step role"}
+	bInstance = ObservedInstance{Present: true, Ready: bReady, DefaultReclaimPolicy: v1alpha1.ReclaimDelete}
+)
+
+func staticSpec() BindingSpec {
+	return BindingSpec{Namespace: "shop", Name: "shop-db", UID: "b-1", TenantName: "shop", TenantUID: "t-1",
+		DatabaseRef: "orders", InstanceKind: v1alpha1.ClusterProviderConfigKind, Instance: "pg-a"}
+}
+
+func dynamicSpec() BindingSpec {
+	return BindingSpec{Namespace: "shop", Name: "shop-db", UID: "b-1", TenantName: "shop", TenantUID: "t-1",
+		Database: "shop", LoginRole: "shop_owner", Extensions: []string{"pg_trgm"}, InstanceKind: v1alpha1.ClusterProviderConfigKind, Instance: "pg-a"}
+}
+
+func ourClaim() *v1alpha1.ClaimReference {
+	return &v1alpha1.ClaimReference{Namespace: "shop", Name: "shop", UID: "t-1"}
+}
+
+// availableDB is a Ready Database with no claim.
+func availableDB() ObservedDatabase {
+	return ObservedDatabase{Present: true, Name: "orders", UID: "d-1", ResourceVersion: "41", Ready: bReady,
+		ReclaimPolicy: v1alpha1.ReclaimRetain, Instance: "pg-a", Database: "orders", LoginRole: "orders",
+		RecordPath: "postgresql-databases/orders"}
+}
+
+func boundDB() ObservedDatabase {
+	d := availableDB()
+	d.ClaimRef = ourClaim()
+	d.ClaimantLive = true
+	return d
+}
+
+func obs(s BindingSpec, d ObservedDatabase, mut ...func(*BindingObservation)) BindingObservation {
+	o := BindingObservation{Spec: s, Database: d, Instance: bInstance}
+	for _, m := range mut {
+		m(&o)
+	}
+	return o
+}
+
+func recorded(o *BindingObservation) {
+	o.Recorded = BindingRecord{DatabaseName: "orders", DatabaseUID: "d-1"}
+}
+
+// only compares what a case names: action, phase, reason and a message
+// fragment are checked separately.
+var ignoreDetail = cmpopts.IgnoreFields(BindingDecision{}, "Message")
+
+func TestDecideBindingStatic(t *testing.T) {
+	claim := ourClaim()
+	rec := BindingRecord{DatabaseName: "orders", DatabaseUID: "d-1"}
+	cases := map[string]struct {
+		o    BindingObservation
+		want BindingDecision
+		// msg must appear in the message.
+		msg string
+	}{
+		"AvailableIsClaimedWithTheResourceVersionRead": {
+			o:    obs(staticSpec(), availableDB()),
+			want: BindingDecision{Action: ActionWriteClaim, Phase: v1alpha1.BindingPhaseBinding, Reason: ReasonBinding, Claim: claim, ResourceVersion: "41"},
+		},
+		"PreBoundByNamespaceAndNameIsClaimedWithTheUID": {
+			o: obs(staticSpec(), func() ObservedDatabase {
+				d := availableDB()
+				d.ClaimRef = &v1alpha1.ClaimReference{Namespace: "shop", Name: "shop"}
+				return d
+			}()),
+			want: BindingDecision{Action: ActionWriteClaim, Phase: v1alpha1.BindingPhaseBinding, Reason: ReasonBinding, Claim: claim, ResourceVersion: "41"},
+		},
+		"ReservedForAnotherTenant": {
+			o: obs(staticSpec(), func() ObservedDatabase {
+				d := availableDB()
+				d.ClaimRef = &v1alpha1.ClaimReference{Namespace: "shop", Name: "billing"}
+				return d
+			}()),
+			want: BindingDecision{Action: ActionRefuse, Phase: v1alpha1.BindingPhasePending, Reason: ReasonAlreadyBound},
+			msg:  "reserved for Tenant shop/billing",
+		},
+		"ReservedInAnotherNamespace": {
+			o: obs(staticSpec(), func() ObservedDatabase {
+				d := availableDB()
+				d.ClaimRef = &v1alpha1.ClaimReference{Namespace: "other", Name: "shop"}
+				return d
+			}()),
+			want: BindingDecision{Action: ActionRefuse, Phase: v1alpha1.BindingPhasePending, Reason: ReasonAlreadyBound},
+		},
+		"TakenByALiveTenant": {
+			o: obs(staticSpec(), func() ObservedDatabase {
+				d := availableDB()
+				d.ClaimRef = &v1alpha1.ClaimReference{Namespace: "billing", Name: "billing", UID: "t-9"}
+				d.ClaimantLive = true
+				return d
+			}()),
+			want: BindingDecision{Action: ActionRefuse, Phase: v1alpha1.BindingPhasePending, Reason: ReasonAlreadyBound},
+			msg:  "bound to Tenant billing/billing (uid t-9)",
+		},
+		"ReleasedByAnotherTenant": {
+			o: obs(staticSpec(), func() ObservedDatabase {
+				d := availableDB()
+				d.ClaimRef = &v1alpha1.ClaimReference{Namespace: "billing", Name: "billing", UID: "t-9"}
+				return d
+			}()),
+			want: BindingDecision{Action: ActionRefuse, Phase: v1alpha1.BindingPhasePending, Reason: ReasonReleased},
+			msg:  "never rebound automatically",
+		},
+		"ReleasedIsNotReboundToANewTenantOfTheSameName": {
+			o: obs(staticSpec(), func() ObservedDatabase {
+				d := availableDB()
+				d.ClaimRef = &v1alpha1.ClaimReference{Namespace: "shop", Name: "shop", UID: "t-0"}
+				d.Binding = ReleasedStatus(*d.ClaimRef)
+				return d
+			}()),
+			want: BindingDecision{Action: ActionRefuse, Phase: v1alpha1.BindingPhasePending, Reason: ReasonReleased},
+			msg:  "earlier Tenant of this name",
+		},
+		"BeingDeleted": {
+			o: obs(staticSpec(), func() ObservedDatabase {
+				d := availableDB()
+				d.Deleting = true
+				return d
+			}()),
+			want: BindingDecision{Action: ActionRefuse, Phase: v1alpha1.BindingPhasePending, Reason: ReasonDatabaseNotReady},
+			msg:  "being deleted",
+		},
+		"NotReady": {
+			o: obs(staticSpec(), func() ObservedDatabase {
+				d := availableDB()
+				d.Ready = bNotReady
+				return d
+			}()),
+			want: BindingDecision{Action: ActionWait, Phase: v1alpha1.BindingPhasePending, Reason: ReasonDatabaseNotReady},
+			msg:  "not Ready (Creating): step role",
+		},
+		"ReadyWithoutARecord": {
+			o: obs(staticSpec(), func() ObservedDatabase {
+				d := availableDB()
+				d.RecordPath = ""
+				return d
+			}()),
+			want: BindingDecision{Action: ActionWait, Phase: v1alpha1.BindingPhasePending, Reason: ReasonDatabaseNotReady},
+		},
+		"InstanceNotReady": {
+			o:    obs(staticSpec(), availableDB(), func(o *BindingObservation) { o.Instance.Ready = bNotReady }),
+			want: BindingDecision{Action: ActionWait, Phase: v1alpha1.BindingPhasePending, Reason: ReasonInstanceNotReady},
+			msg:  "ClusterProviderConfig pg-a is not Ready",
+		},
+		"InstanceBeingDeleted": {
+			o:    obs(staticSpec(), availableDB(), func(o *BindingObservation) { o.Instance.Deleting = true }),
+			want: BindingDecision{Action: ActionWait, Phase: v1alpha1.BindingPhasePending, Reason: ReasonInstanceNotReady},
+		},
+		"InstanceAbsent": {
+			o:    obs(staticSpec(), availableDB(), func(o *BindingObservation) { o.Instance = ObservedInstance{} }),
+			want: BindingDecision{Action: ActionWait, Phase: v1alpha1.BindingPhasePending, Reason: ReasonInstanceNotReady},
+		},
+		"WrongInstance": {
+			o: obs(staticSpec(), func() ObservedDatabase {
+				d := availableDB()
+				d.Instance = "pg-b"
+				return d
+			}()),
+			want: BindingDecision{Action: ActionRefuse, Phase: v1alpha1.BindingPhasePending, Reason: ReasonWrongInstance},
+			msg:  "is on ClusterProviderConfig pg-b, not on pg-a",
+		},
+		"NoInstanceNamedTakesTheDatabases": {
+			o: obs(func() BindingSpec { s := staticSpec(); s.Instance, s.InstanceKind = "", ""; return s }(), func() ObservedDatabase {
+				d := availableDB()
+				d.Instance = "pg-b"
+				return d
+			}()),
+			want: BindingDecision{Action: ActionWriteClaim, Phase: v1alpha1.BindingPhaseBinding, Reason: ReasonBinding, Claim: claim, ResourceVersion: "41"},
+		},
+		"NotFound": {
+			o:    obs(staticSpec(), ObservedDatabase{}),
+			want: BindingDecision{Action: ActionRefuse, Phase: v1alpha1.BindingPhasePending, Reason: ReasonDatabaseNotFound},
+			msg:  "Database orders does not exist",
+		},
+		// The claim names this Tenant but the binding has not recorded it
+		// (it stopped between the two writes): complete the record.
+		"OneSidedClaimIsCompleted": {
+			o:    obs(staticSpec(), boundDB()),
+			want: BindingDecision{Action: ActionCompleteRecord, Phase: v1alpha1.BindingPhaseBinding, Reason: ReasonBinding, Record: rec},
+		},
+		// The binding recorded a Database whose claim does not name its
+		// Tenant: the record grants nothing and is cleared; the Database is
+		// decided afresh (here: taken by another).
+		"OneSidedRecordIsClearedAndRefused": {
+			o: obs(staticSpec(), func() ObservedDatabase {
+				d := availableDB()
+				d.ClaimRef = &v1alpha1.ClaimReference{Namespace: "billing", Name: "billing", UID: "t-9"}
+				d.ClaimantLive = true
+				return d
+			}(), recorded),
+			want: BindingDecision{Action: ActionRefuse, Phase: v1alpha1.BindingPhasePending, Reason: ReasonAlreadyBound},
+		},
+		"OneSidedRecordOfAnAvailableDatabaseIsClaimedAgain": {
+			o:    obs(staticSpec(), availableDB(), recorded),
+			want: BindingDecision{Action: ActionWriteClaim, Phase: v1alpha1.BindingPhaseBinding, Reason: ReasonBinding, Claim: claim, ResourceVersion: "41"},
+		},
+		"RecordOfAnotherDatabaseObjectIsReplaced": {
+			o: obs(staticSpec(), boundDB(), func(o *BindingObservation) {
+				o.Recorded = BindingRecord{DatabaseName: "orders", DatabaseUID: "d-0"}
+			}),
+			want: BindingDecision{Action: ActionCompleteRecord, Phase: v1alpha1.BindingPhaseBinding, Reason: ReasonBinding, Record: rec},
+		},
+		"BoundAndReadyDelivers": {
+			o:    obs(staticSpec(), boundDB(), recorded),
+			want: BindingDecision{Action: ActionCopyCredential, Phase: v1alpha1.BindingPhaseBound, Reason: ReasonDelivering, Record: rec},
+		},
+		// Once bound, the instance's readiness does not matter: the copy
+		// needs only OpenBao.
+		"BoundDeliversWhileTheInstanceIsNotReady": {
+			o:    obs(staticSpec(), boundDB(), recorded, func(o *BindingObservation) { o.Instance.Ready = bNotReady }),
+			want: BindingDecision{Action: ActionCopyCredential, Phase: v1alpha1.BindingPhaseBound, Reason: ReasonDelivering, Record: rec},
+		},
+		"BoundNotReadyWaits": {
+			o: obs(staticSpec(), func() ObservedDatabase {
+				d := boundDB()
+				d.Ready = bNotReady
+				return d
+			}(), recorded),
+			want: BindingDecision{Action: ActionWait, Phase: v1alpha1.BindingPhaseBound, Reason: ReasonDatabaseNotReady, Record: rec},
+		},
+		"BoundBeingDeletedWaits": {
+			o: obs(staticSpec(), func() ObservedDatabase {
+				d := boundDB()
+				d.Deleting = true
+				return d
+			}(), recorded),
+			want: BindingDecision{Action: ActionWait, Phase: v1alpha1.BindingPhaseBound, Reason: ReasonDatabaseNotReady, Record: rec},
+			msg:  "being deleted",
+		},
+		// A claim by UID alone is not ours: namespace and name must match
+		// too.
+		"ClaimWithOurUIDInAnotherNamespaceIsNotOurs": {
+			o: obs(staticSpec(), func() ObservedDatabase {
+				d := availableDB()
+				d.ClaimRef = &v1alpha1.ClaimReference{Namespace: "other", Name: "shop", UID: "t-1"}
+				d.ClaimantLive = true
+				return d
+			}()),
+			want: BindingDecision{Action: ActionRefuse, Phase: v1alpha1.BindingPhasePending, Reason: ReasonAlreadyBound},
+		},
+		"MixedStaticAndDynamicIsInvalid": {
+			o:    obs(func() BindingSpec { s := staticSpec(); s.Database = "x"; return s }(), availableDB()),
+			want: BindingDecision{Action: ActionRefuse, Phase: v1alpha1.BindingPhasePending, Reason: ReasonInvalidSpec},
+		},
+		"WrongConfigKindIsInvalid": {
+			o:    obs(func() BindingSpec { s := staticSpec(); s.InstanceKind = "ProviderConfig"; return s }(), availableDB()),
+			want: BindingDecision{Action: ActionRefuse, Phase: v1alpha1.BindingPhasePending, Reason: ReasonInvalidSpec},
+		},
+		"NoTenantUIDIsInvalid": {
+			o:    obs(func() BindingSpec { s := staticSpec(); s.TenantUID = ""; return s }(), availableDB()),
+			want: BindingDecision{Action: ActionRefuse, Phase: v1alpha1.BindingPhasePending, Reason: ReasonInvalidSpec},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := DecideBinding(tc.o)
+			if diff := cmp.Diff(tc.want, got, ignoreDetail); diff != "" {
+				t.Errorf("DecideBinding: -want +got:\n%s", diff)
+			}
+			if !strings.Contains(got.Message, tc.msg) {
+				t.Errorf("message %q does not contain %q", got.Message, tc.msg)
+			}
+			if got.Message == "" {
+				t.Error("no message")
+			}
+		})
+	}
+}
+
+func TestDecideBindingDynamic(t *testing.T) {
+	name := DynamicDatabaseName("t-1")
+	dyn := func() ObservedDatabase {
+		d := boundDB()
+		d.Name, d.Instance = name, "pg-a"
+		return d
+	}
+	rec := BindingRecord{DatabaseName: name, DatabaseUID: "d-1"}
+	loginRole := "shop_owner"
+	cases := map[string]struct {
+		o    BindingObservation
+		want BindingDecision
+		msg  string
+	}{
+		"AbsentIsCreatedWithTheClaimAndTheInstanceDefault": {
+			o: obs(dynamicSpec(), ObservedDatabase{}),
+			want: BindingDecision{Action: ActionCreateDynamic, Phase: v1alpha1.BindingPhaseProvisioning, Reason: ReasonProvisioning,
+				Create: &v1alpha1.Database{
+					ObjectMeta: metav1.ObjectMeta{Name: "tenant-t-1"},
+					Spec: v1alpha1.DatabaseSpec{
+						ClusterManagedResourceSpec: xpv2.ClusterManagedResourceSpec{
+							ProviderConfigReference: &xpv2.Reference{Name: "pg-a"},
+							ManagementPolicies:      v1alpha1.DefaultManagementPolicies,
+						},
+						ForProvider:   v1alpha1.DatabaseParameters{Database: "shop", LoginRole: &loginRole, Extensions: []string{"pg_trgm"}},
+						ReclaimPolicy: v1alpha1.ReclaimDelete,
+						ClaimRef:      ourClaim(),
+					},
+				}},
+		},
+		"AbsentWaitsForTheInstance": {
+			o:    obs(dynamicSpec(), ObservedDatabase{}, func(o *BindingObservation) { o.Instance.Ready = bNotReady }),
+			want: BindingDecision{Action: ActionWait, Phase: v1alpha1.BindingPhasePending, Reason: ReasonInstanceNotReady},
+		},
+		"AbsentWaitsForAMissingInstance": {
+			o:    obs(dynamicSpec(), ObservedDatabase{}, func(o *BindingObservation) { o.Instance = ObservedInstance{} }),
+			want: BindingDecision{Action: ActionWait, Phase: v1alpha1.BindingPhasePending, Reason: ReasonInstanceNotReady},
+			msg:  "does not exist",
+		},
+		// A bound Database that disappeared is not silently replaced by an
+		// empty one.
+		"RecordedButGoneIsNotRecreated": {
+			o:    obs(dynamicSpec(), ObservedDatabase{}, func(o *BindingObservation) { o.Recorded = rec }),
+			want: BindingDecision{Action: ActionRefuse, Phase: v1alpha1.BindingPhasePending, Reason: ReasonDatabaseNotFound},
+			msg:  "no longer exists",
+		},
+		"CreatedIsRecorded": {
+			o:    obs(dynamicSpec(), dyn()),
+			want: BindingDecision{Action: ActionCompleteRecord, Phase: v1alpha1.BindingPhaseBinding, Reason: ReasonBinding, Record: rec},
+		},
+		"ProvisioningWaits": {
+			o: obs(dynamicSpec(), func() ObservedDatabase {
+				d := dyn()
+				d.Ready = bNotReady
+				return d
+			}(), func(o *BindingObservation) { o.Recorded = rec }),
+			want: BindingDecision{Action: ActionWait, Phase: v1alpha1.BindingPhaseProvisioning, Reason: ReasonDatabaseNotReady, Record: rec},
+		},
+		"ReadyDelivers": {
+			o:    obs(dynamicSpec(), dyn(), func(o *BindingObservation) { o.Recorded = rec }),
+			want: BindingDecision{Action: ActionCopyCredential, Phase: v1alpha1.BindingPhaseBound, Reason: ReasonDelivering, Record: rec},
+		},
+		"ExistingWithoutAClaimIsNotTakenOver": {
+			o: obs(dynamicSpec(), func() ObservedDatabase {
+				d := dyn()
+				d.ClaimRef = nil
+				return d
+			}()),
+			want: BindingDecision{Action: ActionRefuse, Phase: v1alpha1.BindingPhasePending, Reason: ReasonConflict},
+			msg:  "does not name this Tenant",
+		},
+		"ExistingClaimedByAnotherIsRefused": {
+			o: obs(dynamicSpec(), func() ObservedDatabase {
+				d := dyn()
+				d.ClaimRef = &v1alpha1.ClaimReference{Namespace: "x", Name: "y", UID: "t-9"}
+				d.ClaimantLive = true
+				return d
+			}()),
+			want: BindingDecision{Action: ActionRefuse, Phase: v1alpha1.BindingPhasePending, Reason: ReasonAlreadyBound},
+		},
+		"NoInstanceIsInvalid": {
+			o:    obs(func() BindingSpec { s := dynamicSpec(); s.Instance, s.InstanceKind = "", ""; return s }(), ObservedDatabase{}),
+			want: BindingDecision{Action: ActionRefuse, Phase: v1alpha1.BindingPhasePending, Reason: ReasonInvalidSpec},
+		},
+		"ReservedNameIsInvalid": {
+			o:    obs(func() BindingSpec { s := dynamicSpec(); s.Database = "postgres"; return s }(), ObservedDatabase{}),
+			want: BindingDecision{Action: ActionRefuse, Phase: v1alpha1.BindingPhasePending, Reason: ReasonInvalidSpec},
+		},
+		"BadLoginRoleIsInvalid": {
+			o:    obs(func() BindingSpec { s := dynamicSpec(); s.LoginRole = "pg_x"; return s }(), ObservedDatabase{}),
+			want: BindingDecision{Action: ActionRefuse, Phase: v1alpha1.BindingPhasePending, Reason: ReasonInvalidSpec},
+		},
+		"BadExtensionIsInvalid": {
+			o:    obs(func() BindingSpec { s := dynamicSpec(); s.Extensions = []string{"Bad"}; return s }(), ObservedDatabase{}),
+			want: BindingDecision{Action: ActionRefuse, Phase: v1alpha1.BindingPhasePending, Reason: ReasonInvalidSpec},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := DecideBinding(tc.o)
+			if diff := cmp.Diff(tc.want, got, ignoreDetail); diff != "" {
+				t.Errorf("DecideBinding: -want +got:\n%s", diff)
+			}
+			if !strings.Contains(got.Message, tc.msg) || got.Message == "" {
+				t.Errorf("message %q does not contain %q", got.Message, tc.msg)
+			}
+		})
+	}
+}
+
+// The instance's empty default reclaim policy is Retain.
+func TestBindingDynamicDatabaseDefaultsToRetain(t *testing.T) {
+	db := NewDynamicDatabase(dynamicSpec(), "")
+	if db.Spec.ReclaimPolicy != v1alpha1.ReclaimRetain {
+		t.Errorf("reclaimPolicy = %q; want Retain", db.Spec.ReclaimPolicy)
+	}
+	s := dynamicSpec()
+	s.LoginRole = ""
+	if db := NewDynamicDatabase(s, ""); db.Spec.ForProvider.LoginRole != nil {
+		t.Errorf("loginRole = %q; want unset (the Database defaults it)", *db.Spec.ForProvider.LoginRole)
+	}
+}
+
+// Two bindings of different Tenants race for one Available Database: both
+// decide to claim it at the resourceVersion they read, so only the first
+// write can succeed; the loser re-reads the claimed Database and is
+// refused without writing.
+func TestDecideBindingRace(t *testing.T) {
+	a := staticSpec()
+	b := staticSpec()
+	b.Namespace, b.Name, b.UID, b.TenantName, b.TenantUID = "billing", "billing-db", "b-2", "billing", "t-2"
+	d := availableDB()
+	da, db := DecideBinding(obs(a, d)), DecideBinding(obs(b, d))
+	if da.Action != ActionWriteClaim || db.Action != ActionWriteClaim || da.ResourceVersion != d.ResourceVersion || db.ResourceVersion != d.ResourceVersion {
+		t.Fatalf("both must claim at resourceVersion %s: %+v, %+v", d.ResourceVersion, da, db)
+	}
+	// a won: the Database now carries a's claim at a new resourceVersion.
+	won := d
+	won.ClaimRef, won.ClaimantLive, won.ResourceVersion = da.Claim, true, "42"
+	if got := DecideBinding(obs(b, won)); got.Action != ActionRefuse || got.Reason != ReasonAlreadyBound {
+		t.Errorf("the loser re-decides %s/%s; want Refuse/AlreadyBound", got.Action, got.Reason)
+	}
+	if got := DecideBinding(obs(a, won)); got.Action != ActionCompleteRecord {
+		t.Errorf("the winner re-decides %s; want CompleteRecord", got.Action)
+	}
+}
+
+func TestDecideBindingRelease(t *testing.T) {
+	deleting := func(o *BindingObservation) { o.Deleting = true }
+	retainDone := boundDB()
+	retainDone.Binding = ReleasedStatus(*ourClaim())
+	released := ReleasedStatus(*ourClaim())
+	cases := map[string]struct {
+		o    BindingObservation
+		want BindingDecision
+	}{
+		"RetainRecordsReleased": {
+			o:    obs(staticSpec(), boundDB(), recorded, deleting),
+			want: BindingDecision{Action: ActionRelease, Phase: v1alpha1.BindingPhaseReleased, Release: v1alpha1.ReclaimRetain, Released: &released, CheckCopy: true, Record: BindingRecord{DatabaseName: "orders", DatabaseUID: "d-1"}},
+		},
+		"EmptyReclaimPolicyIsRetain": {
+			o: obs(staticSpec(), func() ObservedDatabase {
+				d := boundDB()
+				d.ReclaimPolicy = ""
+				return d
+			}(), deleting),
+			want: BindingDecision{Action: ActionRelease, Phase: v1alpha1.BindingPhaseReleased, Release: v1alpha1.ReclaimRetain, Released: &released, CheckCopy: true},
+		},
+		"RetainAlreadyReleased": {
+			o:    obs(staticSpec(), retainDone, deleting),
+			want: BindingDecision{Action: ActionNone, Phase: v1alpha1.BindingPhaseReleased, CheckCopy: true},
+		},
+		// A Released status naming an earlier claim is not this release.
+		"RetainReleasedForAnotherClaimIsRecordedAgain": {
+			o: obs(staticSpec(), func() ObservedDatabase {
+				d := boundDB()
+				d.Binding = ReleasedStatus(v1alpha1.ClaimReference{Namespace: "shop", Name: "shop", UID: "t-0"})
+				return d
+			}(), deleting),
+			want: BindingDecision{Action: ActionRelease, Phase: v1alpha1.BindingPhaseReleased, Release: v1alpha1.ReclaimRetain, Released: &released, CheckCopy: true},
+		},
+		"DeleteDeletesTheDatabase": {
+			o: obs(staticSpec(), func() ObservedDatabase {
+				d := boundDB()
+				d.ReclaimPolicy = v1alpha1.ReclaimDelete
+				return d
+			}(), deleting),
+			want: BindingDecision{Action: ActionRelease, Phase: v1alpha1.BindingPhaseReleased, Release: v1alpha1.ReclaimDelete, CheckCopy: true},
+		},
+		"DeleteAlreadyDeleting": {
+			o: obs(staticSpec(), func() ObservedDatabase {
+				d := boundDB()
+				d.ReclaimPolicy, d.Deleting = v1alpha1.ReclaimDelete, true
+				return d
+			}(), deleting),
+			want: BindingDecision{Action: ActionNone, Phase: v1alpha1.BindingPhaseReleased, CheckCopy: true},
+		},
+		"RefusedReleasesNothing": {
+			o: obs(staticSpec(), func() ObservedDatabase {
+				d := availableDB()
+				d.ClaimRef = &v1alpha1.ClaimReference{Namespace: "billing", Name: "billing", UID: "t-9"}
+				d.ReclaimPolicy = v1alpha1.ReclaimDelete
+				return d
+			}(), deleting),
+			want: BindingDecision{Action: ActionNone, Phase: v1alpha1.BindingPhasePending},
+		},
+		"NeverBoundReleasesNothing": {
+			o:    obs(staticSpec(), availableDB(), deleting),
+			want: BindingDecision{Action: ActionNone, Phase: v1alpha1.BindingPhasePending},
+		},
+		"AbsentReleasesNothing": {
+			o:    obs(dynamicSpec(), ObservedDatabase{}, deleting),
+			want: BindingDecision{Action: ActionNone, Phase: v1alpha1.BindingPhasePending},
+		},
+		// A binding that recorded a copy checks it even when the claim no
+		// longer names it.
+		"RecordedCopyIsChecked": {
+			o:    obs(staticSpec(), availableDB(), deleting, func(o *BindingObservation) { o.RecordedCopy = "postgresql-tenants/shop/shop" }),
+			want: BindingDecision{Action: ActionNone, Phase: v1alpha1.BindingPhasePending, CheckCopy: true},
+		},
+		// A reservation by namespace and name only was never bound.
+		"ReservedReleasesNothing": {
+			o: obs(staticSpec(), func() ObservedDatabase {
+				d := availableDB()
+				d.ClaimRef = &v1alpha1.ClaimReference{Namespace: "shop", Name: "shop"}
+				return d
+			}(), deleting),
+			want: BindingDecision{Action: ActionNone, Phase: v1alpha1.BindingPhasePending},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := DecideBinding(tc.o)
+			if diff := cmp.Diff(tc.want, got, cmpopts.IgnoreFields(BindingDecision{}, "Message", "Reason")); diff != "" {
+				t.Errorf("DecideBinding: -want +got:\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestBindingReleasedStatus(t *testing.T) {
+	want := v1alpha1.BindingStatus{Phase: v1alpha1.BindingReleased, Claim: "shop/shop", ReleasedClaim: ourClaim()}
+	if diff := cmp.Diff(want, ReleasedStatus(*ourClaim())); diff != "" {
+		t.Errorf("ReleasedStatus: -want +got:\n%s", diff)
+	}
+	// The Database's own view of a claim without a live binding is the
+	// same: the binder's record and the Database's never fight.
+	if diff := cmp.Diff(BindingOf(ourClaim(), v1alpha1.BindingStatus{}, false), ReleasedStatus(*ourClaim())); diff != "" {
+		t.Errorf("ReleasedStatus differs from BindingOf: -BindingOf +ReleasedStatus:\n%s", diff)
+	}
+}
+
+func sourceData() map[string]string {
+	return map[string]string{"username": "orders", "password": "pw-1", "database": "orders", "host": "db", "hostaddr": "", "port": "5432", "sslmode": "verify-full"}
+}
+
+func TestDecideBindingDelivery(t *testing.T) {
+	s := staticSpec()
+	src := BindingKV{Present: true, Data: sourceData(), Owner: map[string]string{MetaManagedBy: ManagedBy, MetaName: "orders", MetaUID: "d-1"}, Version: 3}
+	owner := DeliveryOwner(s, "orders", "d-1", 3)
+	base := func(mut ...func(*DeliveryObservation)) DeliveryObservation {
+		o := DeliveryObservation{Spec: s, DatabaseName: "orders", DatabaseUID: "d-1", SourcePath: "postgresql-databases/orders", Source: src, CopyPath: "postgresql-tenants/shop/shop"}
+		for _, m := range mut {
+			m(&o)
+		}
+		return o
+	}
+	inSync := func(o *DeliveryObservation) {
+		o.Copy = BindingKV{Present: true, Data: sourceData(), Owner: DeliveryOwner(s, "orders", "d-1", 3), Version: 2}
+	}
+	cases := map[string]struct {
+		o    DeliveryObservation
+		want DeliveryVerdict
+	}{
+		"AbsentIsClaimedAndWritten": {
+			o:    base(),
+			want: DeliveryVerdict{Write: true, Claim: true, CAS: 0, Data: sourceData(), Owner: owner},
+		},
+		"InSync": {
+			o:    base(inSync),
+			want: DeliveryVerdict{InSync: true},
+		},
+		// An admin rotation makes a new source version: re-copy over the
+		// copy's current version.
+		"NewSourceVersionIsCopied": {
+			o: base(inSync, func(o *DeliveryObservation) {
+				o.Source.Version = 4
+				o.Source.Data = sourceData()
+				o.Source.Data["password"] = "pw-2"
+			}),
+			want: DeliveryVerdict{Write: true, CAS: 2, Data: func() map[string]string { d := sourceData(); d["password"] = "pw-2"; return d }(), Owner: DeliveryOwner(s, "orders", "d-1", 4)},
+		},
+		// A new version with the same data is still recorded as the
+		// source of the copy.
+		"NewSourceVersionWithTheSameData": {
+			o:    base(inSync, func(o *DeliveryObservation) { o.Source.Version = 4 }),
+			want: DeliveryVerdict{Write: true, CAS: 2, Data: sourceData(), Owner: DeliveryOwner(s, "orders", "d-1", 4)},
+		},
+		"ChangedCopyDataIsRewritten": {
+			o:    base(inSync, func(o *DeliveryObservation) { o.Copy.Data = map[string]string{"password": "edited"} }),
+			want: DeliveryVerdict{Write: true, CAS: 2, Data: sourceData(), Owner: owner},
+		},
+		// Metadata claimed but no data yet (interrupted): write version 1.
+		"ClaimedWithoutDataIsWritten": {
+			o:    base(func(o *DeliveryObservation) { o.Copy = BindingKV{Present: true, Owner: owner} }),
+			want: DeliveryVerdict{Write: true, CAS: 0, Data: sourceData(), Owner: owner},
+		},
+		"CopyOfAnotherDatabaseIsReplaced": {
+			o:    base(inSync, func(o *DeliveryObservation) { o.Copy.Owner = DeliveryOwner(s, "old", "d-0", 3) }),
+			want: DeliveryVerdict{Write: true, CAS: 2, Data: sourceData(), Owner: owner},
+		},
+		"OwnedByAnotherBindingIsAConflict": {
+			o: base(inSync, func(o *DeliveryObservation) {
+				other := s
+				other.UID = "b-0"
+				o.Copy.Owner = DeliveryOwner(other, "orders", "d-1", 3)
+			}),
+			want: DeliveryVerdict{Reason: ReasonConflict},
+		},
+		"UnownedIsAConflict": {
+			o: base(func(o *DeliveryObservation) {
+				o.Copy = BindingKV{Present: true, Data: map[string]string{"x": "y"}, Version: 1}
+			}),
+			want: DeliveryVerdict{Reason: ReasonConflict},
+		},
+		"SourceWithoutVersion": {
+			o:    base(func(o *DeliveryObservation) { o.Source = BindingKV{Present: true, Owner: src.Owner} }),
+			want: DeliveryVerdict{Reason: ReasonCredentialProjectionFailed},
+		},
+		"SourceAbsent": {
+			o:    base(func(o *DeliveryObservation) { o.Source = BindingKV{} }),
+			want: DeliveryVerdict{Reason: ReasonCredentialProjectionFailed},
+		},
+		"SourceOfAnotherDatabase": {
+			o: base(func(o *DeliveryObservation) {
+				o.Source.Owner = map[string]string{MetaManagedBy: ManagedBy, MetaUID: "d-0"}
+			}),
+			want: DeliveryVerdict{Reason: ReasonCredentialProjectionFailed},
+		},
+		"SourceMissingAKey": {
+			o: base(func(o *DeliveryObservation) {
+				o.Source.Data = sourceData()
+				delete(o.Source.Data, "password")
+			}),
+			want: DeliveryVerdict{Reason: ReasonCredentialProjectionFailed},
+		},
+		// Only the seven credential keys are copied.
+		"ExtraSourceKeysAreNotCopied": {
+			o: base(func(o *DeliveryObservation) {
+				o.Source.Data = sourceData()
+				o.Source.Data["admin"] = "x"
+			}),
+			want: DeliveryVerdict{Write: true, Claim: true, Data: sourceData(), Owner: owner},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := DecideDelivery(tc.o)
+			if diff := cmp.Diff(tc.want, got, cmpopts.IgnoreFields(DeliveryVerdict{}, "Message")); diff != "" {
+				t.Errorf("DecideDelivery: -want +got:\n%s", diff)
+			}
+			if got.Reason != "" && got.Message == "" {
+				t.Error("a refusal without a message")
+			}
+			if strings.Contains(got.Message, "pw-") {
+				t.Errorf("message carries the password: %q", got.Message)
+			}
+		})
+	}
+}
+
+func TestBindingDeliveryOwner(t *testing.T) {
+	want := map[string]string{
+		"managed-by": "provider-postgresql-tenant", "binding-namespace": "shop", "binding-name": "shop-db", "binding-uid": "b-1",
+		"tenant-uid": "t-1", "source-database": "orders", "source-database-uid": "d-1", "source-version": "3",
+	}
+	if diff := cmp.Diff(want, DeliveryOwner(staticSpec(), "orders", "d-1", 3)); diff != "" {
+		t.Errorf("DeliveryOwner: -want +got:\n%s", diff)
+	}
+	other := staticSpec()
+	other.Name = "x"
+	if CopyOwnedBy(want, other) {
+		t.Error("a copy of shop/shop-db is owned by shop/x")
+	}
+}
+
+func TestBindingNames(t *testing.T) {
+	if got := DynamicDatabaseName("5f1c-9a"); got != "tenant-5f1c-9a" {
+		t.Errorf("DynamicDatabaseName = %q", got)
+	}
+	if got := DeliveryPath("postgresql-tenants", "shop", "web"); got != "postgresql-tenants/shop/web" {
+		t.Errorf("DeliveryPath = %q", got)
+	}
+}
+
+func TestBindingDefaultIdentifier(t *testing.T) {
+	cases := map[string]struct {
+		in, want string
+		err      string
+	}{
+		"Hyphen":      {in: "my-app", want: "my_app"},
+		"Dots":        {in: "a.b-c", want: "a_b_c"},
+		"Upper":       {in: "MyApp", want: "myapp"},
+		"Plain":       {in: "shop", want: "shop"},
+		"DigitFirst":  {in: "1app", err: "set the database name explicitly"},
+		"Reserved":    {in: "postgres", err: "reserved"},
+		"PgPrefix":    {in: "pg-x", err: "reserved"},
+		"TooLong":     {in: strings.Repeat("a", 64), err: "not a valid identifier"},
+		"Longest":     {in: strings.Repeat("a", 63), want: strings.Repeat("a", 63)},
+		"OtherSymbol": {in: "a+b", err: "not a valid identifier"},
+		"Empty":       {in: "", err: "not a valid identifier"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := DefaultIdentifier(tc.in)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), "explicitly") {
+					t.Fatalf("DefaultIdentifier(%q) = %q, %v; want an error containing %q", tc.in, got, err, tc.err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("DefaultIdentifier(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+			}
+		})
+	}
+}
