@@ -502,6 +502,10 @@ type DeliveryObservation struct {
 	// SourcePath and Source are the Database's own record.
 	SourcePath string
 	Source     BindingKV
+	// Import: the Database imports an existing record (its
+	// spec.forProvider.credentialPath), which the Database controller has
+	// proven to log in but never writes ownership into while read-only.
+	Import bool
 	// CopyPath and Copy are the delivery copy.
 	CopyPath string
 	Copy     BindingKV
@@ -562,7 +566,11 @@ func DecideDelivery(o DeliveryObservation) DeliveryVerdict {
 	switch {
 	case !src.Present || src.Data == nil:
 		return DeliveryVerdict{Reason: ReasonCredentialProjectionFailed, Message: fmt.Sprintf("the credential record %s of Database %s has no current version", o.SourcePath, o.DatabaseName)}
-	case src.Owner[MetaUID] != o.DatabaseUID:
+	case src.Owner[MetaManagedBy] == ManagedBy && src.Owner[MetaUID] != o.DatabaseUID,
+		src.Owner[MetaManagedBy] != ManagedBy && !o.Import:
+		// A record the provider made for another Database is never
+		// handed out for this one; a record without ownership is
+		// acceptable only as what an admin imported.
 		return DeliveryVerdict{Reason: ReasonCredentialProjectionFailed, Message: fmt.Sprintf("the credential record %s does not belong to Database %s (uid %s): it is not copied", o.SourcePath, o.DatabaseName, o.DatabaseUID)}
 	}
 	var missing []string
@@ -591,4 +599,14 @@ func DecideDelivery(o DeliveryObservation) DeliveryVerdict {
 		return DeliveryVerdict{InSync: true}
 	}
 	return DeliveryVerdict{Write: true, CAS: c.Version, Data: data, Owner: owner}
+}
+
+// DatabaseRecordPath is the path of a Database's own credential record, from
+// its spec alone: the imported record it names, or the one derived from its
+// name. imported is true for the former.
+func DatabaseRecordPath(base, database string, credentialPath *string) (path string, imported bool) {
+	if credentialPath != nil && *credentialPath != "" {
+		return *credentialPath, true
+	}
+	return CredentialPath(base, database), false
 }

@@ -615,6 +615,29 @@ func TestDecideBindingDelivery(t *testing.T) {
 			o:    base(func(o *DeliveryObservation) { o.Source = BindingKV{Present: true, Owner: src.Owner} }),
 			want: DeliveryVerdict{Reason: ReasonCredentialProjectionFailed},
 		},
+		// An imported record written by hand carries no ownership: the
+		// Database controller proved it logs in, so it is copied.
+		"ImportedRecordWithoutOwnershipIsCopied": {
+			o: base(func(o *DeliveryObservation) {
+				o.Import = true
+				o.Source.Owner = nil
+			}),
+			want: DeliveryVerdict{Write: true, Claim: true, CAS: 0, Data: sourceData(), Owner: owner},
+		},
+		// Without ownership and not an import: not this Database's.
+		"UnownedSourceOfAProvisioningDatabaseIsRefused": {
+			o:    base(func(o *DeliveryObservation) { o.Source.Owner = nil }),
+			want: DeliveryVerdict{Reason: ReasonCredentialProjectionFailed},
+		},
+		// An import naming a record the provider made for another
+		// Database: never copied.
+		"ImportOfAnotherDatabasesRecordIsRefused": {
+			o: base(func(o *DeliveryObservation) {
+				o.Import = true
+				o.Source.Owner = map[string]string{MetaManagedBy: ManagedBy, MetaName: "victim", MetaUID: "d-9"}
+			}),
+			want: DeliveryVerdict{Reason: ReasonCredentialProjectionFailed},
+		},
 		"SourceAbsent": {
 			o:    base(func(o *DeliveryObservation) { o.Source = BindingKV{} }),
 			want: DeliveryVerdict{Reason: ReasonCredentialProjectionFailed},

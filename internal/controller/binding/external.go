@@ -177,10 +177,12 @@ func (e *external) observeDatabase(ctx context.Context, db *v1alpha1.Database) (
 // observeDelivery reads the Database's record and the delivery copy of a
 // bound, Ready Database, and decides the copy.
 func (e *external) observeDelivery(ctx context.Context, b *v1alpha1.DatabaseBinding) (managed.ExternalObservation, error) {
-	src := e.db.Status.AtProvider.Credential.Path
+	// The record's path comes from the Database's spec, never from its
+	// status (which anyone with status rights could point elsewhere).
+	src, imported := tenancy.DatabaseRecordPath(e.opts.OpenBao.DatabaseBasePath, e.db.GetName(), e.db.Spec.ForProvider.CredentialPath)
 	o := tenancy.DeliveryObservation{
 		Spec: e.spec, DatabaseName: e.db.GetName(), DatabaseUID: string(e.db.GetUID()),
-		SourcePath: src, CopyPath: e.copyPath(),
+		SourcePath: src, CopyPath: e.copyPath(), Import: imported,
 	}
 	var err error
 	if o.Source, err = e.read(ctx, src); err != nil {
