@@ -280,8 +280,8 @@ func TestProviderStartsAndGuardsConfigsInUse(t *testing.T) {
 		}
 		for _, c := range []string{
 			`controller="providerconfig/clusterproviderconfig.database.ayatori.ddupan.top"`,
-			`controller="providerconfig/providerconfig.database.ayatori.ddupan.top"`,
 			`controller="managed/database.database.ayatori.ddupan.top"`,
+			`controller="managed/databasebinding.database.ayatori.ddupan.top"`,
 		} {
 			if !strings.Contains(body, c) {
 				return fmt.Errorf("no metrics for %s", c)

@@ -6,6 +6,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"ddupan.top/provider-postgresql-tenant/internal/clients/postgres"
+	"ddupan.top/provider-postgresql-tenant/internal/controller/binding"
 	"ddupan.top/provider-postgresql-tenant/internal/controller/config"
 	"ddupan.top/provider-postgresql-tenant/internal/controller/database"
 	"ddupan.top/provider-postgresql-tenant/internal/options"
@@ -16,10 +17,20 @@ import (
 // The pool manager is shared: the config controllers build and validate one
 // pool per config, the Database controller only looks them up.
 // stepHook, normally nil, injects faults before Database write steps.
-func SetupGated(mgr ctrl.Manager, o controller.Options, opts options.Options, pools *postgres.Manager, kv database.KV, stepHook func(string) error) error {
+func SetupGated(mgr ctrl.Manager, o controller.Options, opts options.Options, pools *postgres.Manager, kv KV, stepHook func(string) error) error {
 	so := config.StatusOptions{Namespace: opts.Namespace, Pools: pools, Interval: o.PollInterval}
 	if err := config.SetupGated(mgr, o, so); err != nil {
 		return err
 	}
-	return database.SetupGated(mgr, o, database.Deps{Options: opts, Pools: pools, KV: kv, StepHook: stepHook})
+	if err := database.SetupGated(mgr, o, database.Deps{Options: opts, Pools: pools, KV: kv, StepHook: stepHook}); err != nil {
+		return err
+	}
+	return binding.SetupGated(mgr, o, binding.Deps{Options: opts, KV: kv})
+}
+
+// KV is what the Database and DatabaseBinding controllers need of OpenBao
+// (openbao.Client).
+type KV interface {
+	database.KV
+	binding.KV
 }
