@@ -311,15 +311,12 @@ func TestProviderStartsAndGuardsConfigsInUse(t *testing.T) {
 		return nil
 	})
 
-	// A Database in an app namespace records its usage of the config.
-	if err := env.Kube.EnsureNamespace(ctx, "app"); err != nil {
-		t.Fatal(err)
-	}
+	// A Database records its usage of the config.
 	db := &v1alpha1.Database{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "netbox"},
+		ObjectMeta: metav1.ObjectMeta{Name: "netbox"},
 		Spec: v1alpha1.DatabaseSpec{
-			ManagedResourceSpec: xpv2.ManagedResourceSpec{ProviderConfigReference: &xpv2.ProviderConfigReference{Kind: "ClusterProviderConfig", Name: "shared"}},
-			ForProvider:         v1alpha1.DatabaseParameters{LoginRole: ptr.To("netbox")},
+			ClusterManagedResourceSpec: xpv2.ClusterManagedResourceSpec{ProviderConfigReference: &xpv2.Reference{Name: "shared"}},
+			ForProvider:                v1alpha1.DatabaseParameters{Database: "netbox", LoginRole: ptr.To("netbox")},
 		},
 	}
 	if err := kube.Create(ctx, db); err != nil {
@@ -354,8 +351,8 @@ func TestProviderStartsAndGuardsConfigsInUse(t *testing.T) {
 		t.Fatalf("the config in use was deleted: %v", err)
 	}
 
-	// Deleting the Database with the default policies (no Delete) completes
-	// without touching any server. There is no garbage collector in this
+	// Deleting the Database with the default reclaim policy (Retain)
+	// completes without touching any server. There is no garbage collector in this
 	// environment, so the test removes the Database's usage as the
 	// collector would; then the config goes.
 	if err := kube.Delete(ctx, db); err != nil {
@@ -368,7 +365,7 @@ func TestProviderStartsAndGuardsConfigsInUse(t *testing.T) {
 		}
 		return fmt.Errorf("still there (err %v)", err)
 	})
-	if err := kube.DeleteAllOf(ctx, &v1alpha1.ProviderConfigUsage{}, client.InNamespace("app")); err != nil {
+	if err := kube.DeleteAllOf(ctx, &v1alpha1.ClusterProviderConfigUsage{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, ctx, exited, "the unused config is deleted", func() error {
