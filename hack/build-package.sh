@@ -37,7 +37,7 @@ rm -f "$OUT/provider-image.tar"
 # in the app namespace; not the generated copies of the package itself).
 rm -rf "$OUT/examples-provider" "$OUT/examples-configuration"
 mkdir -p "$OUT/examples-provider" "$OUT/examples-configuration/tenant"
-cp -r examples/provider examples/database examples/eso "$OUT/examples-provider/"
+cp -r examples/provider examples/database "$OUT/examples-provider/"
 cp examples/tenant/*.yaml "$OUT/examples-configuration/tenant/"
 
 rm -f "$OUT/provider-postgresql-tenant.xpkg" "$OUT/configuration-postgresql-tenant.xpkg"

@@ -277,8 +277,8 @@ func TestLegacySchemaMatchesTenant(t *testing.T) {
 func TestExampleTenantsAdmitted(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for _, f := range []string{"tenant.yaml", "tenant-static.yaml"} {
-		b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "examples", "tenant", f))
+	for _, f := range []string{filepath.Join("tenant", "tenant.yaml"), filepath.Join("database", "tenant.yaml")} {
+		b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "examples", f))
 		if err != nil {
 			t.Fatal(err)
 		}
