@@ -43,10 +43,11 @@ up() {
 
 print_usage() {
   local kc=$STATE/kubeconfig st=$STATE/state.json
-  local bao port ns db tns tn tsec xlog logs
+  local bao db sns stn ssec rel tns tn tsec xlog logs
   val() { sed -n "s/.*\"$1\": \"\{0,1\}\([^\",]*\).*/\1/p" "$st"; }
-  bao=$(val openBaoAddress) port=$(val postgresPort) ns=$(val namespace) db=$(val database)
-  tns=$(val tenantNamespace) tn=$(val tenant) tsec=$(val tenantSecret)
+  bao=$(val openBaoAddress) db=$(val database)
+  sns=$(val staticNamespace) stn=$(val staticTenant) ssec=$(val staticSecret)
+  rel=$(val released) tns=$(val tenantNamespace) tn=$(val tenant) tsec=$(val tenantSecret)
   xlog=$(val crossplaneLog) logs=$(val logsDir)
   cat <<EOT
 
@@ -55,24 +56,27 @@ Local control plane, Crossplane, PostgreSQL, OpenBao, ESO and the provider are r
   export KUBECONFIG=$kc
   export PATH=$PPT_BIN:\$PATH        # kubectl $K8S_VERSION built by hack/install-k8s.sh
   kubectl get clusterproviderconfigs
+  kubectl get databases               # cluster-scoped: BINDING, CLAIM, RECLAIM at a glance
 
-  The example Tenant: Crossplane composed a Database and an ExternalSecret;
-  ESO projected the credential from OpenBao into the Secret $tsec:
-  kubectl get tenants -n $tns
-  kubectl get databases,externalsecrets -n $tns
+  What happened:
+  - the admin's Database $db (examples/database) was reserved for tenant $sns/$stn,
+    which bound it (static) and got the Secret $ssec;
+  - tenant wiki/wiki got a new Database (dynamic), was deleted, and its Database
+    $rel stayed, Released, with its data;
+  - the admin reserved $rel for tenant $tns/$tn, which bound it and got the
+    Secret $tsec.
+  kubectl get tenants,databasebindings,externalsecrets -A
   kubectl describe secret -n $tns $tsec      # its keys, no values
   Log in with nothing but the Secret (and the local CA):
   PGPASSWORD=\$(kubectl get secret -n $tns $tsec -o jsonpath='{.data.password}' | base64 -d) \\
     psql "\$(kubectl get secret -n $tns $tsec -o go-template='host={{.data.host|base64decode}} hostaddr={{.data.hostaddr|base64decode}} port={{.data.port|base64decode}} dbname={{.data.database|base64decode}} user={{.data.username|base64decode}} sslmode={{.data.sslmode|base64decode}}') sslrootcert=$STATE/ca.crt"
 
-  The example Database written directly, and its ExternalSecret:
-  kubectl describe database -n $ns $db
-  PGPASSWORD=\$(kubectl get secret -n $ns shared-$db-postgresql -o jsonpath='{.data.password}' | base64 -d) \\
-    psql "host=localhost hostaddr=127.0.0.1 port=$port dbname=$db user=$db sslmode=verify-full sslrootcert=$STATE/ca.crt"
-
-  The record itself (a throw-away local OpenBao; its root token is in a 0600 file):
+  The records (a throw-away local OpenBao; its root token is in a 0600 file): the
+  Database's own, and the copy the namespace reads:
   BAO_ADDR=$bao BAO_CACERT=$STATE/ca.crt BAO_TOKEN=\$(cat $STATE/openbao-root-token) \\
-    $PPT_BIN/bao kv get kv/postgresql-tenants/$tns/$tn
+    $PPT_BIN/bao kv metadata get kv/postgresql-databases/$rel
+  BAO_ADDR=$bao BAO_CACERT=$STATE/ca.crt BAO_TOKEN=\$(cat $STATE/openbao-root-token) \\
+    $PPT_BIN/bao kv metadata get kv/postgresql-tenants/$tns/$tn
 
   Logs: provider $STATE/provider.log, Crossplane core $xlog
         (ESO, functions, OpenBao, PostgreSQL: $logs/)

@@ -34,6 +34,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
@@ -50,9 +51,15 @@ type State struct {
 	PostgresPort   int    `json:"postgresPort"`
 	ProviderLog    string `json:"providerLog"`
 	ProviderPID    int    `json:"providerPID"`
-	Namespace      string `json:"namespace"`
-	Database       string `json:"database"`
-	// The example Tenant and the Secret ESO projected for it.
+	// Database is the admin's example Database (cluster-scoped), bound by
+	// the static Tenant StaticNamespace/StaticTenant.
+	Database        string `json:"database"`
+	StaticNamespace string `json:"staticNamespace"`
+	StaticTenant    string `json:"staticTenant"`
+	StaticSecret    string `json:"staticSecret"`
+	// Released is the Database the dynamic example Tenant left behind, and
+	// the Tenant the admin then handed it to, with its Secret.
+	Released        string `json:"released"`
 	TenantNamespace string `json:"tenantNamespace"`
 	Tenant          string `json:"tenant"`
 	TenantSecret    string `json:"tenantSecret"`
@@ -181,34 +188,46 @@ func run(stateDir string) error {
 	}()
 
 	step("applying examples/ (endpoint and admin credential pointed at the local server)")
-	db, tn, err := applyExamples(ctx, env)
+	ex, err := applyExamples(ctx, env)
 	if err != nil {
 		return err
-	}
-	tenantSecret := "shared-" + tn.Name + "-postgresql"
-
-	st := State{
-		Kubeconfig: kubeconfig, CABundle: ca, OpenBaoAddress: env.OpenBao.Address,
-		PostgresHost: env.Postgres.Host, PostgresPort: env.Postgres.Port,
-		ProviderLog: providerLog, ProviderPID: prov.Process.Pid,
-		Namespace: db.Namespace, Database: db.Name,
-		TenantNamespace: tn.Namespace, Tenant: tn.Name, TenantSecret: tenantSecret,
-		CrossplaneLog: crossplaneLog, LogsDir: logsDir,
 	}
 	if err := waitUntilWatched(ctx, env, provDone); err != nil {
 		return fmt.Errorf("%w; provider log: %s", err, providerLog)
 	}
-	if err := waitForDatabase(ctx, env, db, provDone); err != nil {
+	step("the admin's Database %s (reserved for tenant %s) provisions", ex.db, ex.static)
+	if err := waitForDatabase(ctx, env, ex.db, provDone); err != nil {
 		return fmt.Errorf("%w; provider log: %s", err, providerLog)
 	}
-	if err := waitForSecret(ctx, env, db.Namespace, "shared-"+db.Name+"-postgresql"); err != nil {
-		return fmt.Errorf("%w; ESO log: %s", err, esoLog)
+	step("tenant %s binds it (static); tenant %s gets a new Database (dynamic)", ex.static, ex.dynamic)
+	staticSecret := ex.static.Name + "-postgresql"
+	dynamicSecret := "shared-" + ex.dynamic.Name + "-postgresql"
+	for _, w := range []struct {
+		tn     types.NamespacedName
+		secret string
+	}{{ex.static, staticSecret}, {ex.dynamic, dynamicSecret}} {
+		if err := waitForTenant(ctx, env, w.tn, crossplaneLog, provDone); err != nil {
+			return fmt.Errorf("%w\nprovider log: %s", err, providerLog)
+		}
+		if err := waitForSecret(ctx, env, w.tn.Namespace, w.secret); err != nil {
+			return fmt.Errorf("%w; ESO log: %s", err, esoLog)
+		}
 	}
-	if err := waitForTenant(ctx, env, tn, crossplaneLog, provDone); err != nil {
+	released, next, err := releaseAndRebind(ctx, env, ex.dynamic, crossplaneLog, provDone)
+	if err != nil {
 		return fmt.Errorf("%w\nprovider log: %s", err, providerLog)
 	}
-	if err := waitForSecret(ctx, env, tn.Namespace, tenantSecret); err != nil {
+	nextSecret := next.Name + "-postgresql"
+	if err := waitForSecret(ctx, env, next.Namespace, nextSecret); err != nil {
 		return fmt.Errorf("%w; ESO log: %s", err, esoLog)
+	}
+	st := State{
+		Kubeconfig: kubeconfig, CABundle: ca, OpenBaoAddress: env.OpenBao.Address,
+		PostgresHost: env.Postgres.Host, PostgresPort: env.Postgres.Port,
+		ProviderLog: providerLog, ProviderPID: prov.Process.Pid,
+		Database: ex.db.Name, StaticNamespace: ex.static.Namespace, StaticTenant: ex.static.Name, StaticSecret: staticSecret,
+		Released: released, TenantNamespace: next.Namespace, Tenant: next.Name, TenantSecret: nextSecret,
+		CrossplaneLog: crossplaneLog, LogsDir: logsDir,
 	}
 	// A local, throw-away OpenBao: its root token goes to a 0600 file so
 	// the developer can read the tenant record (it is never printed).
@@ -236,11 +255,11 @@ func run(stateDir string) error {
 // applyExamples applies every object under examples/ but the kinds in
 // skipKinds, pointing the ClusterProviderConfig at the local server, filling
 // the admin Secret with the local admin role and the ClusterSecretStore with
-// the local OpenBao. It returns the example Database and Tenant.
-func applyExamples(ctx context.Context, env *testenv.Env) (db, tn types.NamespacedName, err error) {
+// the local OpenBao. It returns the example Database and Tenants.
+func applyExamples(ctx context.Context, env *testenv.Env) (ex examples, err error) {
 	objs, err := testenv.ReadManifests(filepath.Join(testenv.RepoRoot(), "examples"))
 	if err != nil {
-		return db, tn, err
+		return ex, err
 	}
 	kube := env.Kube.Client
 	// Namespaces first, then what others refer to (the ClusterSecretStore
@@ -256,39 +275,44 @@ func applyExamples(ctx context.Context, env *testenv.Env) (db, tn types.Namespac
 		switch o.GetKind() {
 		case "Namespace":
 			if err := env.Kube.EnsureNamespace(ctx, o.GetName()); err != nil {
-				return db, tn, err
+				return ex, err
 			}
 			fmt.Printf("    applied namespace %s\n", o.GetName())
 			continue
 		case "Secret":
 			if err := setStringData(o, env); err != nil {
-				return db, tn, err
+				return ex, err
 			}
-		case v1alpha1.ClusterProviderConfigKind, v1alpha1.ProviderConfigKind:
+		case v1alpha1.ClusterProviderConfigKind:
 			ep := map[string]any{
 				"host":     env.Postgres.Host,
 				"hostaddr": env.Postgres.Hostaddr,
 				"port":     int64(env.Postgres.Port),
 			}
 			if err := unstructured.SetNestedMap(o.Object, ep, "spec", "endpoint"); err != nil {
-				return db, tn, err
+				return ex, err
 			}
 		case v1alpha1.DatabaseKind:
-			db = types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}
+			ex.db = types.NamespacedName{Name: o.GetName()}
 		case tenantKind:
 			if o.GetAPIVersion() == tenantAPIVersion {
-				tn = types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}
+				key := types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}
+				if _, static, _ := unstructured.NestedString(o.Object, "spec", "databaseRef"); static {
+					ex.static = key
+				} else {
+					ex.dynamic = key
+				}
 			}
 		case "ClusterSecretStore":
 			vault := map[string]any{"server": env.OpenBao.Address, "caBundle": base64.StdEncoding.EncodeToString(env.CA.CertPEM)}
 			for k, v := range vault {
 				if err := unstructured.SetNestedField(o.Object, v, "spec", "provider", "vault", k); err != nil {
-					return db, tn, err
+					return ex, err
 				}
 			}
 		}
 		if err := kube.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
-			return db, tn, fmt.Errorf("cannot apply example %s %s: %w", o.GetKind(), o.GetName(), err)
+			return ex, fmt.Errorf("cannot apply example %s %s: %w", o.GetKind(), o.GetName(), err)
 		}
 		fmt.Printf("    applied %s %s\n", strings.ToLower(o.GetKind()), nsName(o))
 	}
@@ -303,10 +327,15 @@ func applyExamples(ctx context.Context, env *testenv.Env) (db, tn types.Namespac
 			"      package/configuration, and Functions of the same names served by local processes\n"+
 			"      (examples/tenant/functions.yaml would make Crossplane pull them from a registry)\n", strings.Join(kinds, ", "))
 	}
-	if db.Name == "" || tn.Name == "" {
-		return db, tn, fmt.Errorf("examples/ has no Database or no %s %s (found database %q, tenant %q)", tenantAPIVersion, tenantKind, db, tn)
+	if ex.db.Name == "" || ex.static.Name == "" || ex.dynamic.Name == "" {
+		return ex, fmt.Errorf("examples/ needs a Database, a static and a dynamic %s %s (found database %q, static %q, dynamic %q)", tenantAPIVersion, tenantKind, ex.db, ex.static, ex.dynamic)
 	}
-	return db, tn, nil
+	return ex, nil
+}
+
+// examples are the objects of examples/ that `make dev` follows.
+type examples struct {
+	db, static, dynamic types.NamespacedName
 }
 
 // applyRank orders the examples for applying: see applyExamples.
@@ -315,7 +344,7 @@ func applyRank(o *unstructured.Unstructured) int {
 	case "Namespace":
 		return 0
 	case "ServiceAccount", "Secret", "ClusterRole", "ClusterSecretStore", "SecretStore",
-		v1alpha1.ClusterProviderConfigKind, v1alpha1.ProviderConfigKind:
+		v1alpha1.ClusterProviderConfigKind:
 		return 1
 	default:
 		return 2
@@ -391,7 +420,7 @@ func waitForDatabase(ctx context.Context, env *testenv.Env, key types.Namespaced
 		c := db.GetCondition(xpv2.TypeReady)
 		done := c.Status == corev1.ConditionTrue
 		final = fmt.Sprintf("%s\n    credential: %s", c.Message, db.Status.AtProvider.Credential.OpenBaoURL)
-		return fmt.Sprintf("database/%s: phase=%s ready=%s reason=%s", key.Name, db.Status.AtProvider.Phase, c.Status, c.Reason), done
+		return fmt.Sprintf("database/%s: phase=%s binding=%s claim=%s ready=%s reason=%s", key.Name, db.Status.AtProvider.Phase, db.Status.Binding.Phase, db.Status.Binding.Claim, c.Status, c.Reason), done
 	})
 	if errors.Is(err, errTimedOut) {
 		return fmt.Errorf("database %s did not become Ready within 3 minutes", key)
@@ -572,4 +601,63 @@ func copyFile(from, to string) error {
 		return err
 	}
 	return os.WriteFile(to, b, 0o600)
+}
+
+// releaseAndRebind shows a Database outliving its Tenant: it deletes the
+// dynamic example Tenant, waits until its Database is Released (database,
+// role and record kept), then does what an admin does to hand it over —
+// reserves it for a new Tenant — and creates that Tenant, which binds it.
+// It returns the Database and the new Tenant.
+func releaseAndRebind(ctx context.Context, env *testenv.Env, tn types.NamespacedName, crossplaneLog string, provDone <-chan error) (string, types.NamespacedName, error) {
+	kube := env.Kube.Client
+	next := types.NamespacedName{Namespace: tn.Namespace, Name: tn.Name + "-next"}
+	t := &unstructured.Unstructured{}
+	t.SetAPIVersion(tenantAPIVersion)
+	t.SetKind(tenantKind)
+	if err := kube.Get(ctx, tn, t); err != nil {
+		return "", next, err
+	}
+	db := "tenant-" + string(t.GetUID())
+	step("release: deleting tenant %s; its Database %s outlives it (the instance's defaultReclaimPolicy is Retain)", tn, db)
+	if err := kube.Delete(ctx, t); err != nil {
+		return "", next, err
+	}
+	_, err := watch(ctx, provDone, 3*time.Minute, func() (string, bool) {
+		d := &v1alpha1.Database{}
+		if err := kube.Get(ctx, types.NamespacedName{Name: db}, d); err != nil {
+			return fmt.Sprintf("database/%s: %v", db, err), false
+		}
+		b := &v1alpha1.DatabaseBinding{}
+		bindingGone := apierrors.IsNotFound(kube.Get(ctx, tn, b))
+		line := fmt.Sprintf("database/%s: binding=%s claim=%s reclaim=%s ready=%s", db, d.Status.Binding.Phase, d.Status.Binding.Claim, d.Spec.ReclaimPolicy, d.GetCondition(xpv2.TypeReady).Status)
+		return line, bindingGone && d.Status.Binding.Phase == v1alpha1.BindingReleased
+	})
+	if errors.Is(err, errTimedOut) {
+		return "", next, fmt.Errorf("database %s was not Released within 3 minutes", db)
+	}
+	if err != nil {
+		return "", next, err
+	}
+	step("rebind: the admin, having decided about the data and the old access (docs/admins.md), reserves %s for tenant %s", db, next)
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		d := &v1alpha1.Database{}
+		if err := kube.Get(ctx, types.NamespacedName{Name: db}, d); err != nil {
+			return err
+		}
+		d.Spec.ClaimRef = &v1alpha1.ClaimReference{Namespace: next.Namespace, Name: next.Name}
+		return kube.Update(ctx, d)
+	})
+	if err != nil {
+		return "", next, err
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": tenantAPIVersion, "kind": tenantKind,
+		"metadata": map[string]any{"namespace": next.Namespace, "name": next.Name},
+		"spec":     map[string]any{"databaseRef": db},
+	}}
+	if err := kube.Create(ctx, u); err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", next, err
+	}
+	fmt.Printf("    applied tenant %s (databaseRef: %s)\n", next, db)
+	return db, next, waitForTenant(ctx, env, next, crossplaneLog, provDone)
 }
