@@ -23,29 +23,47 @@ const (
 	ReasonUnsupportedVersion = "UnsupportedVersion"
 )
 
-// SecretRefOf returns the namespace and name of a config's admin Secret,
-// or an InvalidSpec message when the reference is not allowed: a
-// ClusterProviderConfig's Secret must be in the provider's namespace, a
-// ProviderConfig's in its own (an empty namespace means its own).
-func SecretRefOf(kind, configNamespace, providerNamespace string, ref v1alpha1.SecretReference) (ns, name, invalid string) {
-	ns = ref.Namespace
-	switch kind {
-	case v1alpha1.ClusterProviderConfigKind:
-		if ns != providerNamespace {
-			return "", "", fmt.Sprintf("spec.credentials.secretRef.namespace must be the provider's namespace %q, not %q: a ClusterProviderConfig reads its admin Secret only from there", providerNamespace, ns)
-		}
-	default:
-		if ns == "" {
-			ns = configNamespace
-		}
-		if ns != configNamespace {
-			return "", "", fmt.Sprintf("spec.credentials.secretRef.namespace must be the ProviderConfig's own namespace %q, not %q", configNamespace, ns)
-		}
+// SecretRefOf returns the namespace and name of a ClusterProviderConfig's
+// admin Secret, or an InvalidSpec message when the reference is not
+// allowed: the Secret must be in the provider's namespace.
+func SecretRefOf(providerNamespace string, ref v1alpha1.SecretReference) (ns, name, invalid string) {
+	if ref.Namespace != providerNamespace {
+		return "", "", fmt.Sprintf("spec.credentials.secretRef.namespace must be the provider's namespace %q, not %q: a ClusterProviderConfig reads its admin Secret only from there", providerNamespace, ref.Namespace)
 	}
 	if ref.Name == "" {
 		return "", "", "spec.credentials.secretRef.name is required"
 	}
-	return ns, ref.Name, ""
+	return ref.Namespace, ref.Name, ""
+}
+
+// ConfigUsageVerdict is what the usage controller does with a config.
+type ConfigUsageVerdict struct {
+	// Users is the number to show in status.users.
+	Users int64
+	// KeepFinalizer: the in-use finalizer stays (or is added).
+	KeepFinalizer bool
+	// Blocked: the config is being deleted and has users; Message says so.
+	Blocked bool
+	Message string
+}
+
+// DecideConfigUsage decides from a config's users: the Databases that use
+// it (ClusterProviderConfigUsages) and the DatabaseBindings that provision
+// on it (ProviderConfigUsages naming it). A config with a deletion timestamp
+// keeps its finalizer while any user exists, Released Databases included;
+// it goes when none is left.
+func DecideConfigUsage(deleting bool, databases, bindings int64) ConfigUsageVerdict {
+	v := ConfigUsageVerdict{Users: databases + bindings, KeepFinalizer: true}
+	if !deleting {
+		return v
+	}
+	if v.Users == 0 {
+		v.KeepFinalizer = false
+		return v
+	}
+	v.Blocked = true
+	v.Message = fmt.Sprintf("Blocking deletion while usages still exist: %d Database(s) and %d DatabaseBinding(s) use this ClusterProviderConfig", databases, bindings)
+	return v
 }
 
 // ValidateEndpoint re-checks, before any connection, what the CRD schema
@@ -73,7 +91,7 @@ func ValidateEndpoint(e v1alpha1.Endpoint) string {
 type ConfigObservation struct {
 	// Deleting: the config has a deletion timestamp.
 	Deleting bool
-	// Users is how many Databases use the config.
+	// Users is how many Databases and DatabaseBindings use the config.
 	Users int64
 	// Invalid is an InvalidSpec message (spec, Secret reference or Secret
 	// content), or "".
@@ -98,6 +116,9 @@ type ConfigObservation struct {
 	Superuser bool
 	// Version is the server version read by the health check.
 	Version string
+	// ServerIdentity is the server's system identifier, or "" when the
+	// admin may not read it.
+	ServerIdentity string
 	// Warning is a note the health check had about the server (e.g. a
 	// major newer than the tested ones), or "".
 	Warning string
@@ -118,7 +139,7 @@ func DecideConfig(o ConfigObservation) ConfigVerdict {
 	if o.Deleting {
 		msg := "being deleted"
 		if o.Users > 0 {
-			msg = fmt.Sprintf("being deleted: waiting until the %d Database(s) using it are gone; no new Database starts provisioning against it", o.Users)
+			msg = fmt.Sprintf("being deleted: waiting until its %d user(s) (Databases and DatabaseBindings) are gone; no new Database starts provisioning against it", o.Users)
 		}
 		return ConfigVerdict{Phase: v1alpha1.ConfigPhaseDeleting, Reason: ReasonReconciling, Message: msg}
 	}

@@ -12,21 +12,17 @@ import (
 func TestSecretRefOf(t *testing.T) {
 	type want struct{ ns, name, invalid string }
 	cases := map[string]struct {
-		kind, configNS string
-		ref            v1alpha1.SecretReference
-		want           want
+		ref  v1alpha1.SecretReference
+		want want
 	}{
-		"ClusterInProviderNamespace": {kind: "ClusterProviderConfig", ref: v1alpha1.SecretReference{Namespace: "crossplane-system", Name: "admin"}, want: want{ns: "crossplane-system", name: "admin"}},
-		"ClusterElsewhere":           {kind: "ClusterProviderConfig", ref: v1alpha1.SecretReference{Namespace: "app", Name: "admin"}, want: want{invalid: `must be the provider's namespace "crossplane-system", not "app"`}},
-		"ClusterNoNamespace":         {kind: "ClusterProviderConfig", ref: v1alpha1.SecretReference{Name: "admin"}, want: want{invalid: `not ""`}},
-		"NamespacedDefaultsToOwn":    {kind: "ProviderConfig", configNS: "team", ref: v1alpha1.SecretReference{Name: "admin"}, want: want{ns: "team", name: "admin"}},
-		"NamespacedOwn":              {kind: "ProviderConfig", configNS: "team", ref: v1alpha1.SecretReference{Namespace: "team", Name: "admin"}, want: want{ns: "team", name: "admin"}},
-		"NamespacedElsewhere":        {kind: "ProviderConfig", configNS: "team", ref: v1alpha1.SecretReference{Namespace: "crossplane-system", Name: "admin"}, want: want{invalid: `own namespace "team", not "crossplane-system"`}},
-		"NoName":                     {kind: "ProviderConfig", configNS: "team", ref: v1alpha1.SecretReference{}, want: want{invalid: "name is required"}},
+		"InProviderNamespace": {ref: v1alpha1.SecretReference{Namespace: "crossplane-system", Name: "admin"}, want: want{ns: "crossplane-system", name: "admin"}},
+		"Elsewhere":           {ref: v1alpha1.SecretReference{Namespace: "app", Name: "admin"}, want: want{invalid: `must be the provider's namespace "crossplane-system", not "app"`}},
+		"NoNamespace":         {ref: v1alpha1.SecretReference{Name: "admin"}, want: want{invalid: `not ""`}},
+		"NoName":              {ref: v1alpha1.SecretReference{Namespace: "crossplane-system"}, want: want{invalid: "name is required"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			ns, n, inv := SecretRefOf(tc.kind, tc.configNS, "crossplane-system", tc.ref)
+			ns, n, inv := SecretRefOf("crossplane-system", tc.ref)
 			if tc.want.invalid != "" {
 				if !strings.Contains(inv, tc.want.invalid) || ns != "" || n != "" {
 					t.Errorf("SecretRefOf() = %q %q %q, want invalid containing %q", ns, n, inv, tc.want.invalid)
@@ -35,6 +31,27 @@ func TestSecretRefOf(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want, want{ns, n, inv}, cmp.AllowUnexported(want{})); diff != "" {
 				t.Errorf("SecretRefOf(): -want +got:\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDecideConfigUsage(t *testing.T) {
+	cases := map[string]struct {
+		deleting            bool
+		databases, bindings int64
+		want                ConfigUsageVerdict
+	}{
+		"LiveUnused":          {want: ConfigUsageVerdict{KeepFinalizer: true}},
+		"LiveUsed":            {databases: 2, bindings: 1, want: ConfigUsageVerdict{Users: 3, KeepFinalizer: true}},
+		"DeletingUnused":      {deleting: true, want: ConfigUsageVerdict{}},
+		"DeletingDatabase":    {deleting: true, databases: 1, want: ConfigUsageVerdict{Users: 1, KeepFinalizer: true, Blocked: true, Message: "Blocking deletion while usages still exist: 1 Database(s) and 0 DatabaseBinding(s) use this ClusterProviderConfig"}},
+		"DeletingOnlyBinding": {deleting: true, bindings: 2, want: ConfigUsageVerdict{Users: 2, KeepFinalizer: true, Blocked: true, Message: "Blocking deletion while usages still exist: 0 Database(s) and 2 DatabaseBinding(s) use this ClusterProviderConfig"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, DecideConfigUsage(tc.deleting, tc.databases, tc.bindings)); diff != "" {
+				t.Errorf("DecideConfigUsage(): -want +got:\n%s", diff)
 			}
 		})
 	}
@@ -148,7 +165,7 @@ func TestDecideConfig(t *testing.T) {
 		"Deleting": {
 			o:    func() ConfigObservation { o := healthy; o.Deleting, o.Users = true, 2; return o }(),
 			want: ConfigVerdict{Phase: v1alpha1.ConfigPhaseDeleting, Reason: ReasonReconciling},
-			msg:  "the 2 Database(s) using it",
+			msg:  "its 2 user(s) (Databases and DatabaseBindings)",
 		},
 	}
 	for name, tc := range cases {

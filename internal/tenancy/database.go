@@ -18,6 +18,12 @@ const (
 	// ReasonEndpointChanged: the config now names another endpoint than the
 	// one the credential was recorded for.
 	ReasonEndpointChanged = "EndpointChanged"
+	// ReasonDatabaseVanished: the database this Database provisioned (its
+	// OID is on record) is gone from the server.
+	ReasonDatabaseVanished = "DatabaseVanished"
+	// ReasonBoundToTenant: a deleted Database waits until its claim is
+	// released.
+	ReasonBoundToTenant = "BoundToTenant"
 )
 
 // ManagedBy is the value of the managed-by ownership key.
@@ -25,11 +31,11 @@ const ManagedBy = "provider-postgresql-tenant"
 
 // Ownership metadata keys written to a KV record's custom_metadata.
 const (
-	MetaManagedBy  = "managed-by"
-	MetaNamespace  = "database-namespace"
+	MetaManagedBy = "managed-by"
+	// MetaName and MetaUID name the (cluster-scoped) Database that owns the
+	// record.
 	MetaName       = "database-name"
 	MetaUID        = "database-uid"
-	MetaConfigKind = "config-kind"
 	MetaConfigName = "config-name"
 	MetaConfigUID  = "config-uid"
 	// MetaDatabaseOID and MetaRoleOID record the OIDs of the database and
@@ -47,10 +53,12 @@ const (
 // EndpointKeys are the credential fields that name where it may be used.
 var EndpointKeys = []string{"host", "hostaddr", "port", "sslmode"}
 
-// Identity is who a Database is, as written into ownership metadata.
+// Identity is who a Database is, as written into ownership metadata. A
+// Database is cluster-scoped: its name and UID identify it; its config is
+// always a ClusterProviderConfig.
 type Identity struct {
-	Namespace, Name, UID              string
-	ConfigKind, ConfigName, ConfigUID string
+	Name, UID             string
+	ConfigName, ConfigUID string
 	// Endpoint is the config's endpoint, keyed like the credential's fields
 	// (EndpointKeys).
 	Endpoint map[string]string
@@ -60,10 +68,8 @@ type Identity struct {
 func OwnerMetadata(id Identity) map[string]string {
 	m := map[string]string{
 		MetaManagedBy:  ManagedBy,
-		MetaNamespace:  id.Namespace,
 		MetaName:       id.Name,
 		MetaUID:        id.UID,
-		MetaConfigKind: id.ConfigKind,
 		MetaConfigName: id.ConfigName,
 		MetaConfigUID:  id.ConfigUID,
 	}
@@ -101,9 +107,10 @@ func RecordedEndpoint(kv KVState) map[string]string {
 	return out
 }
 
-// CredentialPath derives the KV path of a provisioned Database.
-func CredentialPath(base, namespace, name string) string {
-	return base + "/" + namespace + "/" + name
+// CredentialPath derives the KV path of a provisioned Database's own
+// record from the Database's name: <base>/<name>.
+func CredentialPath(base, name string) string {
+	return base + "/" + name
 }
 
 // CredentialKeys are exactly the keys of a tenant KV record.
@@ -171,6 +178,8 @@ type Observation struct {
 	// ImportUpdate: an import whose policies allow Update: differences are
 	// repaired (never the password), once the credential proves the role.
 	ImportUpdate bool
+	// Deleting: the Database has a deletion timestamp.
+	Deleting bool
 	// Database, Role and Path are the effective names.
 	Database, Role, Path string
 	// Requested extensions (spec) and Installed ones (read as the role).
@@ -226,6 +235,61 @@ func KVOurs(kv KVState, id Identity) bool {
 	return kv.Present && kv.Owner[MetaManagedBy] == ManagedBy && kv.Owner[MetaUID] == id.UID && id.UID != ""
 }
 
+// KVForeign reports whether a KV record carries this provider's ownership
+// metadata naming something else than this Database (another Database, a
+// Database of the same name that was deleted and re-created, or a
+// binding's delivery copy). Such a record is never taken: not imported,
+// not logged in with, not repaired, not deleted. A record without the
+// provider's metadata (written by hand) is not foreign.
+func KVForeign(kv KVState, id Identity) bool {
+	return kv.Present && kv.Owner[MetaManagedBy] == ManagedBy && (kv.Owner[MetaUID] != id.UID || kv.Owner[MetaName] != id.Name || id.UID == "")
+}
+
+// MayLogin reports whether the provider may send the record's password to
+// the server to log in as the role: only a record this Database may use
+// (its own when provisioning; for an import, one not owned by another),
+// recorded for the endpoint the pool connects to, and naming the names in
+// effect.
+func MayLogin(o Observation) bool {
+	if o.KV.Data["password"] == "" || EndpointChange(RecordedEndpoint(o.KV), o.WantData) != "" {
+		return false
+	}
+	if o.Import {
+		return !KVForeign(o.KV, o.Identity)
+	}
+	return KVOurs(o.KV, o.Identity) && NamesChanged(o) == ""
+}
+
+// NamesChanged returns why the effective names of a provisioning Database
+// differ from the ones it provisioned, or "". The names are fixed at the
+// first external write: the username and database fields of its own
+// credential record are what it created. They differ only when the
+// Database was edited around validation or restored from an older copy,
+// or when the record was edited; acting on either could create a second
+// database or drop the wrong one.
+func NamesChanged(o Observation) string {
+	if o.Import || !KVOurs(o.KV, o.Identity) {
+		return ""
+	}
+	var diff []string
+	for _, f := range []struct{ field, key, want string }{
+		{"spec.forProvider.database", "database", o.Database},
+		{"the login role (spec.forProvider.loginRole, default the database name)", "username", o.Role},
+	} {
+		if have := o.KV.Data[f.key]; have != "" && have != f.want {
+			diff = append(diff, fmt.Sprintf("%s is %q but this Database provisioned %q", f.field, f.want, have))
+		}
+	}
+	if len(diff) == 0 {
+		return ""
+	}
+	fix := "restore the names in the Database (or, if the record was edited, its fields in OpenBao), or, to remove the Database without dropping anything, delete it with reclaimPolicy Retain"
+	if o.Deleting {
+		fix = "the deletion waits until the names match again (restore them in the Database, or, if the record was edited, its fields in OpenBao); to let the Database go without dropping anything, remove its finalizer by hand"
+	}
+	return fmt.Sprintf("%s (the username and database fields of its credential record %s). A Database's names are fixed once it has written anything: %s; nothing was written, created or dropped", strings.Join(diff, "; "), o.Path, fix)
+}
+
 // sslRank orders sslmodes by what they verify.
 var sslRank = map[string]int{"disable": 0, "require": 1, "verify-ca": 2, "verify-full": 3}
 
@@ -259,6 +323,12 @@ func EndpointChange(record, want map[string]string) string {
 // repair and the phase. It never trusts a phase recorded earlier: every
 // step is re-verified from the observation.
 func Decide(o Observation) Verdict {
+	if o.Import && KVForeign(o.KV, o.Identity) {
+		// The record belongs to another Database: this import never owned
+		// anything, so it changes nothing and, deleted, drops nothing.
+		return Verdict{Exists: true, UpToDate: true, Phase: v1alpha1.DatabasePhasePending, Reason: ReasonConflict,
+			Message: fmt.Sprintf("the credential record %s belongs to %s: an import may only name a record written by hand; nothing was read from it, changed or dropped", o.Path, describeOwner(o.KV.Owner))}
+	}
 	if msg := EndpointChange(RecordedEndpoint(o.KV), o.WantData); msg != "" && (o.Import || KVOurs(o.KV, o.Identity)) {
 		// Nothing on this endpoint is provably ours: change nothing, and
 		// while deleting, drop nothing.
@@ -266,6 +336,11 @@ func Decide(o Observation) Verdict {
 	}
 	if o.Import {
 		return decideImport(o)
+	}
+	if msg := NamesChanged(o); msg != "" {
+		// Acting on other names would create a second database, or drop
+		// or repair something else; while deleting, drop nothing.
+		return Verdict{Exists: true, UpToDate: true, Phase: v1alpha1.DatabasePhasePending, Reason: ReasonImmutableField, Message: msg}
 	}
 	v := Verdict{}
 	v.KVOurs = KVOurs(o.KV, o.Identity)
@@ -292,6 +367,16 @@ func Decide(o Observation) Verdict {
 		} else {
 			v.DBOurs = v.RoleOurs && o.DB.Owner == o.Role
 		}
+	}
+
+	if v.KVOurs && recorded != "" && !o.DB.Exists && !o.Deleting {
+		// Our record proves the database was created (its OID is on record)
+		// and it is gone: creating it again would hand the tenant an empty
+		// database as if nothing happened.
+		v.Exists, v.UpToDate, v.Reason = true, true, ReasonDatabaseVanished
+		v.Phase = v1alpha1.DatabasePhasePending
+		v.Message = fmt.Sprintf("the database %q that this Database created (OID %s) no longer exists on the server; the provider does not create it again empty. Restore it from a backup (a restored database has another OID: import it with a Database whose managementPolicies lack Create), or delete this Database (with reclaimPolicy Delete its role and credential record %s go too); nothing was written", o.Database, recorded, o.Path)
+		return v
 	}
 
 	var conflicts []string
@@ -521,7 +606,10 @@ func describeOwner(m map[string]string) string {
 	if m[MetaManagedBy] != ManagedBy {
 		return "something this provider did not create"
 	}
-	return fmt.Sprintf("Database %s/%s (uid %s)", m[MetaNamespace], m[MetaName], m[MetaUID])
+	if m[MetaUID] == "" {
+		return "something else this provider wrote (not a Database's own record)"
+	}
+	return fmt.Sprintf("Database %s (uid %s)", m[MetaName], m[MetaUID])
 }
 
 func sameData(have, want map[string]string) bool {
@@ -569,4 +657,94 @@ func joinRepairs(r []Repair) string {
 		s[i] = string(r[i])
 	}
 	return strings.Join(s, ", ")
+}
+
+// ClaimString is a claim as <namespace>/<name>, for display.
+func ClaimString(c *v1alpha1.ClaimReference) string {
+	if c == nil {
+		return ""
+	}
+	return c.Namespace + "/" + c.Name
+}
+
+// LiveBinding reports whether bindings (the DatabaseBindings of the
+// claim's namespace) hold one that is not being deleted and is of the
+// claim's Tenant (by UID; a new Tenant of the same name is another claim).
+func LiveBinding(bindings []v1alpha1.DatabaseBinding, claim *v1alpha1.ClaimReference) bool {
+	if claim == nil || claim.UID == "" {
+		return false
+	}
+	for i := range bindings {
+		b := &bindings[i]
+		if b.GetNamespace() == claim.Namespace && b.Spec.ForProvider.Tenant.UID == claim.UID && b.GetDeletionTimestamp() == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// BindingOf is the binding status a Database shows, from its claimRef,
+// the status recorded earlier and whether a live DatabaseBinding of the
+// claim's Tenant exists: no claim is Available (a released claim recorded
+// earlier is kept for diagnosis); a claim without UID is Available,
+// reserved for that Tenant; a claim whose Tenant has a live binding is
+// Bound; any other claim with a UID is Released, and stays so until an
+// admin clears or replaces spec.claimRef.
+func BindingOf(claim *v1alpha1.ClaimReference, recorded v1alpha1.BindingStatus, liveBinding bool) v1alpha1.BindingStatus {
+	out := v1alpha1.BindingStatus{Phase: v1alpha1.BindingAvailable, ReleasedClaim: recorded.ReleasedClaim}
+	if claim == nil {
+		return out
+	}
+	out.Claim = ClaimString(claim)
+	switch {
+	case claim.UID == "":
+	case liveBinding:
+		out.Phase = v1alpha1.BindingBound
+	default:
+		out.Phase = v1alpha1.BindingReleased
+		c := *claim
+		out.ReleasedClaim = &c
+	}
+	return out
+}
+
+// ReclaimInEffect returns the reclaim policy a deletion acts on: the one
+// recorded when the deletion started, else the spec's (to be recorded now,
+// record true). The spec's value may change after the deletion timestamp
+// is set; what happens must not. A recorded value that is not a known
+// policy (edited by hand) is taken as Retain: nothing is dropped on a
+// value nobody can vouch for.
+func ReclaimInEffect(recorded string, hasRecord bool, spec v1alpha1.ReclaimPolicy) (p v1alpha1.ReclaimPolicy, record bool) {
+	if hasRecord {
+		if v1alpha1.ReclaimPolicy(recorded) == v1alpha1.ReclaimDelete {
+			return v1alpha1.ReclaimDelete, false
+		}
+		return v1alpha1.ReclaimRetain, false
+	}
+	if spec == v1alpha1.ReclaimDelete {
+		return v1alpha1.ReclaimDelete, true
+	}
+	return v1alpha1.ReclaimRetain, true
+}
+
+// DeletionVerdict is what a deleted Database does.
+type DeletionVerdict struct {
+	// Wait: keep the finalizer and do nothing (Reason and Message say why).
+	Wait            bool
+	Reason, Message string
+	// Drop: drop what the Database provably owns. Otherwise nothing is
+	// dropped and the Database goes.
+	Drop bool
+}
+
+// DecideDeletion decides a deleted Database's fate: while its claim's
+// Tenant has a live DatabaseBinding, it waits (like a PersistentVolume
+// still bound to a claim); then it drops what it owns only when the
+// reclaim policy in effect is Delete and its management policies allow
+// Delete, and otherwise leaves everything in place.
+func DecideDeletion(reclaim v1alpha1.ReclaimPolicy, policiesAllowDelete bool, claim *v1alpha1.ClaimReference, liveBinding bool) DeletionVerdict {
+	if claim != nil && claim.UID != "" && liveBinding {
+		return DeletionVerdict{Wait: true, Reason: ReasonBoundToTenant, Message: fmt.Sprintf("the Database is bound to the Tenant %s (uid %s), whose DatabaseBinding still exists: it is deleted once that claim is released (delete the Tenant's DatabaseBinding, or the Tenant); nothing was dropped", ClaimString(claim), claim.UID)}
+	}
+	return DeletionVerdict{Drop: reclaim == v1alpha1.ReclaimDelete && policiesAllowDelete}
 }

@@ -7,11 +7,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 )
 
-var me = Identity{Namespace: "shop", Name: "shop", UID: "uid-1", ConfigKind: "ClusterProviderConfig", ConfigName: "shared", ConfigUID: "cfg-1",
+var me = Identity{Name: "shop", UID: "uid-1", ConfigName: "shared", ConfigUID: "cfg-1",
 	Endpoint: map[string]string{"host": "db", "hostaddr": "192.0.2.1", "port": "5432", "sslmode": "verify-full"}}
 
 func want() map[string]string {
@@ -36,7 +37,7 @@ func base() Observation {
 	id := me
 	id.Endpoint = maps.Clone(me.Endpoint)
 	return Observation{
-		Identity: id, Database: "shop", Role: "shop", Path: "postgresql-tenants/shop/shop",
+		Identity: id, Database: "shop", Role: "shop", Path: "postgresql-databases/shop",
 		Requested: []string{"pg_trgm"}, Installed: []string{"pg_trgm", "plpgsql"}, WantData: want(),
 		KV:    ourKV(map[string]string{MetaDatabaseOID: "16384", MetaRoleOID: "16383"}),
 		DB:    DBState{Exists: true, OID: 16384, Owner: "shop", RoleConnect: true},
@@ -100,7 +101,7 @@ func TestDecide(t *testing.T) {
 		},
 		"AllDrift": {
 			o: func(o *Observation) {
-				o.KV.Data["database"] = "elsewhere"
+				o.KV.Data["port"] = "1"
 				delete(o.KV.Owner, MetaConfigUID)
 				o.R.AdminMember, o.R.AttributesOK = false, false
 				o.DB.Owner, o.DB.PublicConnect, o.DB.RoleConnect = "someone", true, false
@@ -203,11 +204,11 @@ func TestDecide(t *testing.T) {
 		},
 		"ForeignKVRecord": {
 			o: func(o *Observation) {
-				o.KV = KVState{Present: true, Owner: map[string]string{MetaManagedBy: ManagedBy, MetaUID: "uid-old", MetaNamespace: "shop", MetaName: "shop"}, Data: withPassword(want())}
+				o.KV = KVState{Present: true, Owner: map[string]string{MetaManagedBy: ManagedBy, MetaUID: "uid-old", MetaName: "shop"}, Data: withPassword(want())}
 				o.DB, o.R, o.Login = DBState{}, RoleState{}, LoginNotTried
 			},
 			want: out{Exists: true, UpToDate: true, Phase: v1alpha1.DatabasePhasePending, Reason: ReasonConflict},
-			msg:  "belongs to Database shop/shop (uid uid-old)",
+			msg:  "belongs to Database shop (uid uid-old)",
 		},
 		"UnmanagedKVRecord": {
 			o: func(o *Observation) {
@@ -262,6 +263,40 @@ func TestDecide(t *testing.T) {
 		"RecordVersionDeleted (metadata only, ours)": {
 			o:    func(o *Observation) { o.KV.Data = nil; o.Login = LoginNotTried; o.Installed = nil; o.Requested = nil },
 			want: out{Exists: true, Phase: v1alpha1.DatabasePhaseDatabaseCreated, KVOurs: true, RoleOurs: true, DBOurs: true, Repairs: []Repair{RepairKVRecord}},
+		},
+		"NamesChanged: database (edited around validation, or restored)": {
+			o:    func(o *Observation) { o.Database, o.WantData["database"] = "shop2", "shop2" },
+			want: out{Exists: true, UpToDate: true, Phase: v1alpha1.DatabasePhasePending, Reason: ReasonImmutableField},
+			msg:  `spec.forProvider.database is "shop2" but this Database provisioned "shop"`,
+		},
+		"NamesChanged: login role": {
+			o:    func(o *Observation) { o.Role, o.WantData["username"] = "shop_owner", "shop_owner" },
+			want: out{Exists: true, UpToDate: true, Phase: v1alpha1.DatabasePhasePending, Reason: ReasonImmutableField},
+			msg:  `is "shop_owner" but this Database provisioned "shop"`,
+		},
+		"NamesChanged while deleting: nothing is ours to drop": {
+			o:    func(o *Observation) { o.Deleting = true; o.Database, o.DB = "shop2", DBState{} },
+			want: out{Exists: true, UpToDate: true, Phase: v1alpha1.DatabasePhasePending, Reason: ReasonImmutableField},
+			msg:  "nothing was written, created or dropped",
+		},
+		"NamesChanged: the record's database field edited": {
+			o:    func(o *Observation) { o.KV.Data["database"] = "elsewhere" },
+			want: out{Exists: true, UpToDate: true, Phase: v1alpha1.DatabasePhasePending, Reason: ReasonImmutableField},
+			msg:  "its fields in OpenBao",
+		},
+		"DatabaseVanished: provisioned (OID on record), now gone": {
+			o:    func(o *Observation) { o.DB, o.Login, o.Installed = DBState{}, LoginAuthOK, nil },
+			want: out{Exists: true, UpToDate: true, Phase: v1alpha1.DatabasePhasePending, Reason: ReasonDatabaseVanished, KVOurs: true, RoleOurs: true},
+			msg:  `the database "shop" that this Database created (OID 16384) no longer exists`,
+		},
+		"DatabaseVanished with its role": {
+			o:    func(o *Observation) { o.DB, o.R, o.Login, o.Installed = DBState{}, RoleState{}, LoginNotTried, nil },
+			want: out{Exists: true, UpToDate: true, Phase: v1alpha1.DatabasePhasePending, Reason: ReasonDatabaseVanished, KVOurs: true},
+			msg:  "Restore it from a backup",
+		},
+		"DatabaseVanished while deleting (dropped by an interrupted Delete): the rest goes": {
+			o:    func(o *Observation) { o.Deleting = true; o.DB, o.Login, o.Installed = DBState{}, LoginAuthOK, nil },
+			want: out{Phase: v1alpha1.DatabasePhaseRoleCreated, KVOurs: true, RoleOurs: true},
 		},
 		"RoleDroppedAndRecreatedBySomeoneElse": {
 			o:    func(o *Observation) { o.R.OID = 99999 },
@@ -372,7 +407,199 @@ func TestOwnerMetadataAndPath(t *testing.T) {
 	if KVOurs(KVState{Present: true, Owner: OwnerMetadata(Identity{})}, Identity{}) {
 		t.Error("an empty UID proves ownership")
 	}
-	if got := CredentialPath("postgresql-tenants", "shop", "db"); got != "postgresql-tenants/shop/db" {
+	if got := CredentialPath("postgresql-databases", "db"); got != "postgresql-databases/db" {
 		t.Errorf("CredentialPath() = %q", got)
+	}
+}
+
+// TestImportOfAnotherDatabasesRecord: an import naming a record whose
+// ownership metadata names another Database takes nothing from it: a
+// Conflict, nothing ours (a deletion drops nothing), no login with it.
+func TestImportOfAnotherDatabasesRecord(t *testing.T) {
+	other := Identity{Name: "victim", UID: "uid-victim", ConfigName: "shared", ConfigUID: "cfg-1", Endpoint: me.Endpoint}
+	cases := map[string]struct {
+		owner   map[string]string
+		foreign bool
+	}{
+		"AnotherDatabase":              {owner: OwnerMetadata(other), foreign: true},
+		"SameUIDOtherName":             {owner: func() map[string]string { m := OwnerMetadata(me); m[MetaName] = "victim"; return m }(), foreign: true},
+		"ManagedByUsWithoutUID (copy)": {owner: map[string]string{MetaManagedBy: ManagedBy, "binding-name": "db"}, foreign: true},
+		"WrittenByHand":                {owner: nil},
+		"SomeoneElsesMetadata":         {owner: map[string]string{MetaManagedBy: "someone", MetaUID: "x"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			o := base()
+			o.Import, o.ImportUpdate = true, true
+			o.KV.Owner = tc.owner
+			o.DB.PublicConnect = true // a difference an import with Update would repair
+			v := Decide(o)
+			if !tc.foreign {
+				if v.Reason == ReasonConflict || !v.KVOurs || !MayLogin(o) {
+					t.Errorf("a record without our metadata naming another Database: reason %q, kvOurs %v, mayLogin %v", v.Reason, v.KVOurs, MayLogin(o))
+				}
+				return
+			}
+			if v.Reason != ReasonConflict || v.KVOurs || v.RoleOurs || v.DBOurs || len(v.Repairs) != 0 || !v.Exists || !v.UpToDate {
+				t.Errorf("Decide() = %+v, want a Conflict that owns, repairs and creates nothing", v)
+			}
+			if !strings.Contains(v.Message, "nothing was read from it, changed or dropped") {
+				t.Errorf("message %q", v.Message)
+			}
+			if MayLogin(o) {
+				t.Error("MayLogin() with another Database's record")
+			}
+			// Even at a changed endpoint, the record is not this import's.
+			o.WantData["port"] = "6432"
+			if v := Decide(o); v.Reason != ReasonConflict {
+				t.Errorf("at a changed endpoint: reason %q, want Conflict", v.Reason)
+			}
+		})
+	}
+}
+
+func TestMayLogin(t *testing.T) {
+	cases := map[string]struct {
+		o    func(*Observation)
+		want bool
+	}{
+		"OwnRecord":                   {o: func(*Observation) {}, want: true},
+		"NoPassword":                  {o: func(o *Observation) { delete(o.KV.Data, "password") }},
+		"EndpointChanged":             {o: func(o *Observation) { o.WantData["host"] = "elsewhere" }},
+		"NamesChanged":                {o: func(o *Observation) { o.Role, o.WantData["username"] = "x", "x" }},
+		"AnotherDatabasesRecord":      {o: func(o *Observation) { o.Identity.UID = "uid-2" }},
+		"RecordByHand (provisioning)": {o: func(o *Observation) { o.KV.Owner = nil }},
+		"RecordByHand (import)":       {o: func(o *Observation) { o.Import, o.KV.Owner = true, nil }, want: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			o := base()
+			tc.o(&o)
+			if got := MayLogin(o); got != tc.want {
+				t.Errorf("MayLogin() = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestBindingOf(t *testing.T) {
+	old := &v1alpha1.ClaimReference{Namespace: "team", Name: "shop", UID: "t-0"}
+	claim := &v1alpha1.ClaimReference{Namespace: "team", Name: "shop", UID: "t-1"}
+	reserved := &v1alpha1.ClaimReference{Namespace: "team", Name: "shop"}
+	cases := map[string]struct {
+		claim    *v1alpha1.ClaimReference
+		recorded v1alpha1.BindingStatus
+		live     bool
+		want     v1alpha1.BindingStatus
+	}{
+		"NoClaim":                       {want: v1alpha1.BindingStatus{Phase: v1alpha1.BindingAvailable}},
+		"NoClaimAfterRelease (cleared)": {recorded: v1alpha1.BindingStatus{Phase: v1alpha1.BindingReleased, Claim: "team/shop", ReleasedClaim: old}, want: v1alpha1.BindingStatus{Phase: v1alpha1.BindingAvailable, ReleasedClaim: old}},
+		"Reserved":                      {claim: reserved, want: v1alpha1.BindingStatus{Phase: v1alpha1.BindingAvailable, Claim: "team/shop"}},
+		"ReservedIgnoresLive":           {claim: reserved, live: true, want: v1alpha1.BindingStatus{Phase: v1alpha1.BindingAvailable, Claim: "team/shop"}},
+		"Bound":                         {claim: claim, live: true, want: v1alpha1.BindingStatus{Phase: v1alpha1.BindingBound, Claim: "team/shop"}},
+		"BoundKeepsAnEarlierRelease":    {claim: claim, live: true, recorded: v1alpha1.BindingStatus{ReleasedClaim: old}, want: v1alpha1.BindingStatus{Phase: v1alpha1.BindingBound, Claim: "team/shop", ReleasedClaim: old}},
+		"Released":                      {claim: claim, recorded: v1alpha1.BindingStatus{Phase: v1alpha1.BindingBound, Claim: "team/shop"}, want: v1alpha1.BindingStatus{Phase: v1alpha1.BindingReleased, Claim: "team/shop", ReleasedClaim: claim}},
+		"ReleasedNeverSeenBound":        {claim: claim, want: v1alpha1.BindingStatus{Phase: v1alpha1.BindingReleased, Claim: "team/shop", ReleasedClaim: claim}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, BindingOf(tc.claim, tc.recorded, tc.live)); diff != "" {
+				t.Errorf("BindingOf(): -want +got:\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestLiveBinding(t *testing.T) {
+	now := metav1.Now()
+	b := func(ns, uid string, deleting bool) v1alpha1.DatabaseBinding {
+		x := v1alpha1.DatabaseBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}}
+		x.Spec.ForProvider.Tenant = v1alpha1.TenantReference{Name: "shop", UID: uid}
+		if deleting {
+			x.DeletionTimestamp = &now
+		}
+		return x
+	}
+	claim := &v1alpha1.ClaimReference{Namespace: "team", Name: "shop", UID: "t-1"}
+	cases := map[string]struct {
+		bindings []v1alpha1.DatabaseBinding
+		claim    *v1alpha1.ClaimReference
+		want     bool
+	}{
+		"Live":                   {bindings: []v1alpha1.DatabaseBinding{b("team", "t-1", false)}, claim: claim, want: true},
+		"Deleting":               {bindings: []v1alpha1.DatabaseBinding{b("team", "t-1", true)}, claim: claim},
+		"NewTenantOfTheSameName": {bindings: []v1alpha1.DatabaseBinding{b("team", "t-2", false)}, claim: claim},
+		"OtherNamespace":         {bindings: []v1alpha1.DatabaseBinding{b("other", "t-1", false)}, claim: claim},
+		"None":                   {claim: claim},
+		"ReservedHasNoLiveClaim": {bindings: []v1alpha1.DatabaseBinding{b("team", "", false)}, claim: &v1alpha1.ClaimReference{Namespace: "team", Name: "shop"}},
+		"NoClaim":                {bindings: []v1alpha1.DatabaseBinding{b("team", "t-1", false)}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := LiveBinding(tc.bindings, tc.claim); got != tc.want {
+				t.Errorf("LiveBinding() = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestReclaimInEffect(t *testing.T) {
+	type out struct {
+		P      v1alpha1.ReclaimPolicy
+		Record bool
+	}
+	cases := map[string]struct {
+		recorded  string
+		hasRecord bool
+		spec      v1alpha1.ReclaimPolicy
+		want      out
+	}{
+		"FirstPassRetain":                 {spec: v1alpha1.ReclaimRetain, want: out{v1alpha1.ReclaimRetain, true}},
+		"FirstPassDelete":                 {spec: v1alpha1.ReclaimDelete, want: out{v1alpha1.ReclaimDelete, true}},
+		"FirstPassUnset":                  {want: out{v1alpha1.ReclaimRetain, true}},
+		"RecordedRetainSpecNowDelete":     {recorded: "Retain", hasRecord: true, spec: v1alpha1.ReclaimDelete, want: out{v1alpha1.ReclaimRetain, false}},
+		"RecordedDeleteSpecNowRetain":     {recorded: "Delete", hasRecord: true, spec: v1alpha1.ReclaimRetain, want: out{v1alpha1.ReclaimDelete, false}},
+		"RecordedNonsenseIsRetain":        {recorded: "delete!", hasRecord: true, spec: v1alpha1.ReclaimDelete, want: out{v1alpha1.ReclaimRetain, false}},
+		"RecordedEmptyIsRetain (by hand)": {recorded: "", hasRecord: true, spec: v1alpha1.ReclaimDelete, want: out{v1alpha1.ReclaimRetain, false}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			p, r := ReclaimInEffect(tc.recorded, tc.hasRecord, tc.spec)
+			if diff := cmp.Diff(tc.want, out{p, r}); diff != "" {
+				t.Errorf("ReclaimInEffect(): -want +got:\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDecideDeletion(t *testing.T) {
+	claim := &v1alpha1.ClaimReference{Namespace: "team", Name: "shop", UID: "t-1"}
+	cases := map[string]struct {
+		reclaim  v1alpha1.ReclaimPolicy
+		policies bool
+		claim    *v1alpha1.ClaimReference
+		live     bool
+		want     DeletionVerdict
+		msg      string
+	}{
+		"RetainDropsNothing":        {reclaim: v1alpha1.ReclaimRetain, policies: true, want: DeletionVerdict{}},
+		"DeleteDrops":               {reclaim: v1alpha1.ReclaimDelete, policies: true, want: DeletionVerdict{Drop: true}},
+		"DeleteWithoutDeletePolicy": {reclaim: v1alpha1.ReclaimDelete, want: DeletionVerdict{}},
+		"ReleasedClaimDeleteDrops":  {reclaim: v1alpha1.ReclaimDelete, policies: true, claim: claim, want: DeletionVerdict{Drop: true}},
+		"ReservedClaimDoesNotWait":  {reclaim: v1alpha1.ReclaimDelete, policies: true, claim: &v1alpha1.ClaimReference{Namespace: "team", Name: "shop"}, live: true, want: DeletionVerdict{Drop: true}},
+		"BoundWaitsEvenWithDelete":  {reclaim: v1alpha1.ReclaimDelete, policies: true, claim: claim, live: true, want: DeletionVerdict{Wait: true, Reason: ReasonBoundToTenant}, msg: "bound to the Tenant team/shop (uid t-1)"},
+		"BoundWaitsWithRetain":      {reclaim: v1alpha1.ReclaimRetain, policies: true, claim: claim, live: true, want: DeletionVerdict{Wait: true, Reason: ReasonBoundToTenant}, msg: "nothing was dropped"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := DecideDeletion(tc.reclaim, tc.policies, tc.claim, tc.live)
+			if !strings.Contains(got.Message, tc.msg) {
+				t.Errorf("message %q lacks %q", got.Message, tc.msg)
+			}
+			got.Message = ""
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("DecideDeletion(): -want +got:\n%s", diff)
+			}
+		})
 	}
 }

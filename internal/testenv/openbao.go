@@ -207,17 +207,23 @@ func (b *OpenBao) Client(token string) (*api.Client, error) {
 	return c, nil
 }
 
-// ProviderPolicy is the OpenBao policy of the provider: tenant records under
-// the base path only, data and metadata, nothing else. "patch" on metadata
-// lets an ownership write merge its keys instead of replacing the entry.
+// ProviderPolicy is the OpenBao policy of the provider: the delivery copies
+// under the tenant base path and the Databases' own records under the
+// provider's default database base path (postgresql-databases), data and
+// metadata, nothing else. "patch" on metadata lets an ownership write merge
+// its keys instead of replacing the entry.
 func (b *OpenBao) ProviderPolicy() string {
-	return fmt.Sprintf(`path "%[1]s/data/%[2]s/*" {
+	var p string
+	for _, base := range []string{b.TenantBasePath, "postgresql-databases"} {
+		p += fmt.Sprintf(`path "%[1]s/data/%[2]s/*" {
   capabilities = ["create", "read", "update", "delete"]
 }
 path "%[1]s/metadata/%[2]s/*" {
   capabilities = ["create", "read", "update", "patch", "delete", "list"]
 }
-`, b.KVMount, b.TenantBasePath)
+`, b.KVMount, base)
+	}
+	return p
 }
 
 // configureKubernetesAuth enables Kubernetes auth against the test apiserver:

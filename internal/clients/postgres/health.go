@@ -159,3 +159,27 @@ func (h Health) Warning() string {
 	}
 	return ""
 }
+
+// SystemIdentifier returns the cluster's system identifier (pg_control_system),
+// or "" when the admin may not read it (a managed service may revoke
+// EXECUTE on pg_control_system from PUBLIC; nothing else a non-superuser can
+// read identifies the data directory, so the identity is then left empty
+// rather than guessed). The identifier is shared by every server made from a
+// copy of the same data directory (a restored backup, a replica): it tells
+// servers of different initdb runs apart, not copies of one.
+func (p *Pool) SystemIdentifier(ctx context.Context) (string, error) {
+	ctx, cancel := p.withTimeout(ctx)
+	defer cancel()
+	var may bool
+	if err := p.pool.QueryRow(ctx, qMayReadSystemIdentifier).Scan(&may); err != nil {
+		return "", p.classify(err)
+	}
+	if !may {
+		return "", nil
+	}
+	var id string
+	if err := p.pool.QueryRow(ctx, qSystemIdentifier).Scan(&id); err != nil {
+		return "", p.classify(err)
+	}
+	return id, nil
+}

@@ -140,3 +140,15 @@ const qTerminate = `SELECT pg_catalog.count(*)::pg_catalog.int4 FROM (
 
 // qExtensions lists the extensions installed in the connected database.
 const qExtensions = `SELECT e.extname::pg_catalog.text FROM pg_catalog.pg_extension e`
+
+// qMayReadSystemIdentifier: may the admin execute pg_control_system()?
+// PostgreSQL 14 to 18 grant it to PUBLIC by default; a managed service may
+// revoke it. Asked first, because a statement naming a function the
+// session may not execute fails as a whole.
+const qMayReadSystemIdentifier = `SELECT pg_catalog.has_function_privilege('pg_catalog.pg_control_system()'::pg_catalog.text, 'EXECUTE'::pg_catalog.text)`
+
+// qSystemIdentifier reads the cluster's system identifier, chosen by initdb
+// and kept by every copy made from the data directory (a restored backup,
+// a promoted replica): what tells one server from another behind the same
+// address.
+const qSystemIdentifier = `SELECT s.system_identifier::pg_catalog.text FROM pg_catalog.pg_control_system() s`

@@ -28,7 +28,8 @@ import (
 	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
 )
 
-// Object is what both config kinds offer the status controller.
+// Object is what the status controller and the Database controller use of
+// a ClusterProviderConfig.
 type Object interface {
 	resource.ProviderConfig
 	ConfigSpec() *v1alpha1.ProviderConfigSpec
@@ -55,8 +56,8 @@ type StatusOptions struct {
 	RetryInterval time.Duration
 }
 
-// SetupStatus adds a health/status controller per config kind, beside
-// Crossplane's usage controllers.
+// SetupStatus adds the health/status controller of ClusterProviderConfigs,
+// beside the usage controller.
 func SetupStatus(mgr ctrl.Manager, o controller.Options, so StatusOptions) error {
 	if so.Interval <= 0 {
 		so.Interval = time.Minute
@@ -64,82 +65,40 @@ func SetupStatus(mgr ctrl.Manager, o controller.Options, so StatusOptions) error
 	if so.RetryInterval <= 0 || so.RetryInterval > so.Interval {
 		so.RetryInterval = min(so.Interval, 15*time.Second)
 	}
-	for _, k := range []struct {
-		kind string
-		new  func() Object
-		list func(context.Context, client.Reader) ([]Object, error)
-	}{
-		{kind: v1alpha1.ClusterProviderConfigKind, new: func() Object { return &v1alpha1.ClusterProviderConfig{} }, list: listCluster},
-		{kind: v1alpha1.ProviderConfigKind, new: func() Object { return &v1alpha1.ProviderConfig{} }, list: listNamespaced},
-	} {
-		name := "status/" + strings.ToLower(k.kind) + "." + v1alpha1.Group
-		r := &statusReconciler{
-			kube:     mgr.GetClient(),
-			secrets:  mgr.GetAPIReader(),
-			kind:     k.kind,
-			newObj:   k.new,
-			opts:     so,
-			log:      o.Logger.WithValues("controller", name),
-			record:   event.NewAPIRecorder(mgr.GetEventRecorderFor(name)), //nolint:staticcheck // crossplane-runtime's event package still takes the legacy recorder.
-			warnedSU: map[string]bool{},
-		}
-		list := k.list
-		err := ctrl.NewControllerManagedBy(mgr).
-			Named(name).
-			WithOptions(o.ForControllerRuntime()).
-			For(k.new()).
-			// Only the metadata of Secrets is cached: every change of a
-			// Secret bumps its resourceVersion, which is all the trigger
-			// needs; the data is read directly when reconciling.
-			WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, s client.Object) []reconcile.Request {
-				return configsUsingSecret(ctx, mgr.GetClient(), list, so.Namespace, s.GetNamespace(), s.GetName())
-			})).
-			Complete(r)
-		if err != nil {
-			return err
-		}
+	kind := v1alpha1.ClusterProviderConfigKind
+	name := "status/" + strings.ToLower(kind) + "." + v1alpha1.Group
+	r := &statusReconciler{
+		kube:     mgr.GetClient(),
+		secrets:  mgr.GetAPIReader(),
+		kind:     kind,
+		opts:     so,
+		log:      o.Logger.WithValues("controller", name),
+		record:   event.NewAPIRecorder(mgr.GetEventRecorderFor(name)), //nolint:staticcheck // crossplane-runtime's event package still takes the legacy recorder.
+		warnedSU: map[string]bool{},
 	}
-	return nil
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(name).
+		WithOptions(o.ForControllerRuntime()).
+		For(&v1alpha1.ClusterProviderConfig{}).
+		// Only the metadata of Secrets is cached: every change of a
+		// Secret bumps its resourceVersion, which is all the trigger
+		// needs; the data is read directly when reconciling.
+		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, s client.Object) []reconcile.Request {
+			return configsUsingSecret(ctx, mgr.GetClient(), s.GetNamespace(), s.GetName())
+		})).
+		Complete(r)
 }
 
-func listCluster(ctx context.Context, c client.Reader) ([]Object, error) {
+func configsUsingSecret(ctx context.Context, c client.Reader, ns, name string) []reconcile.Request {
 	l := &v1alpha1.ClusterProviderConfigList{}
 	if err := c.List(ctx, l); err != nil {
-		return nil, err
-	}
-	out := make([]Object, 0, len(l.Items))
-	for i := range l.Items {
-		out = append(out, &l.Items[i])
-	}
-	return out, nil
-}
-
-func listNamespaced(ctx context.Context, c client.Reader) ([]Object, error) {
-	l := &v1alpha1.ProviderConfigList{}
-	if err := c.List(ctx, l); err != nil {
-		return nil, err
-	}
-	out := make([]Object, 0, len(l.Items))
-	for i := range l.Items {
-		out = append(out, &l.Items[i])
-	}
-	return out, nil
-}
-
-func configsUsingSecret(ctx context.Context, c client.Reader, list func(context.Context, client.Reader) ([]Object, error), providerNS, ns, name string) []reconcile.Request {
-	objs, err := list(ctx, c)
-	if err != nil {
 		return nil
 	}
 	var out []reconcile.Request
-	for _, o := range objs {
-		ref := o.ConfigSpec().Credentials.SecretRef
-		sns := ref.Namespace
-		if sns == "" {
-			sns = o.GetNamespace()
-		}
-		if sns == ns && ref.Name == name {
-			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}})
+	for _, o := range l.Items {
+		ref := o.Spec.Credentials.SecretRef
+		if ref.Namespace == ns && ref.Name == name {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: o.GetName()}})
 		}
 	}
 	return out
@@ -149,7 +108,6 @@ type statusReconciler struct {
 	kube    client.Client
 	secrets client.Reader
 	kind    string
-	newObj  func() Object
 	opts    StatusOptions
 	log     logging.Logger
 	record  event.Recorder
@@ -162,7 +120,7 @@ func (r *statusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	ref := Ref(r.kind, req.Namespace, req.Name)
 	log := r.log.WithValues("config", ref)
 
-	obj := r.newObj()
+	obj := &v1alpha1.ClusterProviderConfig{}
 	if err := r.kube.Get(ctx, req.NamespacedName, obj); err != nil {
 		if kerrors.IsNotFound(err) {
 			// Gone: its pool goes too.
@@ -217,7 +175,7 @@ func (r *statusReconciler) observe(ctx context.Context, obj Object, ref string, 
 		o.Invalid = msg
 		return
 	}
-	sns, sname, invalid := tenancy.SecretRefOf(r.kind, obj.GetNamespace(), r.opts.Namespace, spec.Credentials.SecretRef)
+	sns, sname, invalid := tenancy.SecretRefOf(r.opts.Namespace, spec.Credentials.SecretRef)
 	if invalid != "" {
 		o.Invalid = invalid
 		return
@@ -263,6 +221,14 @@ func (r *statusReconciler) observe(ctx context.Context, obj Object, ref string, 
 	if err := h.Privileges(); err != nil {
 		o.Privileges = err.Error()
 	}
+	// The identity is a report: a failure to read it is logged, and the
+	// identity recorded earlier is kept.
+	id, err := pool.SystemIdentifier(ctx)
+	if err != nil {
+		r.log.Debug("cannot read the server's system identifier", "config", ref, "error", err)
+		return
+	}
+	o.ServerIdentity = id
 }
 
 // credential reads the admin Secret. problem is set (and err nil) when the
@@ -298,6 +264,12 @@ func (r *statusReconciler) apply(obj Object, v tenancy.ConfigVerdict, o tenancy.
 	if o.Version != "" {
 		st.PostgreSQLVersion = o.Version
 	}
+	if o.ServerIdentity != "" {
+		if st.ServerIdentity != "" && st.ServerIdentity != o.ServerIdentity {
+			r.record.Event(obj, event.Warning("ServerIdentityChanged", fmt.Errorf("the server at %s is another PostgreSQL cluster than before (system identifier %s, recorded %s): Databases provisioned on the earlier one will report what they miss", o.Target, o.ServerIdentity, st.ServerIdentity)))
+		}
+		st.ServerIdentity = o.ServerIdentity
+	}
 	st.ObservedGeneration = obj.GetGeneration()
 	c := xpv2.Condition{Type: xpv2.TypeReady, Status: corev1.ConditionFalse, Reason: xpv2.ConditionReason(v.Reason), Message: v.Message, LastTransitionTime: metav1.Now(), ObservedGeneration: obj.GetGeneration()}
 	if v.Ready {
@@ -308,7 +280,7 @@ func (r *statusReconciler) apply(obj Object, v tenancy.ConfigVerdict, o tenancy.
 }
 
 func equalStatus(a, b *v1alpha1.ProviderConfigStatus) bool {
-	if a.Phase != b.Phase || a.PostgreSQLVersion != b.PostgreSQLVersion || a.ObservedGeneration != b.ObservedGeneration {
+	if a.Phase != b.Phase || a.PostgreSQLVersion != b.PostgreSQLVersion || a.ServerIdentity != b.ServerIdentity || a.ObservedGeneration != b.ObservedGeneration {
 		return false
 	}
 	ca, cb := a.GetCondition(xpv2.TypeReady), b.GetCondition(xpv2.TypeReady)

@@ -150,6 +150,14 @@ func TestReadyOverVerifyFullByHostAndByHostaddr(t *testing.T) {
 			if cpc.Spec.Endpoint.SSLMode != v1alpha1.SSLModeVerifyFull {
 				t.Errorf("sslMode %q, want the default verify-full", cpc.Spec.Endpoint.SSLMode)
 			}
+			// The non-superuser admin reads the server's system identifier.
+			var id string
+			if err := pg.SuperConnT(t, "postgres").QueryRow(context.Background(), "SELECT system_identifier::text FROM pg_control_system()").Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			if cpc.Status.ServerIdentity != id {
+				t.Errorf("serverIdentity %q, want the system identifier %q", cpc.Status.ServerIdentity, id)
+			}
 		})
 	}
 }
@@ -203,28 +211,6 @@ func TestSecretInAnotherNamespaceIsInvalidSpec(t *testing.T) {
 	create(t, cpc)
 	waitFor(t, cpc, "InvalidSpec", readyIs(corev1.ConditionFalse, "InvalidSpec"))
 	wantStatus(t, cpc, v1alpha1.ConfigPhasePending, "InvalidSpec", `must be the provider's namespace "crossplane-system", not "elsewhere"`)
-
-	if err := env.Kube.EnsureNamespace(context.Background(), "team"); err != nil {
-		t.Fatal(err)
-	}
-	pc := &v1alpha1.ProviderConfig{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: name("pc")},
-		Spec: v1alpha1.ProviderConfigSpec{
-			Endpoint:    v1alpha1.Endpoint{Host: pg.Host, Hostaddr: pg.Hostaddr, Port: int32(pg.Port)}, //nolint:gosec // test port
-			Credentials: v1alpha1.Credentials{SecretRef: v1alpha1.SecretReference{Namespace: "elsewhere", Name: secret}},
-		},
-	}
-	create(t, pc)
-	waitFor(t, pc, "InvalidSpec", readyIs(corev1.ConditionFalse, "InvalidSpec"))
-	wantStatus(t, pc, v1alpha1.ConfigPhasePending, "InvalidSpec", `own namespace "team", not "elsewhere"`)
-
-	// The same Secret in the ProviderConfig's own namespace works.
-	own := adminSecret(t, "team", pg.AdminUser, pg.AdminPassword)
-	pc2 := pc.DeepCopy()
-	pc2.ObjectMeta = metav1.ObjectMeta{Namespace: "team", Name: name("pc")}
-	pc2.Spec.Credentials.SecretRef = v1alpha1.SecretReference{Name: own}
-	create(t, pc2)
-	waitFor(t, pc2, "Ready", readyIs(corev1.ConditionTrue, "Ready"))
 }
 
 func TestSecretLifecycle(t *testing.T) {
@@ -396,17 +382,17 @@ func TestDeletingConfigInUseBlocksNewDatabases(t *testing.T) {
 	cpc := newCPC(pg.Host, adminSecret(t, testenv.ProviderNamespace, pg.AdminUser, pg.AdminPassword))
 	create(t, cpc)
 	waitFor(t, cpc, "Ready", readyIs(corev1.ConditionTrue, "Ready"))
-	if err := env.Kube.EnsureNamespace(ctx, "apps"); err != nil {
-		t.Fatal(err)
+	newDB := func() *v1alpha1.Database {
+		n := name("first")
+		return &v1alpha1.Database{
+			ObjectMeta: metav1.ObjectMeta{Name: n},
+			Spec: v1alpha1.DatabaseSpec{
+				ClusterManagedResourceSpec: xpv2.ClusterManagedResourceSpec{ProviderConfigReference: &xpv2.Reference{Name: cpc.GetName()}},
+				ForProvider:                v1alpha1.DatabaseParameters{Database: strings.ReplaceAll(n, "-", "_")},
+			},
+		}
 	}
-	ref := &xpv2.ProviderConfigReference{Kind: v1alpha1.ClusterProviderConfigKind, Name: cpc.GetName()}
-	first := &v1alpha1.Database{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: name("first")},
-		Spec: v1alpha1.DatabaseSpec{
-			ManagedResourceSpec: xpv2.ManagedResourceSpec{ProviderConfigReference: ref},
-			ForProvider:         v1alpha1.DatabaseParameters{Database: ptr.To(strings.ReplaceAll(name("first"), "-", "_"))},
-		},
-	}
+	first := newDB()
 	create(t, first)
 	waitFor(t, cpc, "one user", func(o config.Object) bool { return o.ConfigStatus().Users == 1 })
 
@@ -414,11 +400,9 @@ func TestDeletingConfigInUseBlocksNewDatabases(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, cpc, "phase Deleting", func(o config.Object) bool { return o.ConfigStatus().Phase == v1alpha1.ConfigPhaseDeleting })
-	wantStatus(t, cpc, v1alpha1.ConfigPhaseDeleting, "Reconciling", "waiting until the 1 Database(s) using it are gone")
+	wantStatus(t, cpc, v1alpha1.ConfigPhaseDeleting, "Reconciling", "waiting until its 1 user(s)")
 
-	second := first.DeepCopy()
-	second.ObjectMeta = metav1.ObjectMeta{Namespace: "apps", Name: name("second")}
-	second.Spec.ForProvider.Database = ptr.To(strings.ReplaceAll(second.Name, "-", "_"))
+	second := newDB()
 	create(t, second)
 	deadline := time.Now().Add(30 * time.Second)
 	var c xpv2.Condition
@@ -438,6 +422,63 @@ func TestDeletingConfigInUseBlocksNewDatabases(t *testing.T) {
 	if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(cpc), cpc); err != nil {
 		t.Fatalf("the config in use was deleted: %v", err)
 	}
+}
+
+// TestBindingUsageBlocksDeletionToo: a ClusterProviderConfig is also in use
+// while a DatabaseBinding records a ProviderConfigUsage naming it in its
+// namespace; it goes once the last usage of either kind is gone.
+func TestBindingUsageBlocksDeletionToo(t *testing.T) {
+	pg := env.Postgres
+	ctx := context.Background()
+	cpc := newCPC(pg.Host, adminSecret(t, testenv.ProviderNamespace, pg.AdminUser, pg.AdminPassword))
+	create(t, cpc)
+	waitFor(t, cpc, "Ready", readyIs(corev1.ConditionTrue, "Ready"))
+	if err := env.Kube.EnsureNamespace(ctx, "team-usage"); err != nil {
+		t.Fatal(err)
+	}
+	// The usage as the typed tracker writes it for a DatabaseBinding.
+	usage := &v1alpha1.ProviderConfigUsage{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-usage", Name: name("binding-uid"),
+			Labels:          map[string]string{xpv2.LabelKeyProviderName: cpc.GetName(), xpv2.LabelKeyProviderKind: v1alpha1.ClusterProviderConfigKind},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: v1alpha1.DatabaseBindingKind, Name: "db", UID: "binding-uid", Controller: ptr.To(true)}},
+		},
+	}
+	usage.ProviderConfigReference = xpv2.ProviderConfigReference{Kind: v1alpha1.ClusterProviderConfigKind, Name: cpc.GetName()}
+	usage.ResourceReference = xpv2.TypedReference{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: v1alpha1.DatabaseBindingKind, Name: "db"}
+	create(t, usage)
+	// A usage of another config of the same name but another kind does not count.
+	other := usage.DeepCopy()
+	other.ObjectMeta = metav1.ObjectMeta{Namespace: "team-usage", Name: name("other-uid"),
+		Labels:          map[string]string{xpv2.LabelKeyProviderName: cpc.GetName(), xpv2.LabelKeyProviderKind: "ProviderConfig"},
+		OwnerReferences: usage.OwnerReferences,
+	}
+	other.ProviderConfigReference.Kind = "ProviderConfig"
+	create(t, other)
+	waitFor(t, cpc, "one user", func(o config.Object) bool { return o.ConfigStatus().Users == 1 })
+
+	if err := env.Kube.Client.Delete(ctx, cpc); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, cpc, "phase Deleting", func(o config.Object) bool { return o.ConfigStatus().Phase == v1alpha1.ConfigPhaseDeleting })
+	time.Sleep(2 * interval)
+	if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(cpc), cpc); err != nil {
+		t.Fatalf("the config used by a DatabaseBinding was deleted: %v", err)
+	}
+	if c := cpc.GetCondition("Terminating"); !strings.Contains(c.Message, "0 Database(s) and 1 DatabaseBinding(s)") {
+		t.Errorf("Terminating condition %+v, want it to name the binding", c)
+	}
+
+	if err := env.Kube.Client.Delete(ctx, usage); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(cpc), cpc); kerrors.IsNotFound(err) {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Errorf("the config was not deleted after its last usage went; finalizers %v", cpc.GetFinalizers())
 }
 
 func waitForEvent(t *testing.T, object, reason, typ string) {
@@ -475,7 +516,7 @@ func TestZZCanaryCredentialsNeverLeak(t *testing.T) {
 	waitFor(t, bad, "AuthenticationFailed", readyIs(corev1.ConditionFalse, "AuthenticationFailed"))
 
 	var dump bytes.Buffer
-	for _, l := range []client.ObjectList{&v1alpha1.ClusterProviderConfigList{}, &v1alpha1.ProviderConfigList{}, &v1alpha1.DatabaseList{}, &v1alpha1.ProviderConfigUsageList{}, &corev1.EventList{}} {
+	for _, l := range []client.ObjectList{&v1alpha1.ClusterProviderConfigList{}, &v1alpha1.DatabaseList{}, &v1alpha1.ClusterProviderConfigUsageList{}, &v1alpha1.ProviderConfigUsageList{}, &corev1.EventList{}} {
 		if err := env.Kube.Client.List(ctx, l); err != nil {
 			t.Fatal(err)
 		}

@@ -22,7 +22,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 	"ddupan.top/provider-postgresql-tenant/internal/clients/openbao"
@@ -34,11 +36,24 @@ import (
 )
 
 const (
-	errTrackUsage  = "cannot track ProviderConfig usage"
-	errGetConfig   = "cannot get the referenced provider config"
+	errTrackUsage  = "cannot track ClusterProviderConfig usage"
+	errGetConfig   = "cannot get the referenced ClusterProviderConfig"
 	errNoConfigRef = "spec.providerConfigRef is required"
-	errUnknownKind = "spec.providerConfigRef.kind must be ProviderConfig or ClusterProviderConfig"
+	errBindings    = "cannot list the DatabaseBindings of the claim's namespace"
+	errRecord      = "cannot record the reclaim policy in effect for the deletion"
 )
+
+// AnnotationReclaimAtDeletion records the reclaim policy in effect when a
+// Database's deletion started. It is written by the controller, once, on
+// the first pass that sees the deletion timestamp, and read instead of
+// spec.reclaimPolicy from then on.
+//
+// An annotation, not status: status is a report that may be wiped and is
+// rebuilt from observation, while this is a decision that must survive
+// until the finalizer goes; metadata stays writable while an object is
+// being deleted, and the write carries the resourceVersion read, so an
+// edit that races it is re-read before anything is decided.
+const AnnotationReclaimAtDeletion = v1alpha1.Group + "/reclaim-policy-at-deletion"
 
 // KV is what the Database controller needs of OpenBao (openbao.Client).
 type KV interface {
@@ -65,7 +80,7 @@ func SetupGated(mgr ctrl.Manager, o controller.Options, d Deps) error {
 		if err := Setup(mgr, o, d); err != nil {
 			mgr.GetLogger().Error(err, "cannot set up the Database controller")
 		}
-	}, v1alpha1.DatabaseGroupVersionKind, v1alpha1.ProviderConfigUsageGroupVersionKind)
+	}, v1alpha1.DatabaseGroupVersionKind, v1alpha1.ClusterProviderConfigUsageGroupVersionKind, v1alpha1.DatabaseBindingGroupVersionKind)
 	return nil
 }
 
@@ -76,11 +91,14 @@ func Setup(mgr ctrl.Manager, o controller.Options, d Deps) error {
 	if d.Pools == nil || d.KV == nil {
 		return errors.New("the Database controller needs the pool manager and the OpenBao client")
 	}
+	if d.Options.OpenBao.DatabaseBasePath == "" {
+		return errors.New("the Database controller needs the OpenBao database base path")
+	}
 
-	// Management policies are always honoured: without them Crossplane
-	// would treat every Database as "*" and drop data on delete.
+	// Management policies are always honoured: an import (without Create)
+	// must never be provisioned.
 	if o.Features == nil || !o.Features.Enabled(feature.EnableBetaManagementPolicies) {
-		return errors.New("management policies must be enabled: the Database default (no Delete) depends on them")
+		return errors.New("management policies must be enabled: imports (managementPolicies without Create) depend on them")
 	}
 
 	confirm := newConfirmer()
@@ -88,7 +106,7 @@ func Setup(mgr ctrl.Manager, o controller.Options, d Deps) error {
 		managed.WithTypedExternalConnector[*v1alpha1.Database](&connector{
 			log:     o.Logger.WithValues("controller", name),
 			kube:    mgr.GetClient(),
-			usage:   resource.NewProviderConfigUsageTracker(mgr.GetClient(), &v1alpha1.ProviderConfigUsage{}),
+			usage:   resource.NewLegacyProviderConfigUsageTracker(mgr.GetClient(), &v1alpha1.ClusterProviderConfigUsage{}),
 			deps:    d,
 			record:  recorder,
 			confirm: confirm,
@@ -98,14 +116,16 @@ func Setup(mgr ctrl.Manager, o controller.Options, d Deps) error {
 		managed.WithPollIntervalHook(confirm.PollInterval),
 		managed.WithRecorder(recorder),
 		managed.WithManagementPolicies(),
-		// The database name is deterministic (never generated), so an
-		// interrupted create is resumed by Observe's ownership proofs
+		// The database name is deterministic (spec.forProvider.database),
+		// so an interrupted create is resumed by Observe's ownership proofs
 		// instead of being blocked.
 		managed.WithDeterministicExternalName(true),
 		// PostgreSQL's catalog and OpenBao are read-your-writes: there is no
 		// eventual consistency to wait out after a create.
 		managed.WithCreationGracePeriod(0),
-		managed.WithInitializers(externalNameInitializer(mgr.GetClient())),
+		// No initializer: the names come from the spec only; the
+		// external-name annotation is not used.
+		managed.WithInitializers(),
 	}
 	if o.MetricOptions != nil {
 		ro = append(ro, managed.WithMetricRecorder(o.MetricOptions.MRMetrics))
@@ -122,54 +142,68 @@ func Setup(mgr ctrl.Manager, o controller.Options, d Deps) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(name).
 		WithOptions(o.ForControllerRuntime()).
-		WithEventFilter(desiredStateChanged()).
-		For(&v1alpha1.Database{}).
+		For(&v1alpha1.Database{}, builder.WithPredicates(desiredStateChanged())).
+		// A DatabaseBinding that appears, goes or records its Database
+		// changes whether that Database is Bound or Released.
+		Watches(&v1alpha1.DatabaseBinding{}, handler.EnqueueRequestsFromMapFunc(databasesOfBinding), builder.WithPredicates(bindingChanged())).
 		Complete(ratelimiter.NewReconciler(name, r, o.GlobalRateLimiter))
 }
 
-// A connector resolves a Database's provider config and produces the
+// A connector resolves a Database's ClusterProviderConfig and produces the
 // external client that acts on its server.
 type connector struct {
 	log     logging.Logger
 	kube    client.Client
-	usage   resource.ModernTracker
+	usage   resource.LegacyTracker
 	deps    Deps
 	record  event.Recorder
 	confirm *confirmer
 }
 
-// deletingInTerminatingNamespace is true when a Database being deleted cannot
-// record its config usage because its namespace is being deleted: the
-// namespace controller removed the usage record and refuses new objects.
-// The Database must still finish its deletion (with Delete: drop what it
-// owns), or the namespace could never go away.
-func deletingInTerminatingNamespace(db *v1alpha1.Database, err error) bool {
-	return meta.WasDeleted(db) && kerrors.HasStatusCause(err, corev1.NamespaceTerminatingCause)
-}
-
-// Connect records the usage of the config, then hands out the config's
-// validated admin pool. A Database never starts provisioning against a
-// config that is not Ready or is being deleted: it reports InstanceNotReady.
+// Connect records the usage of the config, shows the binding, decides a
+// deletion, then hands out the config's validated admin pool. A Database
+// never starts provisioning against a config that is not Ready or is being
+// deleted: it reports InstanceNotReady.
 func (c *connector) Connect(ctx context.Context, db *v1alpha1.Database) (managed.TypedExternalClient[*v1alpha1.Database], error) {
-	if err := c.usage.Track(ctx, db); err != nil && !deletingInTerminatingNamespace(db, err) {
+	if err := c.usage.Track(ctx, db); err != nil {
 		return nil, errors.Wrap(err, errTrackUsage)
 	}
+	live, lerr := c.liveBinding(ctx, db.Spec.ClaimRef)
+	if lerr == nil {
+		c.showBinding(db, live)
+	} else {
+		c.log.Debug(errBindings, "name", db.GetName(), "error", lerr)
+	}
+
+	drop := false
+	if meta.WasDeleted(db) {
+		reclaim, err := c.reclaimAtDeletion(ctx, db)
+		if err != nil {
+			return nil, errors.Wrap(err, errRecord)
+		}
+		if lerr != nil {
+			// Whether the claim is still in use cannot be told: wait.
+			return nil, errors.Wrap(lerr, errBindings)
+		}
+		d := tenancy.DecideDeletion(reclaim, canDelete(db), db.Spec.ClaimRef, live)
+		if d.Wait {
+			return nil, fail(db, d.Reason, d.Message)
+		}
+		if !d.Drop {
+			// Nothing is dropped: the server and OpenBao are not needed
+			// (they may be down, or the config gone).
+			return retain{}, nil
+		}
+		drop = true
+	}
+
 	ref := db.GetProviderConfigReference()
-	if ref == nil {
+	if ref == nil || ref.Name == "" {
 		return nil, errors.New(errNoConfigRef)
 	}
-	var cfg config.Object
-	var key types.NamespacedName
-	switch ref.Kind {
-	case v1alpha1.ProviderConfigKind:
-		cfg, key = &v1alpha1.ProviderConfig{}, types.NamespacedName{Namespace: db.GetNamespace(), Name: ref.Name}
-	case v1alpha1.ClusterProviderConfigKind:
-		cfg, key = &v1alpha1.ClusterProviderConfig{}, types.NamespacedName{Name: ref.Name}
-	default:
-		return nil, errors.New(errUnknownKind)
-	}
-	name := ref.Kind + " " + ref.Name
-	if err := c.kube.Get(ctx, key, cfg); err != nil {
+	cfg := &v1alpha1.ClusterProviderConfig{}
+	name := v1alpha1.ClusterProviderConfigKind + " " + ref.Name
+	if err := c.kube.Get(ctx, types.NamespacedName{Name: ref.Name}, cfg); err != nil {
 		if kerrors.IsNotFound(err) {
 			return nil, instanceNotReady(db, fmt.Sprintf("%s does not exist", name))
 		}
@@ -178,12 +212,12 @@ func (c *connector) Connect(ctx context.Context, db *v1alpha1.Database) (managed
 	if v := tenancy.InstanceGate(meta.WasDeleted(cfg), cfg.GetCondition(xpv2.TypeReady), meta.WasDeleted(db)); v != "" {
 		return nil, instanceNotReady(db, name+" "+v)
 	}
-	pool, ok := c.deps.Pools.Lookup(config.Ref(ref.Kind, key.Namespace, key.Name), cfg.GetUID())
+	pool, ok := c.deps.Pools.Lookup(config.Ref(v1alpha1.ClusterProviderConfigKind, "", ref.Name), cfg.GetUID())
 	if !ok {
 		return nil, instanceNotReady(db, name+" has no validated connection yet")
 	}
 	return &external{
-		log:     c.log.WithValues("namespace", db.GetNamespace(), "name", db.GetName(), "config", name, "generation", db.GetGeneration()),
+		log:     c.log.WithValues("name", db.GetName(), "config", ref.Name, "generation", db.GetGeneration()),
 		pool:    pool,
 		kv:      c.deps.KV,
 		opts:    c.deps.Options,
@@ -192,13 +226,85 @@ func (c *connector) Connect(ctx context.Context, db *v1alpha1.Database) (managed
 		confirm: c.confirm,
 		kube:    c.kube,
 		cfgVer:  cfg.ConfigStatus().PostgreSQLVersion,
+		drop:    drop,
 		id: tenancy.Identity{
-			Namespace: db.GetNamespace(), Name: db.GetName(), UID: string(db.GetUID()),
-			ConfigKind: ref.Kind, ConfigName: ref.Name, ConfigUID: string(cfg.GetUID()),
+			Name: db.GetName(), UID: string(db.GetUID()),
+			ConfigName: ref.Name, ConfigUID: string(cfg.GetUID()),
 			Endpoint: endpointOf(pool.Target()),
 		},
 	}, nil
 }
+
+// liveBinding reports whether the claim's Tenant has a DatabaseBinding that
+// is not being deleted (read from the manager's cache).
+func (c *connector) liveBinding(ctx context.Context, claim *v1alpha1.ClaimReference) (bool, error) {
+	if claim == nil || claim.UID == "" {
+		return false, nil
+	}
+	l := &v1alpha1.DatabaseBindingList{}
+	if err := c.kube.List(ctx, l, client.InNamespace(claim.Namespace)); err != nil {
+		return false, err
+	}
+	return tenancy.LiveBinding(l.Items, claim), nil
+}
+
+// showBinding sets status.binding (persisted with the rest of the status)
+// and records an Event when the Database becomes Bound or Released.
+// Released is shown by the phase and the Event only: the Ready condition
+// keeps reporting the database itself, which a Released Database still
+// has.
+func (c *connector) showBinding(db *v1alpha1.Database, live bool) {
+	prev := db.Status.Binding
+	b := tenancy.BindingOf(db.Spec.ClaimRef, prev, live)
+	db.Status.Binding = b
+	if b.Phase == prev.Phase {
+		return
+	}
+	switch b.Phase {
+	case v1alpha1.BindingBound:
+		c.record.Event(db, event.Normal("Bound", fmt.Sprintf("bound to the Tenant %s", b.Claim)))
+	case v1alpha1.BindingReleased:
+		c.record.Event(db, event.Normal("Released", fmt.Sprintf("the Tenant %s released its claim: the Database is kept as it is and is not bound again until an admin clears or replaces spec.claimRef", b.Claim)))
+	}
+}
+
+// reclaimAtDeletion returns the reclaim policy in effect for a deleted
+// Database, recording the spec's value in AnnotationReclaimAtDeletion on
+// the first pass that sees the deletion.
+func (c *connector) reclaimAtDeletion(ctx context.Context, db *v1alpha1.Database) (v1alpha1.ReclaimPolicy, error) {
+	recorded, has := db.GetAnnotations()[AnnotationReclaimAtDeletion]
+	p, record := tenancy.ReclaimInEffect(recorded, has, db.Spec.ReclaimPolicy)
+	if !record {
+		return p, nil
+	}
+	meta.AddAnnotations(db, map[string]string{AnnotationReclaimAtDeletion: string(p)})
+	if err := c.kube.Update(ctx, db); err != nil {
+		return "", err
+	}
+	return p, nil
+}
+
+// retain is the external client of a deleted Database that drops nothing:
+// it reports nothing to delete, so the finalizer goes.
+type retain struct{}
+
+func (retain) Observe(context.Context, *v1alpha1.Database) (managed.ExternalObservation, error) {
+	return managed.ExternalObservation{ResourceExists: false}, nil
+}
+
+func (retain) Create(context.Context, *v1alpha1.Database) (managed.ExternalCreation, error) {
+	return managed.ExternalCreation{}, nil
+}
+
+func (retain) Update(context.Context, *v1alpha1.Database) (managed.ExternalUpdate, error) {
+	return managed.ExternalUpdate{}, nil
+}
+
+func (retain) Delete(context.Context, *v1alpha1.Database) (managed.ExternalDelete, error) {
+	return managed.ExternalDelete{}, nil
+}
+
+func (retain) Disconnect(context.Context) error { return nil }
 
 // instanceNotReady marks the Database Ready=False with reason
 // InstanceNotReady (the managed reconciler persists it with the error).

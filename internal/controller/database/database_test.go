@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crossplane/crossplane-runtime/v2/pkg/meta"
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	"github.com/jackc/pgx/v5"
 	"github.com/openbao/openbao/api/v2"
@@ -25,6 +24,7 @@ import (
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 	"ddupan.top/provider-postgresql-tenant/internal/controller/database"
+	"ddupan.top/provider-postgresql-tenant/internal/options"
 	"ddupan.top/provider-postgresql-tenant/internal/testenv"
 	"ddupan.top/provider-postgresql-tenant/internal/testenv/inproc"
 )
@@ -94,12 +94,13 @@ func start(e *testenv.Env) (func(), error) {
 	return stop, nil
 }
 
-func newDB(ns, name string, mut ...func(*v1alpha1.Database)) *v1alpha1.Database {
+// newDB is a provisioning Database named name whose database is name.
+func newDB(name string, mut ...func(*v1alpha1.Database)) *v1alpha1.Database {
 	d := &v1alpha1.Database{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: v1alpha1.DatabaseSpec{
-			ManagedResourceSpec: xpv2.ManagedResourceSpec{ProviderConfigReference: &xpv2.ProviderConfigReference{Kind: v1alpha1.ClusterProviderConfigKind, Name: configName}},
-			ForProvider:         v1alpha1.DatabaseParameters{Extensions: []string{"pg_trgm"}},
+			ClusterManagedResourceSpec: xpv2.ClusterManagedResourceSpec{ProviderConfigReference: &xpv2.Reference{Name: configName}},
+			ForProvider:                v1alpha1.DatabaseParameters{Database: name, Extensions: []string{"pg_trgm"}},
 		},
 	}
 	for _, m := range mut {
@@ -111,9 +112,6 @@ func newDB(ns, name string, mut ...func(*v1alpha1.Database)) *v1alpha1.Database 
 func apply(t *testing.T, d *v1alpha1.Database) {
 	t.Helper()
 	ctx := context.Background()
-	if err := env.Kube.EnsureNamespace(ctx, d.Namespace); err != nil {
-		t.Fatal(err)
-	}
 	if err := env.Kube.Client.Create(ctx, d); err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +208,8 @@ func readKV(t *testing.T, path string) kvState {
 	return s
 }
 
-func tenantPath(ns, name string) string { return env.OpenBao.TenantBasePath + "/" + ns + "/" + name }
+// dbPath is a provisioning Database's own credential record.
+func dbPath(name string) string { return options.DefaultDatabaseBasePath + "/" + name }
 
 func appLogin(t *testing.T, user, password, db string) (*pgx.Conn, error) {
 	t.Helper()
@@ -223,18 +222,18 @@ func appLogin(t *testing.T, user, password, db string) (*pgx.Conn, error) {
 
 func TestProvisionToReady(t *testing.T) {
 	ctx := context.Background()
-	d := newDB("shop", "shop")
+	d := newDB("shop")
 	apply(t, d)
 	waitDB(t, d, "Ready", ready)
 
 	ap := d.Status.AtProvider
-	path := tenantPath("shop", "shop")
+	path := dbPath("shop")
 	if ap.Phase != v1alpha1.DatabasePhaseReady || ap.Owner != "shop" || ap.DatabaseOID == 0 || ap.Credential.Path != path ||
 		ap.Credential.OpenBaoURL != env.OpenBao.Address+"/v1/kv/data/"+path || !strings.HasPrefix(ap.PostgreSQLVersion, env.Postgres.Version+".") {
 		t.Errorf("status.atProvider = %+v", ap)
 	}
-	if meta.GetExternalName(d) != "shop" {
-		t.Errorf("external-name %q", meta.GetExternalName(d))
+	if b := d.Status.Binding; b.Phase != v1alpha1.BindingAvailable || b.Claim != "" {
+		t.Errorf("status.binding = %+v, want Available without a claim", b)
 	}
 
 	s := readPG(t, "shop", "shop")
@@ -257,7 +256,10 @@ func TestProvisionToReady(t *testing.T) {
 			t.Errorf("KV %s = %v, want %s", key, k.Data[key], want)
 		}
 	}
-	for key, want := range map[string]string{"managed-by": "provider-postgresql-tenant", "database-namespace": "shop", "database-name": "shop", "database-uid": string(d.GetUID()), "config-name": configName, "database-oid": fmt.Sprint(ap.DatabaseOID)} {
+	if _, ok := k.Owner["database-namespace"]; ok {
+		t.Error("the ownership metadata names a namespace: Databases are cluster-scoped")
+	}
+	for key, want := range map[string]string{"managed-by": "provider-postgresql-tenant", "database-name": "shop", "database-uid": string(d.GetUID()), "config-name": configName, "database-oid": fmt.Sprint(ap.DatabaseOID)} {
 		if k.Owner[key] != want {
 			t.Errorf("KV custom_metadata %s = %v, want %s", key, k.Owner[key], want)
 		}
@@ -278,7 +280,7 @@ func TestProvisionToReady(t *testing.T) {
 			t.Errorf("app could %s", stmt)
 		}
 	}
-	other := newDB("blog", "blog")
+	other := newDB("blog")
 	apply(t, other)
 	waitDB(t, other, "Ready", ready)
 	if c, err := appLogin(t, "shop", pw, "blog"); err == nil {
@@ -331,7 +333,7 @@ func TestFaultAfterEachStepConvergesToOnePassword(t *testing.T) {
 		t.Run(step, func(t *testing.T) {
 			name := fmt.Sprintf("fault%d", i)
 			inject(step, 1)
-			d := newDB("faults", name)
+			d := newDB(name)
 			apply(t, d)
 			waitDB(t, d, "Ready", ready)
 			fmu.Lock()
@@ -340,7 +342,7 @@ func TestFaultAfterEachStepConvergesToOnePassword(t *testing.T) {
 			if left != 0 {
 				t.Errorf("the fault before %s was never hit", step)
 			}
-			k := readKV(t, tenantPath("faults", name))
+			k := readKV(t, dbPath(name))
 			if k.Versions != 1 {
 				t.Errorf("%d KV versions, want exactly one", k.Versions)
 			}
@@ -368,7 +370,7 @@ func TestConflictsLeaveForeignObjectsUntouched(t *testing.T) {
 		t.Fatal(err)
 	}
 	root, _ := env.OpenBao.Client(env.OpenBao.RootToken)
-	if _, err := root.KVv2("kv").Put(ctx, tenantPath("taken", "taken"), map[string]any{"password": "theirs"}); err != nil {
+	if _, err := root.KVv2("kv").Put(ctx, dbPath("taken"), map[string]any{"password": "theirs"}); err != nil {
 		t.Fatal(err)
 	}
 	cases := map[string]struct {
@@ -376,9 +378,9 @@ func TestConflictsLeaveForeignObjectsUntouched(t *testing.T) {
 		msg  string
 		role string
 	}{
-		"Database": {d: newDB("legacyns", "legacy", func(d *v1alpha1.Database) { d.Spec.ForProvider.LoginRole = ptr.To("legacy_new") }), msg: `the database "legacy" exists, owned by "legacy"`, role: "legacy_new"},
-		"Role":     {d: newDB("lonely", "lonely"), msg: `the role "lonely" exists`, role: "lonely"},
-		"KVRecord": {d: newDB("taken", "taken"), msg: "the KV record postgresql-tenants/taken/taken exists", role: "taken"},
+		"Database": {d: newDB("legacy", func(d *v1alpha1.Database) { d.Spec.ForProvider.LoginRole = ptr.To("legacy_new") }), msg: `the database "legacy" exists, owned by "legacy"`, role: "legacy_new"},
+		"Role":     {d: newDB("lonely"), msg: `the role "lonely" exists`, role: "lonely"},
+		"KVRecord": {d: newDB("taken"), msg: "the KV record postgresql-databases/taken exists", role: "taken"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -397,12 +399,12 @@ func TestConflictsLeaveForeignObjectsUntouched(t *testing.T) {
 			if after := readPG(t, "lonely", "lonely"); after.Verifier != lonely.Verifier || after.DBExists {
 				t.Errorf("lonely changed: %+v", after)
 			}
-			if k := readKV(t, tenantPath("taken", "taken")); k.Versions != 1 || k.Data["password"] != "theirs" || len(k.Owner) != 0 {
+			if k := readKV(t, dbPath("taken")); k.Versions != 1 || k.Data["password"] != "theirs" || len(k.Owner) != 0 {
 				t.Errorf("foreign KV record changed: %+v", k)
 			}
 			if name != "KVRecord" {
 				// Nothing was written for the conflicting Database either.
-				if k := readKV(t, tenantPath(tc.d.Namespace, tc.d.Name)); k.Exists {
+				if k := readKV(t, dbPath(tc.d.Name)); k.Exists {
 					t.Error("a KV record was written despite the conflict")
 				}
 				if s := readPG(t, "nope", tc.role); s.RoleExists && name == "Database" {
@@ -413,11 +415,11 @@ func TestConflictsLeaveForeignObjectsUntouched(t *testing.T) {
 	}
 }
 
-func TestTwoNamespacesSameNameFirstWins(t *testing.T) {
-	first := newDB("team-a", "app", func(d *v1alpha1.Database) { d.Spec.ForProvider.Database = ptr.To("contested") })
+func TestTwoDatabasesSameDatabaseNameFirstWins(t *testing.T) {
+	first := newDB("app-a", func(d *v1alpha1.Database) { d.Spec.ForProvider.Database = "contested" })
 	apply(t, first)
 	waitDB(t, first, "Ready", ready)
-	second := newDB("team-b", "app", func(d *v1alpha1.Database) { d.Spec.ForProvider.Database = ptr.To("contested") })
+	second := newDB("app-b", func(d *v1alpha1.Database) { d.Spec.ForProvider.Database = "contested" })
 	apply(t, second)
 	waitDB(t, second, "Conflict", reason("Conflict"))
 	if err := env.Kube.Client.Get(context.Background(), client.ObjectKeyFromObject(first), first); err != nil || !ready(first) {
@@ -426,13 +428,13 @@ func TestTwoNamespacesSameNameFirstWins(t *testing.T) {
 }
 
 func TestUnavailableExtensionRejectedBeforeAnyWrite(t *testing.T) {
-	d := newDB("ext", "ext", func(d *v1alpha1.Database) { d.Spec.ForProvider.Extensions = []string{"pg_trgm", "no_such_extension"} })
+	d := newDB("ext", func(d *v1alpha1.Database) { d.Spec.ForProvider.Extensions = []string{"pg_trgm", "no_such_extension"} })
 	apply(t, d)
 	waitDB(t, d, "InvalidSpec", reason("InvalidSpec"))
 	if c := d.GetCondition(xpv2.TypeReady); !strings.Contains(c.Message, "no_such_extension") || !strings.Contains(c.Message, "not available") {
 		t.Errorf("message %q", c.Message)
 	}
-	if k := readKV(t, tenantPath("ext", "ext")); k.Exists {
+	if k := readKV(t, dbPath("ext")); k.Exists {
 		t.Error("a KV record was written for an unavailable extension")
 	}
 	if s := readPG(t, "ext", "ext"); s.RoleExists || s.DBExists {
@@ -444,7 +446,7 @@ func TestUnavailableExtensionRejectedBeforeAnyWrite(t *testing.T) {
 // owner cannot create (it needs a superuser and is not trusted) is refused
 // before any write, and so is one whose required extension is not listed.
 func TestUntrustedExtensionRejectedBeforeAnyWrite(t *testing.T) {
-	d := newDB("untrusted", "untrusted", func(d *v1alpha1.Database) {
+	d := newDB("untrusted", func(d *v1alpha1.Database) {
 		d.Spec.ForProvider.Extensions = []string{"pg_trgm", "dblink", "earthdistance"}
 	})
 	apply(t, d)
@@ -456,7 +458,7 @@ func TestUntrustedExtensionRejectedBeforeAnyWrite(t *testing.T) {
 		}
 	}
 	time.Sleep(2 * poll)
-	if k := readKV(t, tenantPath("untrusted", "untrusted")); k.Exists {
+	if k := readKV(t, dbPath("untrusted")); k.Exists {
 		t.Error("a KV record was written for an untrusted extension")
 	}
 	if s := readPG(t, "untrusted", "untrusted"); s.RoleExists || s.DBExists {
@@ -466,13 +468,13 @@ func TestUntrustedExtensionRejectedBeforeAnyWrite(t *testing.T) {
 
 func TestAvailabilityQueryFailureIsDependencyUnavailable(t *testing.T) {
 	inject(database.StepCheckExtensions, 1000)
-	d := newDB("extq", "extq")
+	d := newDB("extq")
 	apply(t, d)
 	waitDB(t, d, "DependencyUnavailable", reason("DependencyUnavailable"))
 	if c := d.GetCondition(xpv2.TypeReady); !strings.Contains(c.Message, "cannot check pg_available_extensions") {
 		t.Errorf("message %q", c.Message)
 	}
-	if k := readKV(t, tenantPath("extq", "extq")); k.Exists {
+	if k := readKV(t, dbPath("extq")); k.Exists {
 		t.Error("a KV record was written although availability was unknown")
 	}
 	inject(database.StepCheckExtensions, 0)
@@ -481,10 +483,10 @@ func TestAvailabilityQueryFailureIsDependencyUnavailable(t *testing.T) {
 
 func TestDriftIsRepairedWithTheSamePassword(t *testing.T) {
 	ctx := context.Background()
-	d := newDB("drift", "drift")
+	d := newDB("drift")
 	apply(t, d)
 	waitDB(t, d, "Ready", ready)
-	path := tenantPath("drift", "drift")
+	path := dbPath("drift")
 	k := readKV(t, path)
 	pw := k.Data["password"].(string)
 	before := readPG(t, "drift", "drift")
@@ -539,7 +541,7 @@ func TestDriftIsRepairedWithTheSamePassword(t *testing.T) {
 
 func TestExtensionRemovalIsRefusedAndNothingDropped(t *testing.T) {
 	ctx := context.Background()
-	d := newDB("extrm", "extrm")
+	d := newDB("extrm")
 	apply(t, d)
 	waitDB(t, d, "Ready", ready)
 	d.Spec.ForProvider.Extensions = nil
@@ -554,10 +556,10 @@ func TestExtensionRemovalIsRefusedAndNothingDropped(t *testing.T) {
 
 func TestStatusWipedIsRebuilt(t *testing.T) {
 	ctx := context.Background()
-	d := newDB("wipe", "wipe")
+	d := newDB("wipe")
 	apply(t, d)
 	waitDB(t, d, "Ready", ready)
-	k := readKV(t, tenantPath("wipe", "wipe"))
+	k := readKV(t, dbPath("wipe"))
 	// Wipe and forge: a status claiming Ready with nonsense must not skip
 	// any verification.
 	d.Status = v1alpha1.DatabaseStatus{}
@@ -569,14 +571,14 @@ func TestStatusWipedIsRebuilt(t *testing.T) {
 	waitDB(t, d, "rebuilt", func(d *v1alpha1.Database) bool {
 		return ready(d) && d.Status.AtProvider.Owner == "wipe" && d.Status.AtProvider.DatabaseOID != 0
 	})
-	if k2 := readKV(t, tenantPath("wipe", "wipe")); k2.Versions != 1 || k2.Data["password"] != k.Data["password"] {
+	if k2 := readKV(t, dbPath("wipe")); k2.Versions != 1 || k2.Data["password"] != k.Data["password"] {
 		t.Error("the password changed after the status was wiped")
 	}
 }
 
 func TestRetainKeepsEverythingAndSameNameConflicts(t *testing.T) {
 	ctx := context.Background()
-	d := newDB("keep", "keep")
+	d := newDB("keep")
 	apply(t, d)
 	waitDB(t, d, "Ready", ready)
 	if err := env.Kube.Client.Delete(ctx, d); err != nil {
@@ -584,17 +586,17 @@ func TestRetainKeepsEverythingAndSameNameConflicts(t *testing.T) {
 	}
 	waitGone(t, d)
 	s := readPG(t, "keep", "keep")
-	k := readKV(t, tenantPath("keep", "keep"))
+	k := readKV(t, dbPath("keep"))
 	if !s.DBExists || !s.RoleExists || !k.Exists || k.Owner["database-name"] != "keep" {
 		t.Fatalf("after a Retain delete: pg %+v, kv exists %v owner %v", s, k.Exists, k.Owner)
 	}
-	again := newDB("keep", "keep")
+	again := newDB("keep")
 	apply(t, again)
 	waitDB(t, again, "Conflict", reason("Conflict"))
 	if c := again.GetCondition(xpv2.TypeReady); !strings.Contains(c.Message, "import") {
 		t.Errorf("message does not say how to import: %q", c.Message)
 	}
-	if k2 := readKV(t, tenantPath("keep", "keep")); k2.Versions != 1 || k2.Owner["database-uid"] != string(d.GetUID()) {
+	if k2 := readKV(t, dbPath("keep")); k2.Versions != 1 || k2.Owner["database-uid"] != string(d.GetUID()) {
 		t.Error("the retained record was re-adopted or rewritten")
 	}
 }
@@ -628,7 +630,7 @@ func waitGone(t *testing.T, d *v1alpha1.Database) {
 	cur := &v1alpha1.Database{}
 	_ = env.Kube.Client.Get(context.Background(), client.ObjectKeyFromObject(d), cur)
 	b, _ := json.Marshal(cur.Status.Conditions)
-	t.Fatalf("%s/%s was not deleted; conditions %s", d.Namespace, d.Name, b)
+	t.Fatalf("%s was not deleted; conditions %s", d.Name, b)
 }
 
 func TestDeleteWithLiveSessionAndFailures(t *testing.T) {
@@ -637,12 +639,10 @@ func TestDeleteWithLiveSessionAndFailures(t *testing.T) {
 		name := fmt.Sprintf("gone%d", i)
 		t.Run(name+"-"+step, func(t *testing.T) {
 			ctx := context.Background()
-			d := newDB("gone", name, func(d *v1alpha1.Database) {
-				d.Spec.ManagementPolicies = xpv2.ManagementPolicies{xpv2.ManagementActionAll}
-			})
+			d := newDB(name, func(d *v1alpha1.Database) { d.Spec.ReclaimPolicy = v1alpha1.ReclaimDelete })
 			apply(t, d)
 			waitDB(t, d, "Ready", ready)
-			k := readKV(t, tenantPath("gone", name))
+			k := readKV(t, dbPath(name))
 			app, err := appLogin(t, name, k.Data["password"].(string), name)
 			if err != nil {
 				t.Fatal(err)
@@ -658,7 +658,7 @@ func TestDeleteWithLiveSessionAndFailures(t *testing.T) {
 						m[k] = v
 					}
 				}
-				if err := root.KVv2("kv").PutMetadata(ctx, tenantPath("gone", name), api.KVMetadataPutInput{CustomMetadata: m}); err != nil {
+				if err := root.KVv2("kv").PutMetadata(ctx, dbPath(name), api.KVMetadataPutInput{CustomMetadata: m}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -672,7 +672,7 @@ func TestDeleteWithLiveSessionAndFailures(t *testing.T) {
 			if s := readPG(t, name, name); s.DBExists || s.RoleExists {
 				t.Errorf("after Delete: %+v", s)
 			}
-			if k := readKV(t, tenantPath("gone", name)); k.Exists {
+			if k := readKV(t, dbPath(name)); k.Exists {
 				t.Error("the KV record (or a version of it) survived Delete")
 			}
 			fmu.Lock()
@@ -687,11 +687,8 @@ func TestDeleteWithLiveSessionAndFailures(t *testing.T) {
 func TestConcurrentSameNameExactlyOneWins(t *testing.T) {
 	ctx := context.Background()
 	var ds []*v1alpha1.Database
-	for _, ns := range []string{"race-a", "race-b", "race-c"} {
-		if err := env.Kube.EnsureNamespace(ctx, ns); err != nil {
-			t.Fatal(err)
-		}
-		ds = append(ds, newDB(ns, "app", func(d *v1alpha1.Database) { d.Spec.ForProvider.Database = ptr.To("raced") }))
+	for _, n := range []string{"race-a", "race-b", "race-c"} {
+		ds = append(ds, newDB(n, func(d *v1alpha1.Database) { d.Spec.ForProvider.Database = "raced" }))
 	}
 	var wg sync.WaitGroup
 	for _, d := range ds {
@@ -721,7 +718,7 @@ func TestConcurrentSameNameExactlyOneWins(t *testing.T) {
 		}
 		if ready(d) {
 			winners++
-			k := readKV(t, tenantPath(d.Namespace, d.Name))
+			k := readKV(t, dbPath(d.Name))
 			if c, err := appLogin(t, "raced", k.Data["password"].(string), "raced"); err != nil {
 				t.Errorf("the winner's credential does not log in: %v", err)
 			} else {
@@ -749,7 +746,7 @@ func TestImportIsReadOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := readPG(t, "handmade", "handmade")
-	d := newDB("imports", "handmade", func(d *v1alpha1.Database) {
+	d := newDB("handmade", func(d *v1alpha1.Database) {
 		d.Spec.ManagementPolicies = xpv2.ManagementPolicies{xpv2.ManagementActionObserve}
 		d.Spec.ForProvider.CredentialPath = ptr.To("postgresql-tenants/legacy/handmade")
 	})
@@ -818,8 +815,9 @@ func TestImportWithDeleteDropsOnlyWhatItsCredentialProves(t *testing.T) {
 	}
 	var ds []*v1alpha1.Database
 	for _, name := range []string{"oldapp", "otherapp"} {
-		d := newDB("imports-del", name, func(d *v1alpha1.Database) {
+		d := newDB(name, func(d *v1alpha1.Database) {
 			d.Spec.ManagementPolicies = xpv2.ManagementPolicies{xpv2.ManagementActionObserve, xpv2.ManagementActionDelete}
+			d.Spec.ReclaimPolicy = v1alpha1.ReclaimDelete
 			d.Spec.ForProvider.CredentialPath = ptr.To("postgresql-tenants/legacy/" + d.Name)
 			d.Spec.ForProvider.Extensions = nil
 		})
@@ -862,6 +860,304 @@ func TestImportWithDeleteDropsOnlyWhatItsCredentialProves(t *testing.T) {
 	}
 }
 
+// binding creates a DatabaseBinding of the Tenant name/uid in ns that names
+// the Database d (static), as a Tenant's Composition would.
+func binding(t *testing.T, ns, tenant, uid, d string) *v1alpha1.DatabaseBinding {
+	t.Helper()
+	ctx := context.Background()
+	if err := env.Kube.EnsureNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	b := &v1alpha1.DatabaseBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db-" + uid}}
+	b.Spec.ForProvider.Tenant = v1alpha1.TenantReference{Name: tenant, UID: uid}
+	b.Spec.ForProvider.DatabaseRef = ptr.To(d)
+	if err := env.Kube.Client.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func phase(p v1alpha1.BindingPhase) func(*v1alpha1.Database) bool {
+	return func(d *v1alpha1.Database) bool { return d.Status.Binding.Phase == p }
+}
+
+// TestBindingPhaseFollowsBindings: status.binding shows Available, Bound
+// and Released from spec.claimRef and the live DatabaseBindings, promptly
+// (the Database watches DatabaseBindings); a Released Database stays Ready;
+// clearing the claim makes it Available and keeps the released claim.
+func TestBindingPhaseFollowsBindings(t *testing.T) {
+	ctx := context.Background()
+	claim := &v1alpha1.ClaimReference{Namespace: "claims-a", Name: "shop", UID: "uid-bind-1"}
+	d := newDB("bindphase", func(d *v1alpha1.Database) {
+		d.Spec.ClaimRef = &v1alpha1.ClaimReference{Namespace: "claims-a", Name: "shop"}
+	})
+	apply(t, d)
+	waitDB(t, d, "Ready and reserved", func(d *v1alpha1.Database) bool {
+		return ready(d) && d.Status.Binding.Phase == v1alpha1.BindingAvailable && d.Status.Binding.Claim == "claims-a/shop"
+	})
+
+	// The binder writes the claim's UID; the Tenant's binding exists.
+	b := binding(t, "claims-a", "shop", claim.UID, d.Name)
+	d.Spec.ClaimRef = claim
+	if err := env.Kube.Client.Update(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	waitDB(t, d, "Bound", phase(v1alpha1.BindingBound))
+
+	// A new Tenant of the same name (another UID) does not keep it bound.
+	other := binding(t, "claims-a", "shop", "uid-bind-2", d.Name)
+	start := time.Now()
+	if err := env.Kube.Client.Delete(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	waitDB(t, d, "Released", phase(v1alpha1.BindingReleased))
+	if took := time.Since(start); took > 10*poll+5*time.Second {
+		t.Errorf("Released shown after %v: the binding's deletion did not start a reconcile", took)
+	}
+	if !ready(d) || d.Status.Binding.Claim != "claims-a/shop" || d.Status.Binding.ReleasedClaim == nil || d.Status.Binding.ReleasedClaim.UID != claim.UID {
+		t.Errorf("a Released Database: ready %v, binding %+v", ready(d), d.Status.Binding)
+	}
+	waitForEvent(t, d.Name, "Released")
+	_ = env.Kube.Client.Delete(ctx, other)
+
+	// The admin clears the claim: Available again, the released claim kept.
+	d.Spec.ClaimRef = nil
+	if err := env.Kube.Client.Update(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	waitDB(t, d, "Available", phase(v1alpha1.BindingAvailable))
+	if b := d.Status.Binding; b.Claim != "" || b.ReleasedClaim == nil || b.ReleasedClaim.UID != claim.UID {
+		t.Errorf("after clearing the claim: %+v", b)
+	}
+}
+
+func waitForEvent(t *testing.T, object, reason string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		l := &corev1.EventList{}
+		if err := env.Kube.Client.List(context.Background(), l); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range l.Items {
+			if e.InvolvedObject.Name == object && e.Reason == reason {
+				return
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Errorf("no Event %q for %s", reason, object)
+}
+
+// TestDeletionWaitsWhileBoundAndKeepsTheReclaimPolicyOfItsStart: a deleted
+// Database whose claim's Tenant still has a DatabaseBinding waits (Ready
+// False BoundToTenant naming the claim) and drops nothing; the reclaim
+// policy in effect when the deletion started decides, whatever
+// spec.reclaimPolicy says later.
+func TestDeletionWaitsWhileBoundAndKeepsTheReclaimPolicyOfItsStart(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name         string
+		start, later v1alpha1.ReclaimPolicy
+	}{
+		{name: "delwait-delete", start: v1alpha1.ReclaimDelete, later: v1alpha1.ReclaimRetain},
+		{name: "delwait-retain", start: v1alpha1.ReclaimRetain, later: v1alpha1.ReclaimDelete},
+	} {
+		t.Run(string(tc.start), func(t *testing.T) {
+			uid := "uid-" + tc.name
+			d := newDB(strings.ReplaceAll(tc.name, "-", "_"), func(d *v1alpha1.Database) {
+				d.Name = tc.name
+				d.Spec.ReclaimPolicy = tc.start
+				d.Spec.ClaimRef = &v1alpha1.ClaimReference{Namespace: "claims-b", Name: "shop", UID: uid}
+			})
+			db := d.Spec.ForProvider.Database
+			b := binding(t, "claims-b", "shop", uid, d.Name)
+			apply(t, d)
+			waitDB(t, d, "Ready and Bound", func(d *v1alpha1.Database) bool { return ready(d) && d.Status.Binding.Phase == v1alpha1.BindingBound })
+
+			if err := env.Kube.Client.Delete(ctx, d); err != nil {
+				t.Fatal(err)
+			}
+			waitDB(t, d, "BoundToTenant", reason("BoundToTenant"))
+			if c := d.GetCondition(xpv2.TypeReady); c.Status != corev1.ConditionFalse || !strings.Contains(c.Message, "claims-b/shop") {
+				t.Errorf("Ready %+v, want False naming the claim", c)
+			}
+			if got := d.GetAnnotations()[database.AnnotationReclaimAtDeletion]; got != string(tc.start) {
+				t.Errorf("recorded reclaim policy %q, want %q", got, tc.start)
+			}
+			// The admin changes the reclaim policy after the deletion started.
+			d.Spec.ReclaimPolicy = tc.later
+			if err := env.Kube.Client.Update(ctx, d); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(4 * poll)
+			if s := readPG(t, db, db); !s.DBExists || !s.RoleExists {
+				t.Fatalf("something was dropped while the Database was bound: %+v", s)
+			}
+			if k := readKV(t, dbPath(d.Name)); !k.Exists {
+				t.Fatal("the record was deleted while the Database was bound")
+			}
+
+			// The claim is released: the deletion goes on, as it started.
+			if err := env.Kube.Client.Delete(ctx, b); err != nil {
+				t.Fatal(err)
+			}
+			waitGone(t, d)
+			s, k := readPG(t, db, db), readKV(t, dbPath(d.Name))
+			if tc.start == v1alpha1.ReclaimDelete && (s.DBExists || s.RoleExists || k.Exists) {
+				t.Errorf("reclaim Delete at the start, Retain later: pg %+v, kv %v; want everything dropped", s, k.Exists)
+			}
+			if tc.start == v1alpha1.ReclaimRetain && (!s.DBExists || !s.RoleExists || !k.Exists) {
+				t.Errorf("reclaim Retain at the start, Delete later: pg %+v, kv %v; want everything kept", s, k.Exists)
+			}
+		})
+	}
+}
+
+// TestImportOfAnotherDatabasesRecordIsRefused: an import naming another
+// Database's own record (our ownership metadata, another UID) is a
+// Conflict: it neither logs in with it, repairs, nor drops anything, even
+// with reclaimPolicy Delete.
+func TestImportOfAnotherDatabasesRecordIsRefused(t *testing.T) {
+	ctx := context.Background()
+	victim := newDB("victim")
+	apply(t, victim)
+	waitDB(t, victim, "Ready", ready)
+	before := readKV(t, dbPath("victim"))
+	thief := newDB("thief", func(d *v1alpha1.Database) {
+		d.Spec.ForProvider.Database = "victim"
+		d.Spec.ManagementPolicies = xpv2.ManagementPolicies{xpv2.ManagementActionObserve, xpv2.ManagementActionDelete}
+		d.Spec.ReclaimPolicy = v1alpha1.ReclaimDelete
+		d.Spec.ForProvider.CredentialPath = ptr.To(dbPath("victim"))
+	})
+	apply(t, thief)
+	waitDB(t, thief, "Conflict", reason("Conflict"))
+	if c := thief.GetCondition(xpv2.TypeReady); !strings.Contains(c.Message, "belongs to Database victim") {
+		t.Errorf("message %q", c.Message)
+	}
+	if err := env.Kube.Client.Delete(ctx, thief); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, thief)
+	if s := readPG(t, "victim", "victim"); !s.DBExists || !s.RoleExists {
+		t.Fatalf("the victim's database or role was dropped by the import: %+v", s)
+	}
+	if k := readKV(t, dbPath("victim")); !k.Exists || k.Versions != before.Versions || fmt.Sprint(k.Owner) != fmt.Sprint(before.Owner) {
+		t.Errorf("the victim's record changed: %+v", k)
+	}
+	if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(victim), victim); err != nil || !ready(victim) {
+		t.Errorf("the victim lost Ready: %v %+v", err, victim.GetCondition(xpv2.TypeReady))
+	}
+}
+
+// TestChangedNamesAreImmutableField: the names are fixed at the first
+// write. A record whose database field no longer matches, or a login role
+// set after provisioning (the schema allows setting it once), is reported
+// ImmutableField: nothing is written or created, and a deletion drops
+// nothing and keeps the finalizer.
+func TestChangedNamesAreImmutableField(t *testing.T) {
+	ctx := context.Background()
+	root, _ := env.OpenBao.Client(env.OpenBao.RootToken)
+	kv := root.KVv2("kv")
+
+	// The record's database field edited: reported, not "repaired".
+	d := newDB("renamed")
+	apply(t, d)
+	waitDB(t, d, "Ready", ready)
+	k := readKV(t, dbPath("renamed"))
+	edited := map[string]any{}
+	for key, v := range k.Data {
+		edited[key] = v
+	}
+	edited["database"] = "elsewhere"
+	if _, err := kv.Put(ctx, dbPath("renamed"), edited); err != nil {
+		t.Fatal(err)
+	}
+	waitDB(t, d, "ImmutableField", reason("ImmutableField"))
+	if c := d.GetCondition(xpv2.TypeReady); !strings.Contains(c.Message, `spec.forProvider.database is "renamed" but this Database provisioned "elsewhere"`) {
+		t.Errorf("message %q", c.Message)
+	}
+	time.Sleep(3 * poll)
+	if k2 := readKV(t, dbPath("renamed")); k2.Versions != k.Versions+1 || k2.Data["database"] != "elsewhere" {
+		t.Errorf("the record was rewritten: %d versions (want %d), database %v", k2.Versions, k.Versions+1, k2.Data["database"])
+	}
+	if _, err := kv.Put(ctx, dbPath("renamed"), k.Data); err != nil {
+		t.Fatal(err)
+	}
+	waitDB(t, d, "Ready once the record's names are back", ready)
+
+	// A login role set after provisioning.
+	r := newDB("relogin", func(d *v1alpha1.Database) { d.Spec.ReclaimPolicy = v1alpha1.ReclaimDelete })
+	apply(t, r)
+	waitDB(t, r, "Ready", ready)
+	kr := readKV(t, dbPath("relogin"))
+	r.Spec.ForProvider.LoginRole = ptr.To("relogin_owner")
+	if err := env.Kube.Client.Update(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	waitDB(t, r, "ImmutableField", reason("ImmutableField"))
+	if c := r.GetCondition(xpv2.TypeReady); !strings.Contains(c.Message, `is "relogin_owner" but this Database provisioned "relogin"`) {
+		t.Errorf("message %q", c.Message)
+	}
+	time.Sleep(3 * poll)
+	if s := readPG(t, "nope", "relogin_owner"); s.RoleExists {
+		t.Error("a role was created under the changed name")
+	}
+	if k2 := readKV(t, dbPath("relogin")); k2.Versions != kr.Versions || k2.Data["username"] != "relogin" {
+		t.Errorf("the record was rewritten: %+v", k2)
+	}
+	if err := env.Kube.Client.Delete(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	waitDB(t, r, "deletion refused", syncMessage("cannot delete: the login role"))
+	if c := r.GetCondition(xpv2.TypeSynced); !strings.Contains(c.Message, "remove its finalizer by hand") {
+		t.Errorf("the refusal does not say how to let the Database go: %q", c.Message)
+	}
+	time.Sleep(2 * poll)
+	if s := readPG(t, "relogin", "relogin"); !s.DBExists || !s.RoleExists {
+		t.Fatalf("something was dropped although the names changed: %+v", s)
+	}
+	if k := readKV(t, dbPath("relogin")); !k.Exists {
+		t.Fatal("the record was deleted although the names changed")
+	}
+}
+
+// TestVanishedDatabaseIsNotRecreated: a database this Database provisioned
+// (its OID on record) that is dropped behind the provider's back is
+// reported DatabaseVanished and not created again empty; deleting the
+// Database (reclaim Delete) removes its role and record.
+func TestVanishedDatabaseIsNotRecreated(t *testing.T) {
+	ctx := context.Background()
+	d := newDB("vanish", func(d *v1alpha1.Database) { d.Spec.ReclaimPolicy = v1alpha1.ReclaimDelete })
+	apply(t, d)
+	waitDB(t, d, "Ready", ready)
+	k := readKV(t, dbPath("vanish"))
+	if _, err := superConn(t, "postgres").Exec(ctx, "DROP DATABASE vanish WITH (FORCE)"); err != nil {
+		t.Fatal(err)
+	}
+	waitDB(t, d, "DatabaseVanished", reason("DatabaseVanished"))
+	if c := d.GetCondition(xpv2.TypeReady); !strings.Contains(c.Message, "Restore it from a backup") || !strings.Contains(c.Message, "delete this Database") {
+		t.Errorf("message %q", c.Message)
+	}
+	time.Sleep(4 * poll)
+	if s := readPG(t, "vanish", "vanish"); s.DBExists {
+		t.Fatal("the vanished database was created again")
+	}
+	if k2 := readKV(t, dbPath("vanish")); k2.Versions != k.Versions || fmt.Sprint(k2.Owner) != fmt.Sprint(k.Owner) {
+		t.Errorf("the record was rewritten: %+v", k2)
+	}
+	if err := env.Kube.Client.Delete(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, d)
+	if s := readPG(t, "vanish", "vanish"); s.RoleExists {
+		t.Error("the role survived the Delete")
+	}
+	if k := readKV(t, dbPath("vanish")); k.Exists {
+		t.Error("the record survived the Delete")
+	}
+}
+
 // The canary runs last: no credential of the run appears in logs, Events,
 // conditions or any object.
 func TestZZCanary(t *testing.T) {
@@ -873,7 +1169,7 @@ func TestZZCanary(t *testing.T) {
 	}
 	root, _ := env.OpenBao.Client(env.OpenBao.RootToken)
 	for _, d := range l.Items {
-		if s, err := root.KVv2("kv").Get(ctx, tenantPath(d.Namespace, d.Name)); err == nil {
+		if s, err := root.KVv2("kv").Get(ctx, dbPath(d.Name)); err == nil {
 			if p, ok := s.Data["password"].(string); ok {
 				secrets = append(secrets, p)
 			}
@@ -884,7 +1180,7 @@ func TestZZCanary(t *testing.T) {
 	}
 	secrets = append(secrets, env.Postgres.AdminPassword, env.Postgres.AdminUser, env.Postgres.SuperPassword, env.OpenBao.RootToken)
 	var dump bytes.Buffer
-	for _, list := range []client.ObjectList{&v1alpha1.DatabaseList{}, &v1alpha1.ClusterProviderConfigList{}, &v1alpha1.ProviderConfigUsageList{}, &corev1.EventList{}} {
+	for _, list := range []client.ObjectList{&v1alpha1.DatabaseList{}, &v1alpha1.ClusterProviderConfigList{}, &v1alpha1.ClusterProviderConfigUsageList{}, &corev1.EventList{}} {
 		if err := env.Kube.Client.List(ctx, list); err != nil {
 			t.Fatal(err)
 		}
@@ -952,13 +1248,13 @@ func TestEndpointChangeSendsNoPasswordAndDropsNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	d := newDB("moving", "moving", func(d *v1alpha1.Database) {
+	d := newDB("moving", func(d *v1alpha1.Database) {
 		d.Spec.ProviderConfigReference.Name = "moving"
-		d.Spec.ManagementPolicies = xpv2.ManagementPolicies{xpv2.ManagementActionAll}
+		d.Spec.ReclaimPolicy = v1alpha1.ReclaimDelete
 	})
 	apply(t, d)
 	waitDB(t, d, "Ready", ready)
-	before := readKV(t, tenantPath("moving", "moving"))
+	before := readKV(t, dbPath("moving"))
 
 	setHost(pg.Hostaddr)
 	waitDB(t, d, "EndpointChanged", reason("EndpointChanged"))
@@ -970,7 +1266,7 @@ func TestEndpointChangeSendsNoPasswordAndDropsNothing(t *testing.T) {
 	if now, _ := os.ReadFile(pg.LogFile()); len(now) > len(seen) && strings.Contains(string(now[len(seen):]), "connection authorized: user=moving ") {
 		t.Error("the provider logged in as the tenant's role at the changed endpoint")
 	}
-	if k := readKV(t, tenantPath("moving", "moving")); k.Versions != before.Versions || k.Data["host"] != "localhost" {
+	if k := readKV(t, dbPath("moving")); k.Versions != before.Versions || k.Data["host"] != "localhost" {
 		t.Errorf("the record was rewritten after the endpoint changed: %+v", k)
 	}
 
@@ -982,7 +1278,7 @@ func TestEndpointChangeSendsNoPasswordAndDropsNothing(t *testing.T) {
 	if s := readPG(t, "moving", "moving"); !s.DBExists || !s.RoleExists {
 		t.Fatalf("something was dropped at a changed endpoint: %+v", s)
 	}
-	if k := readKV(t, tenantPath("moving", "moving")); !k.Exists {
+	if k := readKV(t, dbPath("moving")); !k.Exists {
 		t.Fatal("the record was deleted at a changed endpoint")
 	}
 

@@ -12,7 +12,6 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/logging"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/meta"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/reconciler/managed"
-	"github.com/crossplane/crossplane-runtime/v2/pkg/resource"
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -60,6 +59,10 @@ type external struct {
 	kube    client.Client
 	cfgVer  string
 	id      tenancy.Identity
+	// drop: the Database is being deleted and drops what it provably owns
+	// (reclaim policy Delete, management policies with Delete, claim
+	// released).
+	drop bool
 
 	names     names
 	prevPhase v1alpha1.DatabasePhase
@@ -74,23 +77,6 @@ type external struct {
 type names struct {
 	database, role, path string
 	importing            bool
-}
-
-// externalNameInitializer sets the external-name annotation to the
-// effective database name when it is unset (spec.forProvider.database, else
-// metadata.name), so Crossplane's own default cannot disagree with the spec.
-func externalNameInitializer(c client.Client) managed.InitializerFn {
-	return func(ctx context.Context, mg resource.Managed) error {
-		if meta.GetExternalName(mg) != "" {
-			return nil
-		}
-		db, ok := mg.(*v1alpha1.Database)
-		if !ok {
-			return nil
-		}
-		meta.SetExternalName(db, effectiveDatabaseName(db))
-		return c.Update(ctx, db)
-	}
 }
 
 func canCreate(db *v1alpha1.Database) bool {
@@ -121,20 +107,9 @@ func canDelete(db *v1alpha1.Database) bool {
 }
 
 // resolve returns the effective names, or an error with a Ready condition
-// (InvalidSpec or ImmutableField) already set.
+// (InvalidSpec) already set.
 func (e *external) resolve(db *v1alpha1.Database) (names, error) {
-	n := names{importing: !canCreate(db)}
-	ext := meta.GetExternalName(db)
-	switch p := db.Spec.ForProvider.Database; {
-	case p != nil && ext != "" && ext != *p:
-		return n, fail(db, tenancy.ReasonImmutableField, fmt.Sprintf("spec.forProvider.database %q differs from the crossplane.io/external-name annotation %q: the database name cannot change", *p, ext))
-	case p != nil:
-		n.database = *p
-	case ext != "":
-		n.database = ext
-	default:
-		n.database = db.GetName()
-	}
+	n := names{importing: !canCreate(db), database: db.Spec.ForProvider.Database}
 	n.role = n.database
 	if r := db.Spec.ForProvider.LoginRole; r != nil {
 		n.role = *r
@@ -149,7 +124,7 @@ func (e *external) resolve(db *v1alpha1.Database) (names, error) {
 			return n, fail(db, tenancy.ReasonInvalidSpec, err.Error())
 		}
 	}
-	derived := tenancy.CredentialPath(e.opts.OpenBao.TenantBasePath, db.GetNamespace(), db.GetName())
+	derived := tenancy.CredentialPath(e.opts.OpenBao.DatabaseBasePath, db.GetName())
 	cp := db.Spec.ForProvider.CredentialPath
 	switch {
 	case n.importing && cp == nil:
@@ -229,7 +204,7 @@ func (e *external) Observe(ctx context.Context, db *v1alpha1.Database) (managed.
 		return managed.ExternalObservation{}, fail(db, tenancy.ReasonDependencyUnavailable, err.Error())
 	}
 	o := tenancy.Observation{
-		Identity: e.id, Import: n.importing, ImportUpdate: n.importing && canUpdate(db),
+		Identity: e.id, Import: n.importing, ImportUpdate: n.importing && canUpdate(db), Deleting: meta.WasDeleted(db),
 		Database: n.database, Role: n.role, Path: n.path,
 		Requested: db.Spec.ForProvider.Extensions,
 		WantData:  e.wantData(n),
@@ -240,7 +215,7 @@ func (e *external) Observe(ctx context.Context, db *v1alpha1.Database) (managed.
 	if rec != nil {
 		o.KV = tenancy.KVState{Present: true, Owner: rec.Owner, Data: rec.Data, Version: rec.Version}
 	}
-	if cat.RoleExists && o.KV.Data["password"] != "" && tenancy.EndpointChange(tenancy.RecordedEndpoint(o.KV), o.WantData) == "" {
+	if cat.RoleExists && tenancy.MayLogin(o) {
 		o.Login, o.Installed = e.login(ctx, n, o.KV.Data["password"])
 	}
 	e.obs = o
@@ -262,12 +237,12 @@ func (e *external) Observe(ctx context.Context, db *v1alpha1.Database) (managed.
 
 	e.report(db, v)
 	obs := managed.ExternalObservation{ResourceExists: v.Exists, ResourceUpToDate: v.UpToDate}
-	if meta.WasDeleted(db) && canDelete(db) {
+	if meta.WasDeleted(db) {
 		// While deleting, exist as long as anything provably ours is left,
 		// and only that: a foreign object is never deleted. When the
-		// endpoint changed, nothing can be proven either way: exist, so that
-		// Delete refuses and the finalizer stays.
-		obs.ResourceExists = v.KVOurs || v.RoleOurs || v.DBOurs || v.Reason == tenancy.ReasonEndpointChanged
+		// endpoint or the names changed, nothing can be proven either way:
+		// exist, so that Delete refuses and the finalizer stays.
+		obs.ResourceExists = e.drop && (v.KVOurs || v.RoleOurs || v.DBOurs || refusesDelete(v.Reason))
 	}
 	return obs, nil
 }
@@ -591,7 +566,7 @@ func (e *external) installExtensions(ctx context.Context, db *v1alpha1.Database,
 // never sets a new password.
 func (e *external) Update(ctx context.Context, db *v1alpha1.Database) (managed.ExternalUpdate, error) {
 	n, o, v := e.names, e.obs, e.verdict
-	if v.Reason == tenancy.ReasonConflict || (o.Import && !o.ImportUpdate) {
+	if len(v.Repairs) == 0 || v.Reason == tenancy.ReasonConflict || refusesDelete(v.Reason) || v.Reason == tenancy.ReasonDatabaseVanished || (o.Import && !o.ImportUpdate) {
 		return managed.ExternalUpdate{}, nil
 	}
 	if err := e.step(StepRepair); err != nil {
@@ -633,16 +608,22 @@ func (e *external) Update(ctx context.Context, db *v1alpha1.Database) (managed.E
 	return managed.ExternalUpdate{}, nil
 }
 
-// Delete runs only with an explicit Delete policy. It removes only what is
-// provably this Database's own: block logins, end sessions, drop the
-// database and the role, delete every KV version, and read back absence.
-// Any failure keeps the finalizer; the next attempt starts again from the
-// ownership check of Observe.
+// Delete runs only for reclaim policy Delete with Delete in the management
+// policies, once the claim is released. It removes only what is provably
+// this Database's own: block logins, end sessions, drop the database and
+// the role, delete every KV version, and read back absence. Any failure
+// keeps the finalizer; the next attempt starts again from the ownership
+// check of Observe.
 func (e *external) Delete(ctx context.Context, db *v1alpha1.Database) (managed.ExternalDelete, error) {
 	n, v := e.names, e.verdict
+	if !e.drop {
+		// Never reached (Observe reports nothing to delete); kept so that
+		// no other path drops anything.
+		return managed.ExternalDelete{}, nil
+	}
 	db.Status.AtProvider.Phase = v1alpha1.DatabasePhaseDeleting
 	db.SetConditions(xpv2.Deleting())
-	if v.Reason == tenancy.ReasonEndpointChanged {
+	if refusesDelete(v.Reason) {
 		return managed.ExternalDelete{}, fail(db, v.Reason, "cannot delete: "+v.Message)
 	}
 	if v.RoleOurs && !e.obs.R.AdminCanAdmin {
@@ -703,6 +684,13 @@ func (e *external) Delete(ctx context.Context, db *v1alpha1.Database) (managed.E
 	}
 	e.record.Event(db, event.Normal("Deleted", fmt.Sprintf("dropped what this Database owned (database %v, role %v, credential %v)", v.DBOurs, v.RoleOurs, v.KVOurs)))
 	return managed.ExternalDelete{}, nil
+}
+
+// refusesDelete: with this verdict reason, what is ours cannot be told
+// from what is not, so a deletion drops nothing and keeps the finalizer
+// until it is fixed.
+func refusesDelete(reason string) bool {
+	return reason == tenancy.ReasonEndpointChanged || reason == tenancy.ReasonImmutableField
 }
 
 func (e *external) do(db *v1alpha1.Database, step string, fn func() error) error {

@@ -1,33 +1,36 @@
 package database
 
 import (
+	"context"
 	"maps"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/meta"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 )
 
-// progressAnnotations are written by the managed reconciler about its own
-// progress. It already requeues after writing them, so their watch events
-// only start a second reconcile on a cache that has not yet seen the first
-// one's status write (measured: a full Observe with a tenant login, a status
-// write that conflicts, a duplicate Ready event, and a third reconcile).
-var progressAnnotations = []string{
+// ownAnnotations are written by the managed reconciler about its own
+// progress, and by this controller (the reclaim policy recorded when a
+// deletion starts). Whoever writes them already requeues, so their watch
+// events only start a second reconcile on a cache that has not yet seen the
+// first one's status write (measured: a full Observe with a tenant login, a
+// status write that conflicts, a duplicate Ready event, and a third
+// reconcile).
+var ownAnnotations = []string{
 	meta.AnnotationKeyExternalCreatePending,
 	meta.AnnotationKeyExternalCreateSucceeded,
 	meta.AnnotationKeyExternalCreateFailed,
+	AnnotationReclaimAtDeletion,
 }
 
 // desiredStateChanged is crossplane-runtime's DesiredStateChanged (labels,
-// generation, annotations) with the reconciler's own writes left out: the
-// progress annotations, and the external-name annotation when it is first
-// set to exactly the name the spec gives (what externalNameInitializer
-// writes). Any other annotation change, and any external-name a person
-// sets or changes, still starts a reconcile.
+// generation, annotations) with the reconciler's own annotation writes left
+// out. Any other annotation change still starts a reconcile.
 func desiredStateChanged() predicate.Predicate {
 	return predicate.Or(
 		predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
@@ -45,23 +48,53 @@ func desiredStateChanged() predicate.Predicate {
 // that expresses desired state.
 func annotationsChanged(old, new client.Object) bool {
 	oa, na := maps.Clone(old.GetAnnotations()), maps.Clone(new.GetAnnotations())
-	for _, k := range progressAnnotations {
+	for _, k := range ownAnnotations {
 		delete(oa, k)
 		delete(na, k)
-	}
-	if _, had := oa[meta.AnnotationKeyExternalName]; !had {
-		if db, ok := new.(*v1alpha1.Database); ok && na[meta.AnnotationKeyExternalName] == effectiveDatabaseName(db) {
-			delete(na, meta.AnnotationKeyExternalName)
-		}
 	}
 	return !maps.Equal(oa, na)
 }
 
-// effectiveDatabaseName is the name externalNameInitializer records:
-// spec.forProvider.database, else metadata.name.
-func effectiveDatabaseName(db *v1alpha1.Database) string {
-	if p := db.Spec.ForProvider.Database; p != nil {
-		return *p
-	}
-	return db.GetName()
+// bindingChanged passes the DatabaseBinding events that can change a
+// Database's binding phase: creation, deletion, the deletion timestamp
+// being set, and the Database it records.
+func bindingChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*v1alpha1.DatabaseBinding)
+		n, ok2 := e.ObjectNew.(*v1alpha1.DatabaseBinding)
+		if !ok1 || !ok2 {
+			return false
+		}
+		return (o.GetDeletionTimestamp() == nil) != (n.GetDeletionTimestamp() == nil) ||
+			o.Status.AtProvider.DatabaseName != n.Status.AtProvider.DatabaseName
+	}}
 }
+
+// databasesOfBinding names the Databases a DatabaseBinding may concern: the
+// one it recorded, the one it names (static), or the one it provisions
+// (dynamic: "tenant-<tenant uid>").
+func databasesOfBinding(_ context.Context, o client.Object) []reconcile.Request {
+	b, ok := o.(*v1alpha1.DatabaseBinding)
+	if !ok {
+		return nil
+	}
+	names := map[string]bool{}
+	if n := b.Status.AtProvider.DatabaseName; n != "" {
+		names[n] = true
+	}
+	switch {
+	case b.Spec.ForProvider.DatabaseRef != nil:
+		names[*b.Spec.ForProvider.DatabaseRef] = true
+	case b.Spec.ForProvider.Tenant.UID != "":
+		names[dynamicName(b.Spec.ForProvider.Tenant.UID)] = true
+	}
+	out := make([]reconcile.Request, 0, len(names))
+	for n := range names {
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: n}})
+	}
+	return out
+}
+
+// dynamicName is the name of the Database the binder provisions
+// dynamically for a Tenant.
+func dynamicName(tenantUID string) string { return "tenant-" + tenantUID }

@@ -82,6 +82,7 @@ func Start(e *testenv.Env, co Options) (*Controllers, func(), error) {
 	}
 	opts := options.Options{Namespace: testenv.ProviderNamespace, CABundle: e.CA.CertFile, OpenBao: options.OpenBao{
 		Address: e.OpenBao.Address, ConsumerAddress: e.OpenBao.Address, KVMount: e.OpenBao.KVMount, TenantBasePath: e.OpenBao.TenantBasePath,
+		DatabaseBasePath: options.DefaultDatabaseBasePath,
 	}}
 	if err := config.Setup(mgr, o); err != nil {
 		return nil, nil, err
