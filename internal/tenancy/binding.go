@@ -307,6 +307,12 @@ func databaseProblem(d ObservedDatabase) string {
 	return ""
 }
 
+// ClaimProtectionFinalizer keeps a bound Database from going away while its
+// Tenant uses it, whatever its management policies say (as Kubernetes'
+// pv-protection keeps a bound PersistentVolume): the binder adds it with
+// the claim and removes it when it releases the Database.
+const ClaimProtectionFinalizer = "database.ayatori.ddupan.top/claim-protection"
+
 // NewDynamicDatabase is the Database provisioned for a dynamic binding: its
 // claimRef already names the Tenant, its reclaimPolicy is the instance's
 // default, and it asks for what the binding asks for.
@@ -316,7 +322,7 @@ func NewDynamicDatabase(s BindingSpec, defaultReclaim v1alpha1.ReclaimPolicy) *v
 	}
 	claim := s.Claim()
 	db := &v1alpha1.Database{
-		ObjectMeta: metav1.ObjectMeta{Name: DynamicDatabaseName(s.TenantUID)},
+		ObjectMeta: metav1.ObjectMeta{Name: DynamicDatabaseName(s.TenantUID), Finalizers: []string{ClaimProtectionFinalizer}},
 		Spec: v1alpha1.DatabaseSpec{
 			ClusterManagedResourceSpec: xpv2.ClusterManagedResourceSpec{
 				ProviderConfigReference: &xpv2.Reference{Name: s.Instance},

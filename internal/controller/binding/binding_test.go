@@ -26,6 +26,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -731,4 +732,39 @@ func TestDynamicRetryReusesOnlyItsOwnDatabase(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A bound Database carries the claim protection: an admin's delete leaves
+// it in place (only marked for deletion) for as long as its Tenant uses it,
+// whatever its management policies; the release lifts the protection and
+// the deletion completes.
+func TestBoundDatabaseIsProtectedUntilReleased(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	inst := instance(t, v1alpha1.ReclaimRetain)
+	db := database(t, inst, nil, v1alpha1.ReclaimRetain, "protected-secret")
+	b := staticBinding(ns, "app", string(uuid.NewUUID()), inst, db.GetName())
+	create(t, b)
+	awaitBinding(t, b, "the binding is Available", available)
+	if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(db), db); err != nil {
+		t.Fatal(err)
+	}
+	if !controllerutil.ContainsFinalizer(db, tenancy.ClaimProtectionFinalizer) {
+		t.Fatalf("the bound Database lacks the claim protection: finalizers %v", db.GetFinalizers())
+	}
+	if err := env.Kube.Client.Delete(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(db), db); err != nil {
+		t.Fatalf("the bound Database went away while its Tenant uses it: %v", err)
+	}
+	if db.GetDeletionTimestamp() == nil {
+		t.Fatal("the Database was not even marked for deletion: the check above proves nothing")
+	}
+	if err := env.Kube.Client.Delete(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	awaitGone(t, b, "the binding")
+	awaitGone(t, db, "the released Database")
 }

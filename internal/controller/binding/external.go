@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 	"ddupan.top/provider-postgresql-tenant/internal/clients/openbao"
@@ -277,6 +278,8 @@ func (e *external) Create(ctx context.Context, b *v1alpha1.DatabaseBinding) (man
 		db := e.db.DeepCopy()
 		claim := *d.Claim
 		db.Spec.ClaimRef = &claim
+		// The claim and its protection are written together.
+		controllerutil.AddFinalizer(db, tenancy.ClaimProtectionFinalizer)
 		// The update carries the resourceVersion read: if another binder
 		// claimed the Database in between, this write loses with a
 		// conflict, and the next reconcile re-reads and re-decides.
@@ -294,10 +297,16 @@ func (e *external) Update(ctx context.Context, b *v1alpha1.DatabaseBinding) (man
 	d := e.decision
 	switch d.Action {
 	case tenancy.ActionCompleteRecord:
+		if err := e.protect(ctx); err != nil {
+			return managed.ExternalUpdate{}, err
+		}
 		at := &b.Status.AtProvider
 		at.DatabaseName, at.DatabaseUID = d.Record.DatabaseName, d.Record.DatabaseUID
 		return managed.ExternalUpdate{}, nil
 	case tenancy.ActionCopyCredential:
+		if err := e.protect(ctx); err != nil {
+			return managed.ExternalUpdate{}, err
+		}
 		v := e.delivery
 		if !v.Write {
 			return managed.ExternalUpdate{}, nil
@@ -354,6 +363,13 @@ func (e *external) Delete(ctx context.Context, b *v1alpha1.DatabaseBinding) (man
 			errs = append(errs, fmt.Errorf("cannot delete Database %s: %w", e.db.GetName(), err))
 		}
 	}
+	// Released (now or by an earlier pass whose protection removal
+	// failed): the Database no longer needs protecting for this Tenant.
+	if len(errs) == 0 && d.Phase == v1alpha1.BindingPhaseReleased && e.db != nil {
+		if err := e.unprotect(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if e.copyOurs {
 		if err := e.deleteCopy(ctx); err != nil {
 			errs = append(errs, err)
@@ -379,6 +395,42 @@ func (e *external) recordReleased(ctx context.Context, st v1alpha1.BindingStatus
 	})
 	if err != nil && !kerrors.IsNotFound(err) {
 		return fmt.Errorf("cannot record Database %s as Released: %w", name, err)
+	}
+	return nil
+}
+
+// protect adds the claim protection to the bound Database when it lacks it
+// (a claim written before it existed, or by an admin's preset that this
+// binder completed), unless the Database is already being deleted.
+func (e *external) protect(ctx context.Context) error {
+	if e.db == nil || meta.WasDeleted(e.db) || controllerutil.ContainsFinalizer(e.db, tenancy.ClaimProtectionFinalizer) {
+		return nil
+	}
+	db := e.db.DeepCopy()
+	controllerutil.AddFinalizer(db, tenancy.ClaimProtectionFinalizer)
+	if err := e.kube.Update(ctx, db); err != nil {
+		return fmt.Errorf("cannot protect Database %s while it is bound: %w", db.GetName(), err)
+	}
+	return nil
+}
+
+// unprotect removes the claim protection once the Database is released, as
+// long as its claim still names this Tenant (re-read on every conflict).
+func (e *external) unprotect(ctx context.Context) error {
+	name := e.db.GetName()
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		db := &v1alpha1.Database{}
+		if err := e.reader.Get(ctx, types.NamespacedName{Name: name}, db); err != nil {
+			return err
+		}
+		if c := db.Spec.ClaimRef; c == nil || *c != e.spec.Claim() || !controllerutil.ContainsFinalizer(db, tenancy.ClaimProtectionFinalizer) {
+			return nil
+		}
+		controllerutil.RemoveFinalizer(db, tenancy.ClaimProtectionFinalizer)
+		return e.kube.Update(ctx, db)
+	})
+	if err != nil && !kerrors.IsNotFound(err) {
+		return fmt.Errorf("cannot lift the claim protection of Database %s: %w", name, err)
 	}
 	return nil
 }
