@@ -67,7 +67,7 @@ func runFloor(ctx context.Context, b *benchEnv, n int) (*floorResult, error) {
 	if _, err := pool.Observe(ctx, "warmup", "warmup"); err != nil {
 		return nil, err
 	}
-	if _, err := kv.Read(ctx, tenancy.CredentialPath(options.DefaultTenantBasePath, "bench", "warmup")); err != nil {
+	if _, err := kv.Read(ctx, tenancy.CredentialPath(options.DefaultDatabaseBasePath, "warmup")); err != nil {
 		return nil, err
 	}
 
@@ -112,7 +112,7 @@ func floorTenant(ctx context.Context, pool *postgres.Pool, kv *openbao.Client, b
 		t = now
 	}
 	pg := b.Postgres
-	path := tenancy.CredentialPath(options.DefaultTenantBasePath, "bench", name)
+	path := tenancy.CredentialPath(options.DefaultDatabaseBasePath, name)
 	password := randomPassword()
 	data := map[string]string{
 		"username": name, "password": password, "database": name,

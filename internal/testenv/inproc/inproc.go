@@ -20,6 +20,7 @@ import (
 
 	"ddupan.top/provider-postgresql-tenant/internal/clients/openbao"
 	"ddupan.top/provider-postgresql-tenant/internal/clients/postgres"
+	"ddupan.top/provider-postgresql-tenant/internal/controller/binding"
 	"ddupan.top/provider-postgresql-tenant/internal/controller/config"
 	"ddupan.top/provider-postgresql-tenant/internal/controller/database"
 	"ddupan.top/provider-postgresql-tenant/internal/options"
@@ -91,6 +92,9 @@ func Start(e *testenv.Env, co Options) (*Controllers, func(), error) {
 		return nil, nil, err
 	}
 	if err := database.Setup(mgr, o, database.Deps{Options: opts, Pools: pools, KV: kv, StepHook: co.StepHook}); err != nil {
+		return nil, nil, err
+	}
+	if err := binding.Setup(mgr, o, binding.Deps{Options: opts, KV: kv}); err != nil {
 		return nil, nil, err
 	}
 	cctx, cancel := context.WithCancel(ctx)
