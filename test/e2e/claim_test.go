@@ -240,8 +240,8 @@ func TestImportStaticBindReleaseRebind(t *testing.T) {
 	defer cancel()
 	const dbName, database, ns, tenant = "legacy-erp", "erp", "erp", "erp"
 	const password = "imported-canary-PASSWORD-9b2"
-	oid := seedExisting(ctx, t, database, "imports/erp", password)
-	importDatabase(ctx, t, dbName, database, "imports/erp", ns, tenant)
+	oid := seedExisting(ctx, t, database, "postgresql-databases/imports/erp", password)
+	importDatabase(ctx, t, dbName, database, "postgresql-databases/imports/erp", ns, tenant)
 
 	tn := tenantkit.NewTenant(ctx, t, env, api, ns, tenant, "{databaseRef: "+dbName+"}")
 	if got := tenantkit.CheckSecretLogsIn(ctx, t, env, ns, tenantkit.StaticSecretName(tenant)); got != password {
@@ -264,7 +264,7 @@ func TestImportStaticBindReleaseRebind(t *testing.T) {
 	if now != oid || owner != database {
 		t.Errorf("database OID %d owner %s, want %d owned by %s", now, owner, oid, database)
 	}
-	if v := tenantkit.RecordVersions(ctx, t, env, "imports/erp"); v != 1 {
+	if v := tenantkit.RecordVersions(ctx, t, env, "postgresql-databases/imports/erp"); v != 1 {
 		t.Errorf("the imported record has %d versions, want 1", v)
 	}
 
@@ -356,7 +356,7 @@ func TestStaticBindingRefusals(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	u := tenantkit.MustUnstructured(fmt.Sprintf("apiVersion: %s\nkind: Database\nmetadata: {name: %s}\nspec:\n  providerConfigRef: {name: shared}\n  managementPolicies: [Observe]\n  forProvider: {database: broken, credentialPath: imports/broken}\n", api, notReady))
+	u := tenantkit.MustUnstructured(fmt.Sprintf("apiVersion: %s\nkind: Database\nmetadata: {name: %s}\nspec:\n  providerConfigRef: {name: shared}\n  managementPolicies: [Observe]\n  forProvider: {database: broken, credentialPath: postgresql-databases/imports/broken}\n", api, notReady))
 	if err := env.Kube.Client.Create(ctx, u); err != nil {
 		t.Fatal(err)
 	}
@@ -378,8 +378,8 @@ func TestTwoTenantsRaceForOneDatabase(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	const dbName, database = "contested-db", "contested_db"
-	seedExisting(ctx, t, database, "imports/contested", "contested-password")
-	importDatabase(ctx, t, dbName, database, "imports/contested", "", "")
+	seedExisting(ctx, t, database, "postgresql-databases/imports/contested", "contested-password")
+	importDatabase(ctx, t, dbName, database, "postgresql-databases/imports/contested", "", "")
 	nss := []string{"race-one", "race-two"}
 	for round := range 20 {
 		name := fmt.Sprintf("r%d", round)
@@ -489,7 +489,7 @@ subjects: [{kind: ServiceAccount, name: deployer, namespace: %s}]
 		t.Errorf("creating a Database as the namespace: %v, want Forbidden", err)
 	}
 	// An existing Database: neither patch nor delete.
-	victim := tenantkit.MustUnstructured(fmt.Sprintf("apiVersion: %s\nkind: Database\nmetadata: {name: rbac-victim}\nspec:\n  providerConfigRef: {name: shared}\n  managementPolicies: [Observe]\n  forProvider: {database: rbac_victim, credentialPath: imports/rbac-victim}\n", api))
+	victim := tenantkit.MustUnstructured(fmt.Sprintf("apiVersion: %s\nkind: Database\nmetadata: {name: rbac-victim}\nspec:\n  providerConfigRef: {name: shared}\n  managementPolicies: [Observe]\n  forProvider: {database: rbac_victim, credentialPath: postgresql-databases/imports/rbac-victim}\n", api))
 	if err := env.Kube.Client.Create(ctx, victim); err != nil {
 		t.Fatal(err)
 	}
