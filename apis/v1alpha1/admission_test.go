@@ -12,6 +12,9 @@ import (
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -72,12 +75,59 @@ func cpc(mut func(*v1alpha1.ClusterProviderConfig)) *v1alpha1.ClusterProviderCon
 	return c
 }
 
+// db is a valid Database: a cluster-scoped object whose database name is
+// its own name, on the instance "instance".
 func db(mut func(*v1alpha1.Database)) *v1alpha1.Database {
-	d := &v1alpha1.Database{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: uniq("app")}}
+	name := uniq("app")
+	d := &v1alpha1.Database{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	d.Spec.ForProvider.Database = name
+	d.Spec.ProviderConfigReference = &xpv2.Reference{Name: "instance"}
 	if mut != nil {
 		mut(d)
 	}
 	return d
+}
+
+// uid is a Tenant UID, unique within the test run.
+func uid() string { seq++; return fmt.Sprintf("00000000-0000-4000-8000-%012d", seq) }
+
+// dynamic is a valid dynamic DatabaseBinding: a new database "netbox" on
+// the instance "instance".
+func dynamic(mut func(*v1alpha1.DatabaseBinding)) *v1alpha1.DatabaseBinding {
+	b := &v1alpha1.DatabaseBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: uniq("binding-")}}
+	b.Spec.ForProvider.Tenant = v1alpha1.TenantReference{Name: "netbox", UID: uid()}
+	b.Spec.ForProvider.Database = ptr.To("netbox")
+	b.Spec.ProviderConfigReference = &xpv2.ProviderConfigReference{Kind: "ClusterProviderConfig", Name: "instance"}
+	if mut != nil {
+		mut(b)
+	}
+	return b
+}
+
+// static is a valid static DatabaseBinding: it binds the existing Database
+// "netbox-db" and names no instance.
+func static(mut func(*v1alpha1.DatabaseBinding)) *v1alpha1.DatabaseBinding {
+	b := &v1alpha1.DatabaseBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: uniq("binding-")}}
+	b.Spec.ForProvider.Tenant = v1alpha1.TenantReference{Name: "netbox", UID: uid()}
+	b.Spec.ForProvider.DatabaseRef = ptr.To("netbox-db")
+	if mut != nil {
+		mut(b)
+	}
+	return b
+}
+
+// without is obj as sent, with the field at path left out: for the fields
+// the Go types always send (no omitempty).
+func without(t *testing.T, obj client.Object, gvk schema.GroupVersionKind, path ...string) *unstructured.Unstructured {
+	t.Helper()
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetGroupVersionKind(gvk)
+	unstructured.RemoveNestedField(u.Object, path...)
+	return u
 }
 
 // wantRejected asserts that err is an admission rejection naming field and
@@ -112,6 +162,7 @@ func TestClusterProviderConfigDefaults(t *testing.T) {
 			UsernameKey: "username",
 			PasswordKey: "password",
 		},
+		DefaultReclaimPolicy: v1alpha1.ReclaimRetain,
 	}
 	if diff := cmp.Diff(want, obj.Spec); diff != "" {
 		t.Errorf("defaults: -want +got:\n%s", diff)
@@ -131,6 +182,26 @@ func TestClusterProviderConfigWithoutHostaddr(t *testing.T) {
 	}
 }
 
+// TestClusterProviderConfigKeepsExplicitValues: an IPv6 hostaddr, another
+// sslMode and the Delete reclaim policy are kept as written.
+func TestClusterProviderConfigKeepsExplicitValues(t *testing.T) {
+	ctx, c := setup(t)
+	obj := cpc(func(c *v1alpha1.ClusterProviderConfig) {
+		c.Spec.Endpoint = v1alpha1.Endpoint{Host: "localhost", Hostaddr: "::1", SSLMode: v1alpha1.SSLModeVerifyCA}
+		c.Spec.DefaultReclaimPolicy = v1alpha1.ReclaimDelete
+	})
+	if err := c.Create(ctx, obj); err != nil {
+		t.Fatalf("valid ClusterProviderConfig rejected: %v", err)
+	}
+	want := v1alpha1.Endpoint{Host: "localhost", Hostaddr: "::1", Port: 5432, Database: "postgres", SSLMode: v1alpha1.SSLModeVerifyCA}
+	if diff := cmp.Diff(want, obj.Spec.Endpoint); diff != "" {
+		t.Errorf("endpoint: -want +got:\n%s", diff)
+	}
+	if obj.Spec.DefaultReclaimPolicy != v1alpha1.ReclaimDelete {
+		t.Errorf("defaultReclaimPolicy = %q, want Delete", obj.Spec.DefaultReclaimPolicy)
+	}
+}
+
 func TestClusterProviderConfigRejectsBadInput(t *testing.T) {
 	cases := map[string]struct {
 		mut   func(*v1alpha1.ClusterProviderConfig)
@@ -146,6 +217,10 @@ func TestClusterProviderConfigRejectsBadInput(t *testing.T) {
 		"AdminDatabaseCase":  {mut: func(c *v1alpha1.ClusterProviderConfig) { c.Spec.Endpoint.Database = "Postgres" }, field: "spec.endpoint.database", msgs: []string{"should match"}},
 		"SecretNamespaceGap": {mut: func(c *v1alpha1.ClusterProviderConfig) { c.Spec.Credentials.SecretRef.Namespace = "" }, field: "spec.credentials.secretRef.namespace", msgs: []string{"required for a ClusterProviderConfig"}},
 		"UnknownSource":      {mut: func(c *v1alpha1.ClusterProviderConfig) { c.Spec.Credentials.Source = "Environment" }, field: "spec.credentials.source", msgs: []string{"Unsupported value"}},
+		"UnknownDefaultReclaimPolicy": {
+			mut:   func(c *v1alpha1.ClusterProviderConfig) { c.Spec.DefaultReclaimPolicy = "Recycle" },
+			field: "spec.defaultReclaimPolicy", msgs: []string{"Unsupported value", `"Retain"`, `"Delete"`},
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -155,96 +230,152 @@ func TestClusterProviderConfigRejectsBadInput(t *testing.T) {
 	}
 }
 
-func TestProviderConfigAcceptsIPv6AndOwnNamespace(t *testing.T) {
-	ctx, c := setup(t)
-	pc := &v1alpha1.ProviderConfig{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: uniq("pc-")},
-		Spec: v1alpha1.ProviderConfigSpec{
-			Endpoint:    v1alpha1.Endpoint{Host: "localhost", Hostaddr: "::1", SSLMode: v1alpha1.SSLModeVerifyCA},
-			Credentials: v1alpha1.Credentials{SecretRef: v1alpha1.SecretReference{Name: "admin"}},
-		},
-	}
-	if err := c.Create(ctx, pc); err != nil {
-		t.Fatalf("valid ProviderConfig rejected: %v", err)
-	}
-	if pc.Spec.Endpoint.Port != 5432 || pc.Spec.Endpoint.SSLMode != v1alpha1.SSLModeVerifyCA {
-		t.Errorf("port %d sslMode %s, want 5432 verify-ca", pc.Spec.Endpoint.Port, pc.Spec.Endpoint.SSLMode)
-	}
-}
-
-func TestDatabaseDefaultsKeepData(t *testing.T) {
+// TestDatabaseDefaults: a Database keeps its data by default (Retain), the
+// provider is called on deletion (Delete in the management policies), and
+// nothing names a server or a claim for it.
+func TestDatabaseDefaults(t *testing.T) {
 	ctx, c := setup(t)
 	d := db(nil)
 	if err := c.Create(ctx, d); err != nil {
 		t.Fatalf("valid Database rejected: %v", err)
 	}
-	want := xpv2.ManagementPolicies{xpv2.ManagementActionObserve, xpv2.ManagementActionCreate, xpv2.ManagementActionUpdate, xpv2.ManagementActionLateInitialize}
+	want := xpv2.ManagementPolicies{
+		xpv2.ManagementActionObserve, xpv2.ManagementActionCreate, xpv2.ManagementActionUpdate,
+		xpv2.ManagementActionLateInitialize, xpv2.ManagementActionDelete,
+	}
 	if diff := cmp.Diff(want, d.GetManagementPolicies()); diff != "" {
 		t.Errorf("default managementPolicies: -want +got:\n%s", diff)
-	}
-	for _, p := range d.GetManagementPolicies() {
-		if p == xpv2.ManagementActionDelete || p == xpv2.ManagementActionAll {
-			t.Errorf("default managementPolicies contain %q: deleting the object would drop data", p)
-		}
 	}
 	if diff := cmp.Diff(v1alpha1.DefaultManagementPolicies, d.GetManagementPolicies()); diff != "" {
 		t.Errorf("CRD default differs from v1alpha1.DefaultManagementPolicies: -go +crd:\n%s", diff)
 	}
-	if diff := cmp.Diff(&xpv2.ProviderConfigReference{Kind: "ClusterProviderConfig", Name: "default"}, d.GetProviderConfigReference()); diff != "" {
-		t.Errorf("default providerConfigRef: -want +got:\n%s", diff)
+	if d.Spec.ReclaimPolicy != v1alpha1.ReclaimRetain {
+		t.Errorf("default reclaimPolicy = %q, want Retain", d.Spec.ReclaimPolicy)
 	}
+	if d.Spec.ClaimRef != nil {
+		t.Errorf("default claimRef = %+v, want none", d.Spec.ClaimRef)
+	}
+	// Crossplane's own default of the legacy field is admitted.
+	if d.Spec.DeletionPolicy != xpv2.DeletionDelete {
+		t.Errorf("default deletionPolicy = %q, want Crossplane's Delete", d.Spec.DeletionPolicy)
+	}
+	if diff := cmp.Diff(&xpv2.Reference{Name: "instance"}, d.GetProviderConfigReference()); diff != "" {
+		t.Errorf("providerConfigRef: -want +got:\n%s", diff)
+	}
+}
 
-	// An explicit opt-in is kept as written.
-	d2 := db(func(d *v1alpha1.Database) {
-		d.SetManagementPolicies(xpv2.ManagementPolicies{xpv2.ManagementActionAll})
-	})
-	if err := c.Create(ctx, d2); err != nil {
-		t.Fatal(err)
+func TestDatabaseAcceptsValidInput(t *testing.T) {
+	cases := map[string]func(*v1alpha1.Database){
+		"ReclaimDelete": func(d *v1alpha1.Database) { d.Spec.ReclaimPolicy = v1alpha1.ReclaimDelete },
+		"ReclaimDeleteWithAllPolicies": func(d *v1alpha1.Database) {
+			d.Spec.ReclaimPolicy = v1alpha1.ReclaimDelete
+			d.Spec.ManagementPolicies = xpv2.ManagementPolicies{xpv2.ManagementActionAll}
+		},
+		"ReclaimRetainWithoutDeletePolicy": func(d *v1alpha1.Database) {
+			d.Spec.ManagementPolicies = xpv2.ManagementPolicies{xpv2.ManagementActionObserve, xpv2.ManagementActionCreate}
+		},
+		"Import": func(d *v1alpha1.Database) {
+			d.Spec.ManagementPolicies = xpv2.ManagementPolicies{xpv2.ManagementActionObserve}
+			d.Spec.ForProvider.CredentialPath = ptr.To("legacy/app")
+			d.Spec.ForProvider.LoginRole = ptr.To("app_owner")
+		},
+		"Extensions": func(d *v1alpha1.Database) { d.Spec.ForProvider.Extensions = []string{"pg_trgm", "citext"} },
+		"ReservedForATenant": func(d *v1alpha1.Database) {
+			d.Spec.ClaimRef = &v1alpha1.ClaimReference{Namespace: "netbox", Name: "netbox"}
+		},
+		"BoundToATenant": func(d *v1alpha1.Database) {
+			d.Spec.ClaimRef = &v1alpha1.ClaimReference{Namespace: "netbox", Name: "netbox", UID: "6f9619ff-8b86-4011-b42d-00c04fc964ff"}
+		},
+		"DeletionPolicyDelete": func(d *v1alpha1.Database) { d.Spec.DeletionPolicy = xpv2.DeletionDelete },
 	}
-	if diff := cmp.Diff(xpv2.ManagementPolicies{xpv2.ManagementActionAll}, d2.GetManagementPolicies()); diff != "" {
-		t.Errorf("explicit managementPolicies: -want +got:\n%s", diff)
+	for name, mut := range cases {
+		t.Run(name, func(t *testing.T) {
+			ctx, c := setup(t)
+			d := db(mut)
+			sent := d.Spec.DeepCopy()
+			if err := c.Create(ctx, d); err != nil {
+				t.Fatalf("valid Database rejected: %v", err)
+			}
+			if diff := cmp.Diff(sent.ForProvider, d.Spec.ForProvider); diff != "" {
+				t.Errorf("forProvider: -sent +stored:\n%s", diff)
+			}
+			if diff := cmp.Diff(sent.ClaimRef, d.Spec.ClaimRef); diff != "" {
+				t.Errorf("claimRef: -sent +stored:\n%s", diff)
+			}
+			if sent.ReclaimPolicy != "" && sent.ReclaimPolicy != d.Spec.ReclaimPolicy {
+				t.Errorf("reclaimPolicy = %q, sent %q", d.Spec.ReclaimPolicy, sent.ReclaimPolicy)
+			}
+		})
 	}
 }
 
 func TestDatabaseRejectsBadInput(t *testing.T) {
+	withoutDelete := xpv2.ManagementPolicies{
+		xpv2.ManagementActionObserve, xpv2.ManagementActionCreate, xpv2.ManagementActionUpdate, xpv2.ManagementActionLateInitialize,
+	}
 	cases := map[string]struct {
 		mut   func(*v1alpha1.Database)
 		field string
 		msgs  []string
 	}{
-		"NameNotAnIdentifier": {
-			mut:   func(d *v1alpha1.Database) { d.Name = "my-app" },
-			field: "spec.forProvider.database", msgs: []string{"metadata.name is not a valid PostgreSQL identifier"},
+		"NoProviderConfigRef": {
+			// No default names a server: a Database must name its own.
+			mut:   func(d *v1alpha1.Database) { d.Spec.ProviderConfigReference = nil },
+			field: "spec.providerConfigRef", msgs: []string{"must name the ClusterProviderConfig"},
+		},
+		"EmptyProviderConfigRefName": {
+			mut:   func(d *v1alpha1.Database) { d.Spec.ProviderConfigReference = &xpv2.Reference{} },
+			field: "spec.providerConfigRef", msgs: []string{"must name the ClusterProviderConfig"},
+		},
+		"EmptyDatabase": {
+			mut:   func(d *v1alpha1.Database) { d.Spec.ForProvider.Database = "" },
+			field: "spec.forProvider.database", msgs: []string{"at least 1"},
 		},
 		"DatabaseNotAnIdentifier": {
-			mut:   func(d *v1alpha1.Database) { d.Spec.ForProvider.Database = ptr.To("Bad-Name") },
+			mut:   func(d *v1alpha1.Database) { d.Spec.ForProvider.Database = "Bad-Name" },
 			field: "spec.forProvider.database", msgs: []string{"should match"},
 		},
 		"DatabaseTooLong": {
-			mut:   func(d *v1alpha1.Database) { d.Spec.ForProvider.Database = ptr.To("a" + strings.Repeat("b", 63)) },
+			mut:   func(d *v1alpha1.Database) { d.Spec.ForProvider.Database = "a" + strings.Repeat("b", 63) },
 			field: "spec.forProvider.database", msgs: []string{"may not be more than 63"},
 		},
 		"SystemDatabase": {
-			mut:   func(d *v1alpha1.Database) { d.Spec.ForProvider.Database = ptr.To("template1") },
+			mut:   func(d *v1alpha1.Database) { d.Spec.ForProvider.Database = "template1" },
+			field: "spec.forProvider.database", msgs: []string{"PostgreSQL's own database and role names"},
+		},
+		"DatabasePostgres": {
+			mut:   func(d *v1alpha1.Database) { d.Spec.ForProvider.Database = "postgres" },
+			field: "spec.forProvider.database", msgs: []string{"PostgreSQL's own database and role names"},
+		},
+		"DatabasePublic": {
+			// The login role defaults to the database name.
+			mut:   func(d *v1alpha1.Database) { d.Spec.ForProvider.Database = "public" },
+			field: "spec.forProvider.database", msgs: []string{"the login role defaults to the database name"},
+		},
+		"DatabaseNone": {
+			mut:   func(d *v1alpha1.Database) { d.Spec.ForProvider.Database = "none" },
 			field: "spec.forProvider.database", msgs: []string{"PostgreSQL's own database and role names"},
 		},
 		"DatabaseReservedAsARole": {
-			// The login role defaults to the database name, and pg_* role
-			// names are reserved by the server.
-			mut:   func(d *v1alpha1.Database) { d.Spec.ForProvider.Database = ptr.To("pg_catalog") },
+			// pg_* role names are reserved by the server.
+			mut:   func(d *v1alpha1.Database) { d.Spec.ForProvider.Database = "pg_catalog" },
 			field: "spec.forProvider.database", msgs: []string{"must not start with pg_"},
-		},
-		"NameReservedWithoutDatabase": {
-			mut:   func(d *v1alpha1.Database) { d.Name = "public" },
-			field: "spec.forProvider.database", msgs: []string{"would be the database name"},
 		},
 		"LoginRolePublic": {
 			mut:   func(d *v1alpha1.Database) { d.Spec.ForProvider.LoginRole = ptr.To("public") },
 			field: "spec.forProvider.loginRole", msgs: []string{"PostgreSQL's own database and role names"},
 		},
+		"LoginRolePostgres": {
+			mut:   func(d *v1alpha1.Database) { d.Spec.ForProvider.LoginRole = ptr.To("postgres") },
+			field: "spec.forProvider.loginRole", msgs: []string{"PostgreSQL's own database and role names"},
+		},
 		"LoginRoleNotAnIdentifier": {
 			mut:   func(d *v1alpha1.Database) { d.Spec.ForProvider.LoginRole = ptr.To("app;drop") },
 			field: "spec.forProvider.loginRole", msgs: []string{"should match"},
+		},
+		"LoginRoleTooLong": {
+			mut:   func(d *v1alpha1.Database) { d.Spec.ForProvider.LoginRole = ptr.To(strings.Repeat("r", 64)) },
+			field: "spec.forProvider.loginRole", msgs: []string{"may not be more than 63"},
 		},
 		"LoginRoleReserved": {
 			mut:   func(d *v1alpha1.Database) { d.Spec.ForProvider.LoginRole = ptr.To("pg_monitor") },
@@ -257,6 +388,14 @@ func TestDatabaseRejectsBadInput(t *testing.T) {
 		"ExtensionTwice": {
 			mut:   func(d *v1alpha1.Database) { d.Spec.ForProvider.Extensions = []string{"pg_trgm", "pg_trgm"} },
 			field: "spec.forProvider.extensions[1]", msgs: []string{"Duplicate value"},
+		},
+		"TooManyExtensions": {
+			mut: func(d *v1alpha1.Database) {
+				for i := range 65 {
+					d.Spec.ForProvider.Extensions = append(d.Spec.ForProvider.Extensions, fmt.Sprintf("ext%d", i))
+				}
+			},
+			field: "spec.forProvider.extensions", msgs: []string{"must have at most 64 items"},
 		},
 		"CredentialPathDotDot": {
 			mut:   func(d *v1alpha1.Database) { d.Spec.ForProvider.CredentialPath = ptr.To("tenants/../other") },
@@ -278,6 +417,58 @@ func TestDatabaseRejectsBadInput(t *testing.T) {
 			mut:   func(d *v1alpha1.Database) { d.Spec.ManagementPolicies = xpv2.ManagementPolicies{"Drop"} },
 			field: "spec.managementPolicies[0]", msgs: []string{"Unsupported value"},
 		},
+		"UnknownReclaimPolicy": {
+			mut:   func(d *v1alpha1.Database) { d.Spec.ReclaimPolicy = "Recycle" },
+			field: "spec.reclaimPolicy", msgs: []string{"Unsupported value", `"Retain"`, `"Delete"`},
+		},
+		"ReclaimDeleteWithoutDeletePolicy": {
+			mut: func(d *v1alpha1.Database) {
+				d.Spec.ReclaimPolicy = v1alpha1.ReclaimDelete
+				d.Spec.ManagementPolicies = withoutDelete
+			},
+			field: "spec.reclaimPolicy", msgs: []string{`needs Delete (or "*") in spec.managementPolicies`},
+		},
+		"ReclaimDeleteObserveOnly": {
+			mut: func(d *v1alpha1.Database) {
+				d.Spec.ReclaimPolicy = v1alpha1.ReclaimDelete
+				d.Spec.ManagementPolicies = xpv2.ManagementPolicies{xpv2.ManagementActionObserve}
+			},
+			field: "spec.reclaimPolicy", msgs: []string{`needs Delete (or "*") in spec.managementPolicies`},
+		},
+		"DeletionPolicyOrphan": {
+			mut:   func(d *v1alpha1.Database) { d.Spec.DeletionPolicy = xpv2.DeletionOrphan },
+			field: "spec.deletionPolicy", msgs: []string{"Orphan is not supported", "use spec.reclaimPolicy instead"},
+		},
+		"UnknownDeletionPolicy": {
+			mut:   func(d *v1alpha1.Database) { d.Spec.DeletionPolicy = "Keep" },
+			field: "spec.deletionPolicy", msgs: []string{"Unsupported value"},
+		},
+		"ClaimRefEmptyNamespace": {
+			mut:   func(d *v1alpha1.Database) { d.Spec.ClaimRef = &v1alpha1.ClaimReference{Name: "netbox"} },
+			field: "spec.claimRef.namespace", msgs: []string{"at least 1"},
+		},
+		"ClaimRefNamespaceTooLong": {
+			mut: func(d *v1alpha1.Database) {
+				d.Spec.ClaimRef = &v1alpha1.ClaimReference{Namespace: strings.Repeat("n", 64), Name: "netbox"}
+			},
+			field: "spec.claimRef.namespace", msgs: []string{"may not be more than 63"},
+		},
+		"ClaimRefEmptyName": {
+			mut:   func(d *v1alpha1.Database) { d.Spec.ClaimRef = &v1alpha1.ClaimReference{Namespace: "netbox"} },
+			field: "spec.claimRef.name", msgs: []string{"at least 1"},
+		},
+		"ClaimRefNameTooLong": {
+			mut: func(d *v1alpha1.Database) {
+				d.Spec.ClaimRef = &v1alpha1.ClaimReference{Namespace: "netbox", Name: strings.Repeat("n", 254)}
+			},
+			field: "spec.claimRef.name", msgs: []string{"may not be more than 253"},
+		},
+		"ClaimRefUIDTooLong": {
+			mut: func(d *v1alpha1.Database) {
+				d.Spec.ClaimRef = &v1alpha1.ClaimReference{Namespace: "netbox", Name: "netbox", UID: strings.Repeat("u", 37)}
+			},
+			field: "spec.claimRef.uid", msgs: []string{"may not be more than 36"},
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -287,7 +478,32 @@ func TestDatabaseRejectsBadInput(t *testing.T) {
 	}
 }
 
-func TestDatabaseImmutableFields(t *testing.T) {
+// TestDatabaseRejectsMissingFields: fields the Go types always send, left
+// out as kubectl would.
+func TestDatabaseRejectsMissingFields(t *testing.T) {
+	cases := map[string]struct {
+		mut   func(*v1alpha1.Database)
+		path  []string
+		field string
+	}{
+		"Database": {path: []string{"spec", "forProvider", "database"}, field: "spec.forProvider.database"},
+		"ClaimRefName": {mut: func(d *v1alpha1.Database) {
+			d.Spec.ClaimRef = &v1alpha1.ClaimReference{Namespace: "netbox", Name: "netbox"}
+		}, path: []string{"spec", "claimRef", "name"}, field: "spec.claimRef.name"},
+		"ClaimRefNamespace": {mut: func(d *v1alpha1.Database) {
+			d.Spec.ClaimRef = &v1alpha1.ClaimReference{Namespace: "netbox", Name: "netbox"}
+		}, path: []string{"spec", "claimRef", "namespace"}, field: "spec.claimRef.namespace"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ctx, c := setup(t)
+			u := without(t, db(tc.mut), v1alpha1.DatabaseGroupVersionKind, tc.path...)
+			wantRejected(t, c.Create(ctx, u), tc.field, "Required value")
+		})
+	}
+}
+
+func TestDatabaseRejectsUpdates(t *testing.T) {
 	cases := map[string]struct {
 		initial func(*v1alpha1.Database)
 		change  func(*v1alpha1.Database)
@@ -295,42 +511,40 @@ func TestDatabaseImmutableFields(t *testing.T) {
 		msg     string
 	}{
 		"Database": {
-			initial: func(d *v1alpha1.Database) { d.Spec.ForProvider.Database = ptr.To("first") },
-			change:  func(d *v1alpha1.Database) { d.Spec.ForProvider.Database = ptr.To("second") },
-			field:   "spec.forProvider.database", msg: "immutable",
+			change: func(d *v1alpha1.Database) { d.Spec.ForProvider.Database = "second" },
+			field:  "spec.forProvider.database", msg: "immutable",
 		},
-		"DatabaseRemoved": {
-			initial: func(d *v1alpha1.Database) { d.Spec.ForProvider.Database = ptr.To("first") },
-			change:  func(d *v1alpha1.Database) { d.Spec.ForProvider.Database = nil },
-			field:   "spec.forProvider.database", msg: "immutable",
+		"DatabaseEmptied": {
+			change: func(d *v1alpha1.Database) { d.Spec.ForProvider.Database = "" },
+			field:  "spec.forProvider.database", msg: "immutable",
 		},
 		"LoginRole": {
 			initial: func(d *v1alpha1.Database) { d.Spec.ForProvider.LoginRole = ptr.To("owner_a") },
 			change:  func(d *v1alpha1.Database) { d.Spec.ForProvider.LoginRole = ptr.To("owner_b") },
-			field:   "spec.forProvider.loginRole", msg: "immutable",
+			field:   "spec.forProvider.loginRole", msg: "immutable once set",
+		},
+		"LoginRoleRemoved": {
+			initial: func(d *v1alpha1.Database) { d.Spec.ForProvider.LoginRole = ptr.To("owner_a") },
+			change:  func(d *v1alpha1.Database) { d.Spec.ForProvider.LoginRole = nil },
+			field:   "spec.forProvider.loginRole", msg: "immutable once set",
 		},
 		"CredentialPath": {
 			initial: func(d *v1alpha1.Database) { d.Spec.ForProvider.CredentialPath = ptr.To("legacy/app") },
 			change:  func(d *v1alpha1.Database) { d.Spec.ForProvider.CredentialPath = ptr.To("legacy/other") },
-			field:   "spec.forProvider.credentialPath", msg: "immutable",
+			field:   "spec.forProvider.credentialPath", msg: "immutable once set",
+		},
+		"CredentialPathRemoved": {
+			initial: func(d *v1alpha1.Database) { d.Spec.ForProvider.CredentialPath = ptr.To("legacy/app") },
+			change:  func(d *v1alpha1.Database) { d.Spec.ForProvider.CredentialPath = nil },
+			field:   "spec.forProvider.credentialPath", msg: "immutable once set",
 		},
 		"ProviderConfigRef": {
-			initial: func(d *v1alpha1.Database) {
-				d.Spec.ProviderConfigReference = &xpv2.ProviderConfigReference{Kind: "ClusterProviderConfig", Name: "shared"}
-			},
-			change: func(d *v1alpha1.Database) {
-				d.Spec.ProviderConfigReference = &xpv2.ProviderConfigReference{Kind: "ClusterProviderConfig", Name: "other"}
-			},
-			field: "spec.providerConfigRef", msg: "immutable",
+			change: func(d *v1alpha1.Database) { d.Spec.ProviderConfigReference = &xpv2.Reference{Name: "other"} },
+			field:  "spec.providerConfigRef", msg: "immutable once set",
 		},
-		"ProviderConfigRefKind": {
-			initial: func(d *v1alpha1.Database) {
-				d.Spec.ProviderConfigReference = &xpv2.ProviderConfigReference{Kind: "ClusterProviderConfig", Name: "shared"}
-			},
-			change: func(d *v1alpha1.Database) {
-				d.Spec.ProviderConfigReference = &xpv2.ProviderConfigReference{Kind: "ProviderConfig", Name: "shared"}
-			},
-			field: "spec.providerConfigRef", msg: "immutable",
+		"ProviderConfigRefRemoved": {
+			change: func(d *v1alpha1.Database) { d.Spec.ProviderConfigReference = nil },
+			field:  "spec.providerConfigRef", msg: "immutable once set",
 		},
 		"ExtensionRemoved": {
 			initial: func(d *v1alpha1.Database) { d.Spec.ForProvider.Extensions = []string{"pg_trgm", "citext"} },
@@ -341,6 +555,24 @@ func TestDatabaseImmutableFields(t *testing.T) {
 			initial: func(d *v1alpha1.Database) { d.Spec.ForProvider.Extensions = []string{"pg_trgm"} },
 			change:  func(d *v1alpha1.Database) { d.Spec.ForProvider.Extensions = nil },
 			field:   "spec.forProvider.extensions", msg: "append-only",
+		},
+		"DeletePolicyDroppedUnderReclaimDelete": {
+			initial: func(d *v1alpha1.Database) { d.Spec.ReclaimPolicy = v1alpha1.ReclaimDelete },
+			change: func(d *v1alpha1.Database) {
+				d.Spec.ManagementPolicies = xpv2.ManagementPolicies{xpv2.ManagementActionObserve, xpv2.ManagementActionCreate}
+			},
+			field: "spec.reclaimPolicy", msg: "needs Delete",
+		},
+		"ReclaimDeleteWithoutDeletePolicy": {
+			initial: func(d *v1alpha1.Database) {
+				d.Spec.ManagementPolicies = xpv2.ManagementPolicies{xpv2.ManagementActionObserve}
+			},
+			change: func(d *v1alpha1.Database) { d.Spec.ReclaimPolicy = v1alpha1.ReclaimDelete },
+			field:  "spec.reclaimPolicy", msg: "needs Delete",
+		},
+		"DeletionPolicyOrphan": {
+			change: func(d *v1alpha1.Database) { d.Spec.DeletionPolicy = xpv2.DeletionOrphan },
+			field:  "spec.deletionPolicy", msg: "use spec.reclaimPolicy instead",
 		},
 	}
 	for name, tc := range cases {
@@ -362,15 +594,350 @@ func TestDatabaseAllowedChanges(t *testing.T) {
 	if err := c.Create(ctx, d); err != nil {
 		t.Fatal(err)
 	}
-	// Appending extensions, reordering them and switching an import to
-	// Update are all allowed.
-	d.Spec.ForProvider.Extensions = []string{"citext", "pg_trgm"}
-	d.Spec.ManagementPolicies = xpv2.ManagementPolicies{xpv2.ManagementActionObserve, xpv2.ManagementActionUpdate}
-	if err := c.Update(ctx, d); err != nil {
-		t.Errorf("append an extension: %v", err)
+	steps := []struct {
+		name   string
+		change func(*v1alpha1.Database)
+	}{
+		// Appending extensions and reordering them.
+		{"AppendExtension", func(d *v1alpha1.Database) { d.Spec.ForProvider.Extensions = []string{"citext", "pg_trgm"} }},
+		// Filling in what was left unset (the provider late-initializes
+		// loginRole).
+		{"SetLoginRole", func(d *v1alpha1.Database) { d.Spec.ForProvider.LoginRole = ptr.To(d.Spec.ForProvider.Database) }},
+		{"SetCredentialPath", func(d *v1alpha1.Database) { d.Spec.ForProvider.CredentialPath = ptr.To("legacy/" + d.Name) }},
+		{"ManagementPolicies", func(d *v1alpha1.Database) {
+			d.Spec.ManagementPolicies = xpv2.ManagementPolicies{xpv2.ManagementActionObserve, xpv2.ManagementActionUpdate}
+		}},
+		{"ReclaimDelete", func(d *v1alpha1.Database) {
+			d.Spec.ManagementPolicies = xpv2.ManagementPolicies{xpv2.ManagementActionAll}
+			d.Spec.ReclaimPolicy = v1alpha1.ReclaimDelete
+		}},
+		{"ReclaimRetain", func(d *v1alpha1.Database) { d.Spec.ReclaimPolicy = v1alpha1.ReclaimRetain }},
+		// An admin reserves the Database, the binder records the Tenant's
+		// UID, an admin clears the claim of a Released Database.
+		{"ReserveClaim", func(d *v1alpha1.Database) {
+			d.Spec.ClaimRef = &v1alpha1.ClaimReference{Namespace: "netbox", Name: "netbox"}
+		}},
+		{"BindClaim", func(d *v1alpha1.Database) { d.Spec.ClaimRef.UID = "6f9619ff-8b86-4011-b42d-00c04fc964ff" }},
+		{"ClearClaim", func(d *v1alpha1.Database) { d.Spec.ClaimRef = nil }},
 	}
-	if diff := cmp.Diff([]string{"citext", "pg_trgm"}, d.Spec.ForProvider.Extensions); diff != "" {
-		t.Errorf("extensions after update: -want +got:\n%s", diff)
+	for _, s := range steps {
+		s.change(d)
+		want := d.Spec.DeepCopy()
+		if err := c.Update(ctx, d); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		if diff := cmp.Diff(want, &d.Spec); diff != "" {
+			t.Errorf("%s: spec after update: -want +got:\n%s", s.name, diff)
+		}
+	}
+}
+
+func TestDatabaseRejectsBadStatus(t *testing.T) {
+	cases := map[string]struct {
+		mut   func(*v1alpha1.DatabaseStatus)
+		field string
+		msg   string
+	}{
+		"UnknownBindingPhase": {
+			mut:   func(s *v1alpha1.DatabaseStatus) { s.Binding.Phase = "Lost" },
+			field: "status.binding.phase", msg: "Unsupported value",
+		},
+		"UnknownPhase": {
+			mut:   func(s *v1alpha1.DatabaseStatus) { s.AtProvider.Phase = "Done" },
+			field: "status.atProvider.phase", msg: "Unsupported value",
+		},
+		"ReleasedClaimWithoutNamespace": {
+			mut: func(s *v1alpha1.DatabaseStatus) {
+				s.Binding.Phase = v1alpha1.BindingReleased
+				s.Binding.ReleasedClaim = &v1alpha1.ClaimReference{Name: "netbox"}
+			},
+			field: "status.binding.releasedClaim.namespace", msg: "at least 1",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ctx, c := setup(t)
+			d := db(nil)
+			if err := c.Create(ctx, d); err != nil {
+				t.Fatal(err)
+			}
+			tc.mut(&d.Status)
+			wantRejected(t, c.Status().Update(ctx, d), tc.field, tc.msg)
+		})
+	}
+	t.Run("Released", func(t *testing.T) {
+		ctx, c := setup(t)
+		d := db(nil)
+		if err := c.Create(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+		d.Status.Binding = v1alpha1.BindingStatus{
+			Phase: v1alpha1.BindingReleased, Claim: "netbox/netbox",
+			ReleasedClaim: &v1alpha1.ClaimReference{Namespace: "netbox", Name: "netbox", UID: "6f9619ff-8b86-4011-b42d-00c04fc964ff"},
+		}
+		if err := c.Status().Update(ctx, d); err != nil {
+			t.Errorf("a Released status was rejected: %v", err)
+		}
+	})
+}
+
+func TestDatabaseBindingAcceptsValidInput(t *testing.T) {
+	cases := map[string]struct {
+		obj *v1alpha1.DatabaseBinding
+	}{
+		"Dynamic": {obj: dynamic(nil)},
+		"DynamicWithLoginRoleAndExtensions": {obj: dynamic(func(b *v1alpha1.DatabaseBinding) {
+			b.Spec.ForProvider.LoginRole = ptr.To("netbox_owner")
+			b.Spec.ForProvider.Extensions = []string{"pg_trgm", "citext"}
+		})},
+		"Static":               {obj: static(nil)},
+		"StaticWithExtensions": {obj: static(func(b *v1alpha1.DatabaseBinding) { b.Spec.ForProvider.Extensions = []string{"pg_trgm"} })},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ctx, c := setup(t)
+			sent := tc.obj.Spec.DeepCopy()
+			if err := c.Create(ctx, tc.obj); err != nil {
+				t.Fatalf("valid DatabaseBinding rejected: %v", err)
+			}
+			if diff := cmp.Diff(sent.ForProvider, tc.obj.Spec.ForProvider); diff != "" {
+				t.Errorf("forProvider: -sent +stored:\n%s", diff)
+			}
+			// No default names an instance: a static binding takes the
+			// bound Database's.
+			if diff := cmp.Diff(sent.ProviderConfigReference, tc.obj.Spec.ProviderConfigReference); diff != "" {
+				t.Errorf("providerConfigRef: -sent +stored:\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDatabaseBindingRejectsBadInput(t *testing.T) {
+	cases := map[string]struct {
+		obj   *v1alpha1.DatabaseBinding
+		field string
+		msgs  []string
+	}{
+		"DynamicWithoutProviderConfigRef": {
+			obj:   dynamic(func(b *v1alpha1.DatabaseBinding) { b.Spec.ProviderConfigReference = nil }),
+			field: "spec.providerConfigRef", msgs: []string{"a dynamic binding names its instance", "kind ClusterProviderConfig"},
+		},
+		"DynamicWithProviderConfigKind": {
+			obj: dynamic(func(b *v1alpha1.DatabaseBinding) {
+				b.Spec.ProviderConfigReference = &xpv2.ProviderConfigReference{Kind: "ProviderConfig", Name: "instance"}
+			}),
+			field: "spec.providerConfigRef", msgs: []string{"a dynamic binding names its instance", "kind ClusterProviderConfig"},
+		},
+		"DynamicWithoutDatabase": {
+			obj:   dynamic(func(b *v1alpha1.DatabaseBinding) { b.Spec.ForProvider.Database = nil }),
+			field: "spec.forProvider.database", msgs: []string{"a dynamic binding needs spec.forProvider.database"},
+		},
+		"StaticWithDatabase": {
+			obj:   static(func(b *v1alpha1.DatabaseBinding) { b.Spec.ForProvider.Database = ptr.To("netbox") }),
+			field: "spec.forProvider.databaseRef", msgs: []string{"leave database and loginRole unset"},
+		},
+		"StaticWithLoginRole": {
+			obj:   static(func(b *v1alpha1.DatabaseBinding) { b.Spec.ForProvider.LoginRole = ptr.To("netbox") }),
+			field: "spec.forProvider.databaseRef", msgs: []string{"leave database and loginRole unset"},
+		},
+		"EmptyDatabaseRef": {
+			obj:   static(func(b *v1alpha1.DatabaseBinding) { b.Spec.ForProvider.DatabaseRef = ptr.To("") }),
+			field: "spec.forProvider.databaseRef", msgs: []string{"at least 1"},
+		},
+		"DatabaseRefTooLong": {
+			obj:   static(func(b *v1alpha1.DatabaseBinding) { b.Spec.ForProvider.DatabaseRef = ptr.To(strings.Repeat("d", 254)) }),
+			field: "spec.forProvider.databaseRef", msgs: []string{"may not be more than 253"},
+		},
+		"DatabasePgPrefix": {
+			obj:   dynamic(func(b *v1alpha1.DatabaseBinding) { b.Spec.ForProvider.Database = ptr.To("pg_netbox") }),
+			field: "spec.forProvider.database", msgs: []string{"must not start with pg_"},
+		},
+		"DatabasePostgres": {
+			obj:   dynamic(func(b *v1alpha1.DatabaseBinding) { b.Spec.ForProvider.Database = ptr.To("postgres") }),
+			field: "spec.forProvider.database", msgs: []string{"PostgreSQL's own database and role names"},
+		},
+		"DatabaseTemplate0": {
+			obj:   dynamic(func(b *v1alpha1.DatabaseBinding) { b.Spec.ForProvider.Database = ptr.To("template0") }),
+			field: "spec.forProvider.database", msgs: []string{"PostgreSQL's own database and role names"},
+		},
+		"DatabasePublic": {
+			obj:   dynamic(func(b *v1alpha1.DatabaseBinding) { b.Spec.ForProvider.Database = ptr.To("public") }),
+			field: "spec.forProvider.database", msgs: []string{"PostgreSQL's own database and role names"},
+		},
+		"DatabaseNotAnIdentifier": {
+			obj:   dynamic(func(b *v1alpha1.DatabaseBinding) { b.Spec.ForProvider.Database = ptr.To("net-box") }),
+			field: "spec.forProvider.database", msgs: []string{"should match"},
+		},
+		"DatabaseTooLong": {
+			obj:   dynamic(func(b *v1alpha1.DatabaseBinding) { b.Spec.ForProvider.Database = ptr.To(strings.Repeat("d", 64)) }),
+			field: "spec.forProvider.database", msgs: []string{"may not be more than 63"},
+		},
+		"LoginRoleReserved": {
+			obj:   dynamic(func(b *v1alpha1.DatabaseBinding) { b.Spec.ForProvider.LoginRole = ptr.To("pg_monitor") }),
+			field: "spec.forProvider.loginRole", msgs: []string{"must not start with pg_"},
+		},
+		"LoginRoleNone": {
+			obj:   dynamic(func(b *v1alpha1.DatabaseBinding) { b.Spec.ForProvider.LoginRole = ptr.To("none") }),
+			field: "spec.forProvider.loginRole", msgs: []string{"PostgreSQL's own database and role names"},
+		},
+		"LoginRoleNotAnIdentifier": {
+			obj:   dynamic(func(b *v1alpha1.DatabaseBinding) { b.Spec.ForProvider.LoginRole = ptr.To("Owner") }),
+			field: "spec.forProvider.loginRole", msgs: []string{"should match"},
+		},
+		"ExtensionNotAnIdentifier": {
+			obj:   dynamic(func(b *v1alpha1.DatabaseBinding) { b.Spec.ForProvider.Extensions = []string{"uuid-ossp"} }),
+			field: "spec.forProvider.extensions[0]", msgs: []string{"should match"},
+		},
+		"ExtensionTwice": {
+			obj:   dynamic(func(b *v1alpha1.DatabaseBinding) { b.Spec.ForProvider.Extensions = []string{"citext", "citext"} }),
+			field: "spec.forProvider.extensions[1]", msgs: []string{"Duplicate value"},
+		},
+		"TenantEmptyName": {
+			obj:   dynamic(func(b *v1alpha1.DatabaseBinding) { b.Spec.ForProvider.Tenant.Name = "" }),
+			field: "spec.forProvider.tenant.name", msgs: []string{"at least 1"},
+		},
+		"TenantEmptyUID": {
+			obj:   dynamic(func(b *v1alpha1.DatabaseBinding) { b.Spec.ForProvider.Tenant.UID = "" }),
+			field: "spec.forProvider.tenant.uid", msgs: []string{"at least 1"},
+		},
+		"TenantUIDTooLong": {
+			obj:   dynamic(func(b *v1alpha1.DatabaseBinding) { b.Spec.ForProvider.Tenant.UID = strings.Repeat("u", 37) }),
+			field: "spec.forProvider.tenant.uid", msgs: []string{"may not be more than 36"},
+		},
+		"UnknownManagementPolicy": {
+			obj:   dynamic(func(b *v1alpha1.DatabaseBinding) { b.Spec.ManagementPolicies = xpv2.ManagementPolicies{"Drop"} }),
+			field: "spec.managementPolicies[0]", msgs: []string{"Unsupported value"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ctx, c := setup(t)
+			wantRejected(t, c.Create(ctx, tc.obj), tc.field, tc.msgs...)
+		})
+	}
+}
+
+// TestDatabaseBindingRejectsMissingFields: fields the Go types always send,
+// left out as kubectl would.
+func TestDatabaseBindingRejectsMissingFields(t *testing.T) {
+	cases := map[string]struct {
+		path  []string
+		field string
+	}{
+		"Tenant":     {path: []string{"spec", "forProvider", "tenant"}, field: "spec.forProvider.tenant"},
+		"TenantName": {path: []string{"spec", "forProvider", "tenant", "name"}, field: "spec.forProvider.tenant.name"},
+		"TenantUID":  {path: []string{"spec", "forProvider", "tenant", "uid"}, field: "spec.forProvider.tenant.uid"},
+		"ProviderConfigRefKind": {
+			path: []string{"spec", "providerConfigRef", "kind"}, field: "spec.providerConfigRef.kind",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ctx, c := setup(t)
+			u := without(t, dynamic(nil), v1alpha1.DatabaseBindingGroupVersionKind, tc.path...)
+			wantRejected(t, c.Create(ctx, u), tc.field, "Required value")
+		})
+	}
+}
+
+func TestDatabaseBindingRejectsUpdates(t *testing.T) {
+	cases := map[string]struct {
+		obj    *v1alpha1.DatabaseBinding
+		change func(*v1alpha1.DatabaseBinding)
+		field  string
+		msg    string
+	}{
+		"TenantName": {
+			obj:    dynamic(nil),
+			change: func(b *v1alpha1.DatabaseBinding) { b.Spec.ForProvider.Tenant.Name = "other" },
+			field:  "spec.forProvider.tenant", msg: "spec.forProvider.tenant is immutable",
+		},
+		"TenantUID": {
+			// A new Tenant of the same name is another claim.
+			obj:    static(nil),
+			change: func(b *v1alpha1.DatabaseBinding) { b.Spec.ForProvider.Tenant.UID = uid() },
+			field:  "spec.forProvider.tenant", msg: "spec.forProvider.tenant is immutable",
+		},
+		"DatabaseRef": {
+			obj:    static(nil),
+			change: func(b *v1alpha1.DatabaseBinding) { b.Spec.ForProvider.DatabaseRef = ptr.To("other-db") },
+			field:  "spec.forProvider.databaseRef", msg: "spec.forProvider.databaseRef is immutable",
+		},
+		"DatabaseRefRemoved": {
+			obj: static(nil),
+			change: func(b *v1alpha1.DatabaseBinding) {
+				b.Spec.ForProvider.DatabaseRef = nil
+				b.Spec.ForProvider.Database = ptr.To("netbox")
+				b.Spec.ProviderConfigReference = &xpv2.ProviderConfigReference{Kind: "ClusterProviderConfig", Name: "instance"}
+			},
+			field: "spec.forProvider.databaseRef", msg: "spec.forProvider.databaseRef is immutable",
+		},
+		"DatabaseRefAdded": {
+			obj: dynamic(nil),
+			change: func(b *v1alpha1.DatabaseBinding) {
+				b.Spec.ForProvider.DatabaseRef = ptr.To("netbox-db")
+			},
+			field: "spec.forProvider.databaseRef", msg: "spec.forProvider.databaseRef is immutable",
+		},
+		"Database": {
+			obj:    dynamic(nil),
+			change: func(b *v1alpha1.DatabaseBinding) { b.Spec.ForProvider.Database = ptr.To("other") },
+			field:  "spec.forProvider.database", msg: "spec.forProvider.database is immutable",
+		},
+		"DatabaseRemoved": {
+			obj:    dynamic(nil),
+			change: func(b *v1alpha1.DatabaseBinding) { b.Spec.ForProvider.Database = nil },
+			field:  "spec.forProvider.database", msg: "spec.forProvider.database is immutable",
+		},
+		"LoginRole": {
+			obj:    dynamic(func(b *v1alpha1.DatabaseBinding) { b.Spec.ForProvider.LoginRole = ptr.To("owner_a") }),
+			change: func(b *v1alpha1.DatabaseBinding) { b.Spec.ForProvider.LoginRole = ptr.To("owner_b") },
+			field:  "spec.forProvider.loginRole", msg: "spec.forProvider.loginRole is immutable",
+		},
+		"LoginRoleRemoved": {
+			obj:    dynamic(func(b *v1alpha1.DatabaseBinding) { b.Spec.ForProvider.LoginRole = ptr.To("owner_a") }),
+			change: func(b *v1alpha1.DatabaseBinding) { b.Spec.ForProvider.LoginRole = nil },
+			field:  "spec.forProvider.loginRole", msg: "spec.forProvider.loginRole is immutable",
+		},
+		"ExtensionRemoved": {
+			obj:    dynamic(func(b *v1alpha1.DatabaseBinding) { b.Spec.ForProvider.Extensions = []string{"pg_trgm", "citext"} }),
+			change: func(b *v1alpha1.DatabaseBinding) { b.Spec.ForProvider.Extensions = []string{"pg_trgm"} },
+			field:  "spec.forProvider.extensions", msg: "append-only",
+		},
+		"AllExtensionsRemoved": {
+			obj:    static(func(b *v1alpha1.DatabaseBinding) { b.Spec.ForProvider.Extensions = []string{"pg_trgm"} }),
+			change: func(b *v1alpha1.DatabaseBinding) { b.Spec.ForProvider.Extensions = nil },
+			field:  "spec.forProvider.extensions", msg: "append-only",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ctx, c := setup(t)
+			if err := c.Create(ctx, tc.obj); err != nil {
+				t.Fatalf("create: %v", err)
+			}
+			tc.change(tc.obj)
+			wantRejected(t, c.Update(ctx, tc.obj), tc.field, tc.msg)
+		})
+	}
+}
+
+func TestDatabaseBindingAllowedChanges(t *testing.T) {
+	ctx, c := setup(t)
+	b := dynamic(func(b *v1alpha1.DatabaseBinding) { b.Spec.ForProvider.Extensions = []string{"pg_trgm"} })
+	if err := c.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	// Appending and reordering extensions, and filling in the login role
+	// left unset.
+	b.Spec.ForProvider.Extensions = []string{"citext", "pg_trgm"}
+	b.Spec.ForProvider.LoginRole = ptr.To("netbox_owner")
+	want := b.Spec.ForProvider.DeepCopy()
+	if err := c.Update(ctx, b); err != nil {
+		t.Fatalf("allowed change rejected: %v", err)
+	}
+	if diff := cmp.Diff(want, &b.Spec.ForProvider); diff != "" {
+		t.Errorf("forProvider after update: -want +got:\n%s", diff)
 	}
 }
 

@@ -74,9 +74,8 @@ type CredentialsSource string
 // CredentialsSourceSecret reads the admin credential from a Kubernetes Secret.
 const CredentialsSourceSecret CredentialsSource = "Secret"
 
-// SecretReference names a Secret. For a ClusterProviderConfig the namespace
-// is required and must be the provider's own namespace; for a ProviderConfig
-// it defaults to, and must be, the ProviderConfig's own namespace.
+// SecretReference names a Secret. A ClusterProviderConfig must name the
+// namespace, and it must be the provider's own namespace.
 type SecretReference struct {
 	// Name of the Secret.
 	// +kubebuilder:validation:MinLength=1
@@ -157,9 +156,10 @@ type ProviderConfigStatus struct {
 	// +optional
 	PostgreSQLVersion string `json:"postgresqlVersion,omitempty"`
 
-	// ServerIdentity is what tells this server from another one behind the
-	// same address (the cluster's system identifier when the admin may read
-	// it, otherwise the data directory's creation facts it can read).
+	// ServerIdentity is the server's system identifier
+	// (pg_control_system().system_identifier), which tells this server from
+	// another one behind the same address. Empty when the admin role may not
+	// execute pg_control_system (some managed services revoke it).
 	// +optional
 	ServerIdentity string `json:"serverIdentity,omitempty"`
 
