@@ -239,7 +239,7 @@ func run(args []string) error {
 	return mgr.Start(ctrl.SetupSignalHandler())
 }
 
-// faultKillEnv names a Database write step before which the process kills
+// faultKillEnv names a Database or binding write step before which the process kills
 // itself with SIGKILL: fault injection for the end-to-end tests, which
 // restart the provider without it and expect the same end state. Unset in
 // any real deployment; when set, the provider says so loudly at start.
@@ -250,7 +250,7 @@ func faultHook(log logging.Logger) func(string) error {
 	if step == "" {
 		return nil
 	}
-	log.Info("FAULT INJECTION ENABLED (tests only): the process kills itself before this Database write step", "env", faultKillEnv, "step", step)
+	log.Info("FAULT INJECTION ENABLED (tests only): the process kills itself before this write step", "env", faultKillEnv, "step", step)
 	return func(s string) error {
 		if s == step {
 			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)

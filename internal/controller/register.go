@@ -16,7 +16,8 @@ import (
 // starts only once the CRDs it needs are established.
 // The pool manager is shared: the config controllers build and validate one
 // pool per config, the Database controller only looks them up.
-// stepHook, normally nil, injects faults before Database write steps.
+// stepHook, normally nil, injects faults before Database and binding write
+// steps.
 func SetupGated(mgr ctrl.Manager, o controller.Options, opts options.Options, pools *postgres.Manager, kv KV, stepHook func(string) error) error {
 	so := config.StatusOptions{Namespace: opts.Namespace, Pools: pools, Interval: o.PollInterval}
 	if err := config.SetupGated(mgr, o, so); err != nil {
@@ -25,7 +26,7 @@ func SetupGated(mgr ctrl.Manager, o controller.Options, opts options.Options, po
 	if err := database.SetupGated(mgr, o, database.Deps{Options: opts, Pools: pools, KV: kv, StepHook: stepHook}); err != nil {
 		return err
 	}
-	return binding.SetupGated(mgr, o, binding.Deps{Options: opts, KV: kv})
+	return binding.SetupGated(mgr, o, binding.Deps{Options: opts, KV: kv, StepHook: stepHook})
 }
 
 // KV is what the Database and DatabaseBinding controllers need of OpenBao

@@ -307,6 +307,22 @@ func databaseProblem(d ObservedDatabase) string {
 	return ""
 }
 
+// progressReasons are a Database's Ready reasons that say it is on its way,
+// not that something needs a human.
+var progressReasons = map[string]bool{"": true, "Creating": true, "Available": true, "Deleting": true, "ReconcileSuccess": true}
+
+// boundDatabaseReason is the reason a binding reports while its own
+// (bound) Database is not Ready: the Database's own reason when it names a
+// problem (Conflict, InvalidSpec, ImmutableField, DatabaseVanished, ...), so
+// that the Tenant shows it without anyone reading the Database; otherwise
+// DatabaseNotReady.
+func boundDatabaseReason(d ObservedDatabase) string {
+	if d.Deleting || d.Ready.Status == corev1.ConditionTrue || progressReasons[string(d.Ready.Reason)] {
+		return ReasonDatabaseNotReady
+	}
+	return string(d.Ready.Reason)
+}
+
 // ClaimProtectionFinalizer keeps a bound Database from going away while its
 // Tenant uses it, whatever its management policies say (as Kubernetes'
 // pv-protection keeps a bound PersistentVolume): the binder adds it with
@@ -441,7 +457,7 @@ func decideBound(o BindingObservation) BindingDecision {
 		if d.Deleting {
 			phase = v1alpha1.BindingPhaseBound
 		}
-		return BindingDecision{Action: ActionWait, Phase: phase, Reason: ReasonDatabaseNotReady, Message: msg, Record: rec}
+		return BindingDecision{Action: ActionWait, Phase: phase, Reason: boundDatabaseReason(d), Message: msg, Record: rec}
 	}
 	return BindingDecision{Action: ActionCopyCredential, Phase: v1alpha1.BindingPhaseBound, Reason: ReasonDelivering, Record: rec,
 		Message: fmt.Sprintf("Database %s is bound and Ready; delivering its credential", d.Name)}

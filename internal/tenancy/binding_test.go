@@ -304,7 +304,7 @@ func TestDecideBindingDynamic(t *testing.T) {
 			o: obs(dynamicSpec(), ObservedDatabase{}),
 			want: BindingDecision{Action: ActionCreateDynamic, Phase: v1alpha1.BindingPhaseProvisioning, Reason: ReasonProvisioning,
 				Create: &v1alpha1.Database{
-					ObjectMeta: metav1.ObjectMeta{Name: "tenant-t-1"},
+					ObjectMeta: metav1.ObjectMeta{Name: "tenant-t-1", Finalizers: []string{ClaimProtectionFinalizer}},
 					Spec: v1alpha1.DatabaseSpec{
 						ClusterManagedResourceSpec: xpv2.ClusterManagedResourceSpec{
 							ProviderConfigReference: &xpv2.Reference{Name: "pg-a"},
@@ -343,6 +343,17 @@ func TestDecideBindingDynamic(t *testing.T) {
 				return d
 			}(), func(o *BindingObservation) { o.Recorded = rec }),
 			want: BindingDecision{Action: ActionWait, Phase: v1alpha1.BindingPhaseProvisioning, Reason: ReasonDatabaseNotReady, Record: rec},
+		},
+		// The bound Database's own problem is the binding's reason, so the
+		// Tenant shows it.
+		"ProvisioningShowsTheDatabasesProblem": {
+			o: obs(dynamicSpec(), func() ObservedDatabase {
+				d := dyn()
+				d.Ready = xpv2.Condition{Type: xpv2.TypeReady, Status: corev1.ConditionFalse, Reason: ReasonConflict, Message: "the role exists"}
+				return d
+			}(), func(o *BindingObservation) { o.Recorded = rec }),
+			want: BindingDecision{Action: ActionWait, Phase: v1alpha1.BindingPhaseProvisioning, Reason: ReasonConflict, Record: rec},
+			msg:  "the role exists",
 		},
 		"ReadyDelivers": {
 			o:    obs(dynamicSpec(), dyn(), func(o *BindingObservation) { o.Recorded = rec }),

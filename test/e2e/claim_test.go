@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"ddupan.top/provider-postgresql-tenant/internal/controller/binding"
 	"ddupan.top/provider-postgresql-tenant/internal/scram"
 	"ddupan.top/provider-postgresql-tenant/internal/testenv"
 	"ddupan.top/provider-postgresql-tenant/internal/testenv/tenantkit"
@@ -326,13 +327,10 @@ func TestStaticBindingRefusals(t *testing.T) {
 		_, reason, _ := tenantkit.Condition(b, "Ready")
 		return err == nil && reason == "AlreadyBound"
 	}, func() string { return tenantkit.Describe(context.Background(), env, api, thief, thief) })
-	tn, err := tenantkit.Get(ctx, env.Kube.Client, api, "Tenant", thief, thief)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r := str(tn, "status", "reason"); r != "AlreadyBound" {
-		t.Errorf("the Tenant's status.reason %q, want AlreadyBound (the binding's reason, on the Tenant)", r)
-	}
+	waitFor(ctx, t, "the binding's reason AlreadyBound on the Tenant", func() bool {
+		tn, err := tenantkit.Get(ctx, env.Kube.Client, api, "Tenant", thief, thief)
+		return err == nil && str(tn, "status", "reason") == "AlreadyBound"
+	}, func() string { return tenantkit.Describe(context.Background(), env, api, thief, thief) })
 	time.Sleep(3 * time.Second)
 	if got := str(getDatabase(ctx, t, taken.GetName()), "spec", "claimRef", "uid"); got != claim {
 		t.Errorf("the claim changed from %s to %s", claim, got)
@@ -551,5 +549,44 @@ func TestExternalNameEditMovesNothing(t *testing.T) {
 	}
 	if sec.Data["database"] != strings.ReplaceAll(name, "-", "_") {
 		t.Errorf("the record now names database %v", sec.Data["database"])
+	}
+}
+
+// A one-sided bind: the provider is killed after it wrote the claim on the
+// Database and before the binding recorded it. The claim alone grants
+// nothing (no copy, no Secret); after a restart the binding completes it,
+// and the Tenant is Ready with the Database's own credential.
+func TestOneSidedBindIsCompletedAfterAKill(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	const dbName, database, ns, tenant = "one-sided", "one_sided", "one-sided", "one-sided"
+	const password = "one-sided-canary-PASSWORD-3c1"
+	seedExisting(ctx, t, database, "postgresql-databases/imports/one-sided", password)
+	importDatabase(ctx, t, dbName, database, "postgresql-databases/imports/one-sided", ns, tenant)
+	prov.restart(ctx, t, "PPT_FAULT_KILL_BEFORE_STEP="+binding.StepRecordBinding)
+	tenantkit.CreateTenant(ctx, t, env, api, ns, tenant, "{databaseRef: "+dbName+"}")
+	wait, cancelWait := context.WithTimeout(ctx, 90*time.Second)
+	err := prov.waitExit(wait)
+	cancelWait()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, tenantkit.Describe(ctx, env, api, ns, tenant))
+	}
+	tn, err := tenantkit.Get(ctx, env.Kube.Client, api, "Tenant", ns, tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := str(getDatabase(ctx, t, dbName), "spec", "claimRef", "uid"); got != string(tn.GetUID()) {
+		t.Fatalf("the kill came before the claim was written (claimRef.uid %q)", got)
+	}
+	if n := tenantkit.DatabaseName(ctx, env, ns, tenant); n != "" {
+		t.Fatalf("the binding recorded %s before the kill: the test did not make a one-sided bind", n)
+	}
+	if v := tenantkit.RecordVersions(ctx, t, env, tenantkit.DeliveryPath(ns, tenant)); v != 0 {
+		t.Error("a one-sided claim was delivered")
+	}
+	prov.restart(ctx, t)
+	tenantkit.WaitTenantReady(ctx, t, env, api, ns, tenant)
+	if got := tenantkit.CheckSecretLogsIn(ctx, t, env, ns, tenantkit.StaticSecretName(tenant)); got != password {
+		t.Error("the completed binding delivered another password")
 	}
 }

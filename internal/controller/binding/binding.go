@@ -46,7 +46,15 @@ type KV interface {
 type Deps struct {
 	Options options.Options
 	KV      KV
+	// StepHook, when set, runs before the binder's write steps with the
+	// step's name; an error fails the step (fault injection for tests).
+	StepHook func(step string) error
 }
+
+// StepRecordBinding is the step that records, in the binding's status, a
+// claim already written on the Database: a fault before it leaves a
+// one-sided record that the next reconcile must complete.
+const StepRecordBinding = "RecordBinding"
 
 // SetupGated registers the DatabaseBinding controller once its CRDs exist.
 func SetupGated(mgr ctrl.Manager, o controller.Options, d Deps) error {
@@ -166,6 +174,7 @@ func (c *connector) Connect(ctx context.Context, b *v1alpha1.DatabaseBinding) (m
 		kv:     c.deps.KV,
 		opts:   c.deps.Options,
 		spec:   specOf(b),
+		hook:   c.deps.StepHook,
 	}, nil
 }
 

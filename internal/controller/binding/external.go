@@ -33,6 +33,7 @@ type external struct {
 	kv     KV
 	opts   options.Options
 	spec   tenancy.BindingSpec
+	hook   func(step string) error
 
 	// db is the Database as read by Observe (nil when absent).
 	db       *v1alpha1.Database
@@ -299,6 +300,11 @@ func (e *external) Update(ctx context.Context, b *v1alpha1.DatabaseBinding) (man
 	case tenancy.ActionCompleteRecord:
 		if err := e.protect(ctx); err != nil {
 			return managed.ExternalUpdate{}, err
+		}
+		if h := e.hook; h != nil {
+			if err := h(StepRecordBinding); err != nil {
+				return managed.ExternalUpdate{}, err
+			}
 		}
 		at := &b.Status.AtProvider
 		at.DatabaseName, at.DatabaseUID = d.Record.DatabaseName, d.Record.DatabaseUID
