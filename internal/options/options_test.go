@@ -17,6 +17,7 @@ func valid() Options {
 			KVMount:        DefaultKVMount,
 			TenantBasePath: DefaultTenantBasePath,
 
+			DatabaseBasePath:        DefaultDatabaseBasePath,
 			ServiceAccountTokenFile: DefaultSATokenFile,
 		},
 	}
@@ -33,6 +34,7 @@ func TestComplete(t *testing.T) {
 		KVMount:         DefaultKVMount,
 		TenantBasePath:  DefaultTenantBasePath,
 
+		DatabaseBasePath:        DefaultDatabaseBasePath,
 		ServiceAccountTokenFile: DefaultSATokenFile,
 	}
 	if diff := cmp.Diff(want, o.OpenBao); diff != "" {
@@ -67,13 +69,14 @@ func TestValidate(t *testing.T) {
 		"TokenFileNeedsNoSAToken": {mutate: func(o *Options) {
 			o.OpenBao.ServiceAccountTokenFile, o.OpenBao.TokenFile = "", "/tmp/token"
 		}},
-		"CredentialsInURL": {mutate: func(o *Options) { o.OpenBao.Address = "https://u:p@x" }, wantErr: []string{"without credentials"}},
-		"NoRole":           {mutate: func(o *Options) { o.OpenBao.AuthRole = "" }, wantErr: []string{"--openbao-auth-role is required"}},
-		"BadBasePath":      {mutate: func(o *Options) { o.OpenBao.TenantBasePath = "a/../b" }, wantErr: []string{"--openbao-tenant-base-path", `".." segment`}},
-		"DataLayer":        {mutate: func(o *Options) { o.OpenBao.TenantBasePath = "data/x" }, wantErr: []string{`"data" API layer`}},
-		"EmptyMount":       {mutate: func(o *Options) { o.OpenBao.KVMount = "" }, wantErr: []string{"--openbao-kv-mount must not be empty"}},
-		"NoNamespace":      {mutate: func(o *Options) { o.Namespace = "" }, wantErr: []string{"--namespace"}},
-		"MissingCABundle":  {mutate: func(o *Options) { o.CABundle = "/nonexistent/ca.pem" }, wantErr: []string{"--ca-bundle"}},
+		"CredentialsInURL":  {mutate: func(o *Options) { o.OpenBao.Address = "https://u:p@x" }, wantErr: []string{"without credentials"}},
+		"NoRole":            {mutate: func(o *Options) { o.OpenBao.AuthRole = "" }, wantErr: []string{"--openbao-auth-role is required"}},
+		"BadBasePath":       {mutate: func(o *Options) { o.OpenBao.TenantBasePath = "a/../b" }, wantErr: []string{"--openbao-tenant-base-path", `".." segment`}},
+		"DataLayer":         {mutate: func(o *Options) { o.OpenBao.TenantBasePath = "data/x" }, wantErr: []string{`"data" API layer`}},
+		"EmptyMount":        {mutate: func(o *Options) { o.OpenBao.KVMount = "" }, wantErr: []string{"--openbao-kv-mount must not be empty"}},
+		"EmptyDatabaseBase": {mutate: func(o *Options) { o.OpenBao.DatabaseBasePath = "" }, wantErr: []string{"--openbao-database-base-path must not be empty"}},
+		"NoNamespace":       {mutate: func(o *Options) { o.Namespace = "" }, wantErr: []string{"--namespace"}},
+		"MissingCABundle":   {mutate: func(o *Options) { o.CABundle = "/nonexistent/ca.pem" }, wantErr: []string{"--ca-bundle"}},
 		"SeveralAtOnce": {
 			mutate:  func(o *Options) { o.OpenBao.Address = ""; o.OpenBao.KVMount = "/kv" },
 			wantErr: []string{"--openbao-address is required", "--openbao-kv-mount"},
