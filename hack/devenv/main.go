@@ -195,7 +195,7 @@ func run(stateDir string) error {
 	if err := waitUntilWatched(ctx, env, provDone); err != nil {
 		return fmt.Errorf("%w; provider log: %s", err, providerLog)
 	}
-	step("the admin's Database %s (reserved for tenant %s) provisions", ex.db, ex.static)
+	step("the admin's Database %s (reserved for tenant %s) provisions", ex.db.Name, ex.static)
 	if err := waitForDatabase(ctx, env, ex.db, provDone); err != nil {
 		return fmt.Errorf("%w; provider log: %s", err, providerLog)
 	}
