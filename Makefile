@@ -29,7 +29,7 @@ GO_TEST_FLAGS ?= -count=1 -p 2 -timeout 30m
 PG_MAJORS ?= 14 15 16 18
 PG_MATRIX_PKGS ?= ./internal/testenv/ ./internal/clients/postgres/... ./internal/controller/database/... \
   ./internal/controller/config/... ./test/managed/... ./test/migration/... ./test/docs/...
-PG_MATRIX_E2E ?= ^(TestAppCredentialCannotCreateDatabasesOrRoles|TestUnavailableExtensionRejectedBeforeAnyWrite|TestExtensionCheckFailureIsNotUnsupported|TestConfigReadyOverTLSAndRecoversAfterOutage|TestTwoNamespacesRaceForOneDatabase|TestRetainedThenRequestedAgainConflicts|TestForgedPhaseNeverSkipsVerification)$$
+PG_MATRIX_E2E ?= ^(TestAppCredentialCannotCreateDatabasesOrRoles|TestUnavailableExtensionRejectedBeforeAnyWrite|TestExtensionCheckFailureIsNotUnsupported|TestConfigReadyOverTLSAndRecoversAfterOutage|TestTwoNamespacesRaceForOneDatabase|TestRetainedThenRequestedAgainConflicts|TestForgedPhaseNeverSkipsVerification|TestImportStaticBindReleaseRebind)$$
 
 .PHONY: help
 help: ## show the targets
