@@ -287,6 +287,13 @@ func TestDatabaseAcceptsValidInput(t *testing.T) {
 			d.Spec.ClaimRef = &v1alpha1.ClaimReference{Namespace: "netbox", Name: "netbox", UID: "6f9619ff-8b86-4011-b42d-00c04fc964ff"}
 		},
 		"DeletionPolicyDelete": func(d *v1alpha1.Database) { d.Spec.DeletionPolicy = xpv2.DeletionDelete },
+		// A rotation ID is any value of 1 to 63 characters.
+		"CredentialRotation": func(d *v1alpha1.Database) {
+			d.Spec.CredentialRotation = &v1alpha1.CredentialRotation{ID: "after incident #42 / 2026-05", TerminateSessions: true}
+		},
+		"CredentialRotationLongestID": func(d *v1alpha1.Database) {
+			d.Spec.CredentialRotation = &v1alpha1.CredentialRotation{ID: strings.Repeat("r", 63)}
+		},
 	}
 	for name, mut := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -301,6 +308,9 @@ func TestDatabaseAcceptsValidInput(t *testing.T) {
 			}
 			if diff := cmp.Diff(sent.ClaimRef, d.Spec.ClaimRef); diff != "" {
 				t.Errorf("claimRef: -sent +stored:\n%s", diff)
+			}
+			if diff := cmp.Diff(sent.CredentialRotation, d.Spec.CredentialRotation); diff != "" {
+				t.Errorf("credentialRotation: -sent +stored:\n%s", diff)
 			}
 			if sent.ReclaimPolicy != "" && sent.ReclaimPolicy != d.Spec.ReclaimPolicy {
 				t.Errorf("reclaimPolicy = %q, sent %q", d.Spec.ReclaimPolicy, sent.ReclaimPolicy)
@@ -469,6 +479,16 @@ func TestDatabaseRejectsBadInput(t *testing.T) {
 			},
 			field: "spec.claimRef.uid", msgs: []string{"may not be more than 36"},
 		},
+		"CredentialRotationEmptyID": {
+			mut:   func(d *v1alpha1.Database) { d.Spec.CredentialRotation = &v1alpha1.CredentialRotation{} },
+			field: "spec.credentialRotation.id", msgs: []string{"at least 1"},
+		},
+		"CredentialRotationIDTooLong": {
+			mut: func(d *v1alpha1.Database) {
+				d.Spec.CredentialRotation = &v1alpha1.CredentialRotation{ID: strings.Repeat("r", 64)}
+			},
+			field: "spec.credentialRotation.id", msgs: []string{"may not be more than 63"},
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -493,6 +513,9 @@ func TestDatabaseRejectsMissingFields(t *testing.T) {
 		"ClaimRefNamespace": {mut: func(d *v1alpha1.Database) {
 			d.Spec.ClaimRef = &v1alpha1.ClaimReference{Namespace: "netbox", Name: "netbox"}
 		}, path: []string{"spec", "claimRef", "namespace"}, field: "spec.claimRef.namespace"},
+		"CredentialRotationID": {mut: func(d *v1alpha1.Database) {
+			d.Spec.CredentialRotation = &v1alpha1.CredentialRotation{ID: "r1", TerminateSessions: true}
+		}, path: []string{"spec", "credentialRotation", "id"}, field: "spec.credentialRotation.id"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -619,6 +642,14 @@ func TestDatabaseAllowedChanges(t *testing.T) {
 		}},
 		{"BindClaim", func(d *v1alpha1.Database) { d.Spec.ClaimRef.UID = "6f9619ff-8b86-4011-b42d-00c04fc964ff" }},
 		{"ClearClaim", func(d *v1alpha1.Database) { d.Spec.ClaimRef = nil }},
+		// Requesting a rotation, another one, and removing the field.
+		{"RequestRotation", func(d *v1alpha1.Database) {
+			d.Spec.CredentialRotation = &v1alpha1.CredentialRotation{ID: "r1"}
+		}},
+		{"RequestAnotherRotation", func(d *v1alpha1.Database) {
+			d.Spec.CredentialRotation = &v1alpha1.CredentialRotation{ID: "r2", TerminateSessions: true}
+		}},
+		{"RemoveRotation", func(d *v1alpha1.Database) { d.Spec.CredentialRotation = nil }},
 	}
 	for _, s := range steps {
 		s.change(d)

@@ -56,6 +56,49 @@ type DatabaseParameters struct {
 	CredentialPath *string `json:"credentialPath,omitempty"`
 }
 
+// CredentialRotation asks the provider to replace a Database's password.
+type CredentialRotation struct {
+	// ID names the rotation; any value. Setting it on a Database that has
+	// none, or changing it, requests one rotation: a new random password is
+	// written as a new version of the credential record (the other fields
+	// unchanged), set on the login role as a SCRAM-SHA-256 verifier, and
+	// proven by a login; status.atProvider.credentialRotation.id then shows
+	// this ID. Removing the field, or keeping the ID, rotates nothing. A
+	// rotation whose new password is already in OpenBao is always finished,
+	// with that password, even after an interruption or a change of ID.
+	// Needs Create or Update in spec.managementPolicies, and a Database
+	// that is otherwise Ready: a Database in Conflict, ImmutableField,
+	// EndpointChanged or DatabaseVanished reports and rotates nothing. A
+	// Database created with the field does not rotate: its first password
+	// counts as the rotation of that ID.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	ID string `json:"id"`
+
+	// TerminateSessions: after the role's password is set, end every
+	// session of the login role (they logged in with the old password),
+	// except the provider's own. The admin role needs the privileges of the
+	// login role (membership with INHERIT, which the provider holds on
+	// every role it provisions) or of pg_signal_backend. A rotation resumed
+	// after an interruption ends them again, including sessions opened with
+	// the new password in between. Default false: existing sessions stay
+	// until they disconnect; only new logins need the new password.
+	// +kubebuilder:default=false
+	// +optional
+	TerminateSessions bool `json:"terminateSessions,omitempty"`
+}
+
+// CredentialRotationObservation is the last completed rotation.
+type CredentialRotationObservation struct {
+	// ID of the last completed rotation.
+	// +optional
+	ID string `json:"id,omitempty"`
+
+	// CompletedAt is when its new password was proven by a login.
+	// +optional
+	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
+}
+
 // DefaultManagementPolicies is the CRD default of a Database's
 // spec.managementPolicies. It includes Delete so that the provider is called
 // when a Database is deleted; whether anything is dropped is decided by
@@ -190,6 +233,12 @@ type DatabaseObservation struct {
 	// PostgreSQLVersion of the server holding the database.
 	// +optional
 	PostgreSQLVersion string `json:"postgresqlVersion,omitempty"`
+
+	// CredentialRotation is the last completed rotation of the credential
+	// (spec.credentialRotation). Rebuilt from the credential record's
+	// metadata when status is lost.
+	// +optional
+	CredentialRotation *CredentialRotationObservation `json:"credentialRotation,omitempty"`
 }
 
 // A DatabaseSpec defines the desired state of a Database.
@@ -226,6 +275,12 @@ type DatabaseSpec struct {
 	// is not bindable until an admin clears or replaces it.
 	// +optional
 	ClaimRef *ClaimReference `json:"claimRef,omitempty"`
+
+	// CredentialRotation requests a rotation of the Database's password
+	// when its ID changes; see CredentialRotation. Without it the password
+	// is never changed.
+	// +optional
+	CredentialRotation *CredentialRotation `json:"credentialRotation,omitempty"`
 }
 
 // A DatabaseStatus represents the observed state of a Database.

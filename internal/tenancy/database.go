@@ -191,6 +191,10 @@ type Observation struct {
 	DB    DBState
 	R     RoleState
 	Login Login
+
+	// Rotation is the credential rotation the spec asks for and the one
+	// status reports.
+	Rotation RotationRequest
 }
 
 // Verdict is what to report and do.
@@ -214,6 +218,8 @@ type Verdict struct {
 	// Ready: everything verified, including a real login.
 	Ready   bool
 	Message string
+	// Rotation is the credential rotation step to take on Update.
+	Rotation RotationVerdict
 }
 
 // Repair is one non-destructive correction of drift.
@@ -320,9 +326,14 @@ func EndpointChange(record, want map[string]string) string {
 
 // Decide is the decision core: from an observation of the catalog, the KV
 // record and the login attempt, decide what exists, what is whose, what to
-// repair and the phase. It never trusts a phase recorded earlier: every
-// step is re-verified from the observation.
+// repair, the phase and the credential rotation step. It never trusts a
+// phase recorded earlier: every step is re-verified from the observation.
 func Decide(o Observation) Verdict {
+	return decideRotation(o, decide(o))
+}
+
+// decide is Decide without credential rotation.
+func decide(o Observation) Verdict {
 	if o.Import && KVForeign(o.KV, o.Identity) {
 		// The record belongs to another Database: this import never owned
 		// anything, so it changes nothing and, deleted, drops nothing.
@@ -480,7 +491,7 @@ func Decide(o Observation) Verdict {
 		v.Message = "repairing drift: " + joinRepairs(v.Repairs)
 	case o.Login != LoginOK:
 		v.Reason = ReasonProvisioningFailed
-		v.Message = fmt.Sprintf("the credential at %s does not log in as %q: someone changed the role's password or its login rights; the provider never sets a new password on an existing role, so restore the password from the record (or delete and re-create the tenant)", o.Path, o.Role)
+		v.Message = fmt.Sprintf("the credential at %s does not log in as %q: someone changed the role's password or its login rights; the provider sets a new password on an existing role only in a credential rotation, which starts from a working one, so restore the password from the record (or delete and re-create the tenant)", o.Path, o.Role)
 	default:
 		v.Ready = true
 		v.Phase = v1alpha1.DatabasePhaseReady

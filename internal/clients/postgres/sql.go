@@ -130,12 +130,23 @@ const (
 	qDropRole           = `DROP ROLE IF EXISTS %s`
 	qCreateExtension    = `CREATE EXTENSION IF NOT EXISTS %s`
 	qCreateProbeRole    = `CREATE ROLE %s NOLOGIN`
+	// qSetRolePassword replaces a role's password with a SCRAM verifier
+	// (a credential rotation).
+	qSetRolePassword = `ALTER ROLE %s PASSWORD '%s'`
 )
 
 // qTerminate ends every other session on database $1 and counts them.
 const qTerminate = `SELECT pg_catalog.count(*)::pg_catalog.int4 FROM (
   SELECT pg_catalog.pg_terminate_backend(a.pid) FROM pg_catalog.pg_stat_activity a
   WHERE a.datname OPERATOR(pg_catalog.=) $1::pg_catalog.name
+    AND a.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()) t`
+
+// qTerminateRole ends every session of role $1 except the calling one and
+// counts those signalled. pg_terminate_backend raises 42501 when the caller
+// has neither the role's privileges nor pg_signal_backend's.
+const qTerminateRole = `SELECT pg_catalog.count(*) FILTER (WHERE t.ended)::pg_catalog.int4 FROM (
+  SELECT pg_catalog.pg_terminate_backend(a.pid) AS ended FROM pg_catalog.pg_stat_activity a
+  WHERE a.usename OPERATOR(pg_catalog.=) $1::pg_catalog.name
     AND a.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()) t`
 
 // qExtensions lists the extensions installed in the connected database.

@@ -241,6 +241,35 @@ func (p *Pool) RepairRole(ctx context.Context, role string) error {
 	return p.exec(ctx, fmt.Sprintf(qRepairRole, r))
 }
 
+// SetRolePassword replaces role's password with a SCRAM-SHA-256 verifier
+// (never a password). It needs what altering the role needs: CREATEROLE,
+// and from PostgreSQL 16 on ADMIN OPTION on the role.
+func (p *Pool) SetRolePassword(ctx context.Context, role, verifier string) error {
+	r, err := ident("role", role)
+	if err != nil {
+		return err
+	}
+	if !scram.IsVerifier(verifier) {
+		return errors.New("refusing to send a role password that is not a SCRAM-SHA-256 verifier")
+	}
+	return p.exec(ctx, fmt.Sprintf(qSetRolePassword, r, verifier))
+}
+
+// TerminateRoleSessions ends every session of role except the calling one
+// and returns how many were signalled. It needs the privileges of role
+// (membership with INHERIT) or of pg_signal_backend; without them the
+// server refuses (class InsufficientPrivileges).
+func (p *Pool) TerminateRoleSessions(ctx context.Context, role string) (int, error) {
+	if _, err := ident("role", role); err != nil {
+		return 0, err
+	}
+	ctx, cancel := p.withTimeout(ctx)
+	defer cancel()
+	var n int
+	err := p.pool.QueryRow(ctx, qTerminateRole, role).Scan(&n)
+	return n, p.classify(err)
+}
+
 // dbAndRole validates and quotes a database and a role name.
 func dbAndRole(database, role string) (string, string, error) {
 	d, err := ident("database", database)

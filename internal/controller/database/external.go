@@ -5,8 +5,10 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/event"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/logging"
@@ -43,6 +45,13 @@ const (
 	StepDropDatabase    = "drop-database"
 	StepDropRole        = "drop-role"
 	StepDeleteKV        = "delete-kv"
+	// Credential rotation: the intent and the new version in OpenBao; the
+	// role's new verifier; ending the role's sessions; the completion in
+	// the record's metadata.
+	StepRotateCredential = "rotate-kv-credential"
+	StepRotateRole       = "rotate-role"
+	StepRotateSessions   = "rotate-terminate-sessions"
+	StepRotateRecord     = "rotate-record"
 )
 
 // external acts on one Database's server and OpenBao record, for one
@@ -208,6 +217,7 @@ func (e *external) Observe(ctx context.Context, db *v1alpha1.Database) (managed.
 		Database: n.database, Role: n.role, Path: n.path,
 		Requested: db.Spec.ForProvider.Extensions,
 		WantData:  e.wantData(n),
+		Rotation:  rotationRequest(db),
 		DB:        tenancy.DBState{Exists: cat.DatabaseExists, OID: cat.DatabaseOID, Owner: cat.Owner, PublicConnect: cat.PublicConnect, RoleConnect: cat.RoleConnect},
 		R: tenancy.RoleState{Exists: cat.RoleExists, OID: cat.RoleOID, AttributesOK: cat.RoleAttributesOK(), AdminMember: cat.AdminMember, AdminCanAdmin: cat.AdminCanAdmin,
 			Elevated: cat.Superuser || cat.Replication || cat.BypassRLS},
@@ -367,6 +377,13 @@ func (e *external) report(db *v1alpha1.Database, v tenancy.Verdict) {
 	if e.obs.Login == tenancy.LoginOK {
 		ap.Extensions = e.obs.Installed
 	}
+	if v.KVOurs || (e.obs.Import && !tenancy.KVForeign(e.obs.KV, e.id)) {
+		// The last completed rotation, as the record's metadata keeps it
+		// (status may have been lost).
+		if r := completedRotation(e.obs.KV.Owner); r != nil {
+			ap.CredentialRotation = r
+		}
+	}
 	prev := db.GetCondition(xpv2.TypeReady)
 	// A Ready verdict carries no reason; the condition it sets says
 	// Available. Log only changes, not every poll of a Ready Database.
@@ -412,6 +429,13 @@ func (e *external) Create(ctx context.Context, db *v1alpha1.Database) (managed.E
 	// path), then the first version with check-and-set 0, then read back.
 	// An own record is always reused: never a second password.
 	owner := tenancy.OwnerMetadata(e.id)
+	if r := db.Spec.CredentialRotation; r != nil {
+		// The first password counts as the rotation the new Database
+		// names: creating a Database never rotates.
+		for k, v := range tenancy.RotationCreated(r.ID, time.Now().UTC().Format(time.RFC3339)) {
+			owner[k] = v
+		}
+	}
 	if v.KVOurs {
 		owner = o.KV.Owner
 	} else {
@@ -518,7 +542,8 @@ func (e *external) Create(ctx context.Context, db *v1alpha1.Database) (managed.E
 // workingPassword returns the password to keep in a repaired record: the
 // current one, or, when the current version lost it (deleted or altered),
 // the newest earlier version's password that still logs in as the role.
-// The provider never makes up a new password for an existing role.
+// The provider never makes up a new password for an existing role (a
+// credential rotation, requested by an admin, is the only exception).
 func (e *external) workingPassword(ctx context.Context, n names, kv tenancy.KVState) (string, error) {
 	if pw := kv.Data["password"]; pw != "" && e.obs.Login == tenancy.LoginOK {
 		return pw, nil
@@ -538,7 +563,7 @@ func (e *external) workingPassword(ctx context.Context, n names, kv tenancy.KVSt
 		_ = c.Close(ctx)
 		return data["password"], nil
 	}
-	return "", errors.New("the credential record lost its working password and no earlier version (up to 10 back) logs in as the role: restore it in OpenBao by hand; the provider never sets a new password on an existing role")
+	return "", errors.New("the credential record lost its working password and no earlier version (up to 10 back) logs in as the role: restore it in OpenBao by hand; the provider sets a new password on an existing role only in a credential rotation, which starts from a working one")
 }
 
 func (e *external) installExtensions(ctx context.Context, db *v1alpha1.Database, n names, password string) error {
@@ -562,10 +587,14 @@ func (e *external) installExtensions(ctx context.Context, db *v1alpha1.Database,
 	return nil
 }
 
-// Update repairs non-destructive drift of what is this Database's own. It
-// never sets a new password.
+// Update repairs non-destructive drift of what is this Database's own, or
+// takes the credential rotation step of the verdict. A repair never sets a
+// new password.
 func (e *external) Update(ctx context.Context, db *v1alpha1.Database) (managed.ExternalUpdate, error) {
 	n, o, v := e.names, e.obs, e.verdict
+	if v.Rotation.Action != tenancy.RotateNone {
+		return managed.ExternalUpdate{}, e.rotate(ctx, db)
+	}
 	if len(v.Repairs) == 0 || v.Reason == tenancy.ReasonConflict || refusesDelete(v.Reason) || v.Reason == tenancy.ReasonDatabaseVanished || (o.Import && !o.ImportUpdate) {
 		return managed.ExternalUpdate{}, nil
 	}
@@ -606,6 +635,115 @@ func (e *external) Update(ctx context.Context, db *v1alpha1.Database) (managed.E
 		}
 	}
 	return managed.ExternalUpdate{}, nil
+}
+
+// rotationRequest is what the Database asks of a credential rotation.
+func rotationRequest(db *v1alpha1.Database) tenancy.RotationRequest {
+	r := tenancy.RotationRequest{MayUpdate: canUpdate(db)}
+	if c := db.Spec.CredentialRotation; c != nil {
+		r.ID = c.ID
+	}
+	if c := db.Status.AtProvider.CredentialRotation; c != nil {
+		r.StatusID = c.ID
+	}
+	return r
+}
+
+// completedRotation is the last completed rotation recorded in a record's
+// metadata, or nil.
+func completedRotation(owner map[string]string) *v1alpha1.CredentialRotationObservation {
+	id := owner[tenancy.MetaRotationCompletedID]
+	if id == "" {
+		return nil
+	}
+	r := &v1alpha1.CredentialRotationObservation{ID: id}
+	if t, err := time.Parse(time.RFC3339, owner[tenancy.MetaRotationCompletedAt]); err == nil {
+		r.CompletedAt = &metav1.Time{Time: t}
+	}
+	return r
+}
+
+// rotate takes the rotation step of the verdict. Each write is durable
+// before the next, so an interruption anywhere resumes without a second
+// password and without going back to the old one: the intent (rotation ID
+// and the version its password will be) is recorded before the new
+// version is written with check-and-set on the current one; from then on
+// the decision core finishes the rotation with the current version's
+// password (and holds back the repair that would restore the old one):
+// the role gets its verifier, the role's sessions are ended when asked,
+// a login proves it, and only then is the completion recorded.
+func (e *external) rotate(ctx context.Context, db *v1alpha1.Database) error {
+	n, o, r := e.names, e.obs, e.verdict.Rotation
+	password := o.KV.Data["password"]
+	if r.Action == tenancy.RotateStart {
+		if err := e.step(StepRotateCredential); err != nil {
+			return failFrom(db, StepRotateCredential, err)
+		}
+		if err := e.kv.SetOwner(ctx, n.path, tenancy.RotationIntent(r.ID, r.Version)); err != nil {
+			return failFrom(db, StepRotateCredential, err)
+		}
+		data := maps.Clone(o.KV.Data)
+		data["password"] = newPassword()
+		ver, err := e.kv.Write(ctx, n.path, data, o.KV.Version)
+		if err != nil {
+			return failFrom(db, StepRotateCredential, err)
+		}
+		if ver != r.Version {
+			return fail(db, tenancy.ReasonProvisioningFailed, fmt.Sprintf("the rotated credential was written as version %d of %s, not %d; the next observation decides", ver, n.path, r.Version))
+		}
+		password = data["password"]
+		e.record.Event(db, event.Normal("CredentialRotationStarted", fmt.Sprintf("rotation %q: a new password is version %d of %s", r.ID, r.Version, n.path)))
+	}
+	if password == "" {
+		return fail(db, tenancy.ReasonProvisioningFailed, fmt.Sprintf("version %d of %s has no password; the next observation decides", r.Version, n.path))
+	}
+	if !o.R.AdminMember {
+		// Ending the role's sessions needs its privileges.
+		if err := e.pool.GrantRoleToAdmin(ctx, n.role); err != nil {
+			return failFrom(db, StepRotateRole, err)
+		}
+	}
+	if err := e.step(StepRotateRole); err != nil {
+		return failFrom(db, StepRotateRole, err)
+	}
+	verifier, err := scram.Verifier(password)
+	if err != nil {
+		return fail(db, tenancy.ReasonProvisioningFailed, err.Error())
+	}
+	if err := e.pool.SetRolePassword(ctx, n.role, verifier); err != nil {
+		return failFrom(db, StepRotateRole, err)
+	}
+	ended := 0
+	if c := db.Spec.CredentialRotation; c != nil && c.TerminateSessions {
+		if err := e.step(StepRotateSessions); err != nil {
+			return failFrom(db, StepRotateSessions, err)
+		}
+		if ended, err = e.pool.TerminateRoleSessions(ctx, n.role); err != nil {
+			if postgres.ClassOf(err) == postgres.ClassPrivileges {
+				return fail(db, tenancy.ReasonInsufficientPrivileges, fmt.Sprintf("rotation %q: the role %q has its new password, but the server refused to end its sessions: the admin role needs the privileges of %q (GRANT %q TO <the admin role> WITH INHERIT TRUE) or of pg_signal_backend (GRANT pg_signal_backend TO <the admin role>); retrying: %v", r.ID, n.role, n.role, n.role, err))
+			}
+			return failFrom(db, StepRotateSessions, err)
+		}
+	}
+	c, err := e.pool.ConnectAs(ctx, n.database, postgres.Credential{Username: n.role, Password: password})
+	if err != nil {
+		return failFrom(db, "log in with the rotated password", err)
+	}
+	_ = c.Close(ctx)
+	if err := e.step(StepRotateRecord); err != nil {
+		return failFrom(db, StepRotateRecord, err)
+	}
+	now := time.Now().UTC().Truncate(time.Second)
+	if err := e.kv.SetOwner(ctx, n.path, tenancy.RotationCompletion(r.ID, now.Format(time.RFC3339))); err != nil {
+		return failFrom(db, StepRotateRecord, err)
+	}
+	db.Status.AtProvider.CredentialRotation = &v1alpha1.CredentialRotationObservation{ID: r.ID, CompletedAt: &metav1.Time{Time: now}}
+	e.log.Info("Credential rotated", "rotation", r.ID, "version", r.Version, "sessionsEnded", ended)
+	e.record.Event(db, event.Normal("CredentialRotated", fmt.Sprintf("rotation %q: the role %q logs in with version %d of %s; %d of its sessions ended", r.ID, n.role, r.Version, n.path, ended)))
+	if e.confirm != nil {
+		e.confirm.Repaired(db.GetUID())
+	}
+	return nil
 }
 
 // Delete runs only for reclaim policy Delete with Delete in the management

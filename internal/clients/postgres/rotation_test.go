@@ -1,0 +1,114 @@
+package postgres_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"ddupan.top/provider-postgresql-tenant/internal/clients/postgres"
+	"ddupan.top/provider-postgresql-tenant/internal/scram"
+	"ddupan.top/provider-postgresql-tenant/internal/testenv"
+)
+
+func answers(c *pgx.Conn) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := c.Exec(ctx, "SELECT 1")
+	return err == nil
+}
+
+// TestRotationStatements: the non-superuser admin replaces a tenant role's
+// password with a verifier (never a clear-text password), which ends no
+// session by itself; ending the role's sessions ends exactly those.
+func TestRotationStatements(t *testing.T) {
+	ctx := context.Background()
+	p := adminPool(t)
+	oldPW, newPW := testenv.RandomSecret("o-"), testenv.RandomSecret("n-")
+	provision(t, p, "rot_stmt", oldPW)
+	app, err := appConn(t, "rot_stmt", oldPW, "rot_stmt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close(ctx) //nolint:errcheck // ended by the server
+
+	if err := p.SetRolePassword(ctx, "rot_stmt", newPW); err == nil || !strings.Contains(err.Error(), "not a SCRAM-SHA-256 verifier") {
+		t.Fatalf("SetRolePassword with a clear-text password = %v, want a refusal", err)
+	}
+	if c, err := appConn(t, "rot_stmt", newPW, "rot_stmt"); err == nil {
+		_ = c.Close(ctx)
+		t.Fatal("a refused clear-text password logs in")
+	}
+	v, _ := scram.Verifier(newPW)
+	if err := p.SetRolePassword(ctx, "rot_stmt", v); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := appConn(t, "rot_stmt", oldPW, "rot_stmt"); err == nil {
+		_ = c.Close(ctx)
+		t.Error("the old password still logs in")
+	}
+	c, err := appConn(t, "rot_stmt", newPW, "rot_stmt")
+	if err != nil {
+		t.Fatalf("the new password does not log in: %v", err)
+	}
+	defer c.Close(ctx) //nolint:errcheck // ended by the server
+	if !answers(app) {
+		t.Fatal("setting the password ended the old session")
+	}
+	n, err := p.TerminateRoleSessions(ctx, "rot_stmt")
+	if err != nil || n != 2 {
+		t.Fatalf("TerminateRoleSessions = %d, %v; want the 2 sessions of the role", n, err)
+	}
+	if answers(app) || answers(c) {
+		t.Error("a session of the role survived")
+	}
+	// The admin's own sessions are never counted nor ended.
+	if _, err := p.Observe(ctx, "rot_stmt", "rot_stmt"); err != nil {
+		t.Errorf("the admin pool after ending the role's sessions: %v", err)
+	}
+}
+
+// TestTerminateRefusedWithoutTheRolesPrivileges: without membership in the
+// role (nor pg_signal_backend) the server refuses, classified so that the
+// reason names the missing privilege, and the session stays.
+func TestTerminateRefusedWithoutTheRolesPrivileges(t *testing.T) {
+	ctx := context.Background()
+	p := adminPool(t)
+	pw := testenv.RandomSecret("f-")
+	if err := env.Postgres.CreateRole(ctx, "rot_foreign", pw, ""); err != nil {
+		t.Fatal(err)
+	}
+	s, err := appConn(t, "rot_foreign", pw, "postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx) //nolint:errcheck // test
+	_, err = p.TerminateRoleSessions(ctx, "rot_foreign")
+	if postgres.ClassOf(err) != postgres.ClassPrivileges {
+		t.Fatalf("TerminateRoleSessions without the role's privileges = %v (class %q), want InsufficientPrivileges", err, postgres.ClassOf(err))
+	}
+	if !answers(s) {
+		t.Error("the session was ended although the server refused")
+	}
+}
+
+// TestTerminateSparesTheCallersSession: asked to end the sessions of the
+// role it runs as, the admin ends the others and never its own backend.
+func TestTerminateSparesTheCallersSession(t *testing.T) {
+	ctx := context.Background()
+	p := adminPool(t)
+	other, err := appConn(t, env.Postgres.AdminUser, env.Postgres.AdminPassword, "postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx) //nolint:errcheck // ended by the server
+	n, err := p.TerminateRoleSessions(ctx, env.Postgres.AdminUser)
+	if err != nil || n < 1 {
+		t.Fatalf("TerminateRoleSessions of the caller's own role = %d, %v; want the other session ended and no error", n, err)
+	}
+	if answers(other) {
+		t.Error("the other session of the role survived")
+	}
+}
