@@ -917,7 +917,6 @@ func TestBindingPhaseFollowsBindings(t *testing.T) {
 	if !ready(d) || d.Status.Binding.Claim != "claims-a/shop" || d.Status.Binding.ReleasedClaim == nil || d.Status.Binding.ReleasedClaim.UID != claim.UID {
 		t.Errorf("a Released Database: ready %v, binding %+v", ready(d), d.Status.Binding)
 	}
-	waitForEvent(t, d.Name, "Released")
 	_ = env.Kube.Client.Delete(ctx, other)
 
 	// The admin clears the claim: Available again, the released claim kept.
@@ -931,23 +930,6 @@ func TestBindingPhaseFollowsBindings(t *testing.T) {
 	}
 }
 
-func waitForEvent(t *testing.T, object, reason string) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		l := &corev1.EventList{}
-		if err := env.Kube.Client.List(context.Background(), l); err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range l.Items {
-			if e.InvolvedObject.Name == object && e.Reason == reason {
-				return
-			}
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Errorf("no Event %q for %s", reason, object)
-}
 
 // TestDeletionWaitsWhileBoundAndKeepsTheReclaimPolicyOfItsStart: a deleted
 // Database whose claim's Tenant still has a DatabaseBinding waits (Ready
