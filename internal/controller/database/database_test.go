@@ -930,7 +930,6 @@ func TestBindingPhaseFollowsBindings(t *testing.T) {
 	}
 }
 
-
 // TestDeletionWaitsWhileBoundAndKeepsTheReclaimPolicyOfItsStart: a deleted
 // Database whose claim's Tenant still has a DatabaseBinding waits (Ready
 // False BoundToTenant naming the claim) and drops nothing; the reclaim
