@@ -234,8 +234,9 @@ func dataKept(ctx context.Context, t *testing.T, database, password string) {
 // Tenant; that Tenant binds it statically and gets the same database, owner
 // and password: nothing is changed on the server or in the record.
 // Released after the Tenant goes, it is not handed to a new Tenant of the
-// same name until the admin presets the claim again; then the new Tenant,
-// in another namespace, gets the data.
+// same name until the admin rotates the credential and presets the claim
+// for a new Tenant: the old password then opens nothing, and the new
+// Tenant, in another namespace, gets the data with the new one.
 func TestImportStaticBindReleaseRebind(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
@@ -295,7 +296,55 @@ func TestImportStaticBindReleaseRebind(t *testing.T) {
 	}
 	deleteTenant(ctx, t, ns, tenant)
 
-	// The admin hands it to a Tenant in another namespace.
+	// The admin hands it to a Tenant in another namespace: first the old
+	// access goes (a rotation, with Update allowed on the import, ending
+	// the old sessions), then the claim is preset for the new Tenant.
+	old, err := env.Postgres.ConnConfig(database, password, database)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldSession, err := pgx.ConnectConfig(ctx, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer oldSession.Close(context.Background()) //nolint:errcheck // ended by the rotation
+	// Setting a password on a role the admin did not create needs ADMIN
+	// OPTION on it from PostgreSQL 16 on (the Database says so with
+	// InsufficientPrivileges); the admin of an import grants it first.
+	su, err := env.Postgres.SuperConn(ctx, "postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := su.Exec(ctx, fmt.Sprintf("GRANT %s TO %s WITH ADMIN OPTION", database, env.Postgres.AdminUser)); err != nil {
+		t.Fatal(err)
+	}
+	_ = su.Close(ctx)
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		u := getDatabase(ctx, t, dbName)
+		if err := unstructured.SetNestedStringSlice(u.Object, []string{"Observe", "Update"}, "spec", "managementPolicies"); err != nil {
+			return err
+		}
+		if err := unstructured.SetNestedMap(u.Object, map[string]any{"id": "before-rebind", "terminateSessions": true}, "spec", "credentialRotation"); err != nil {
+			return err
+		}
+		return env.Kube.Client.Update(ctx, u)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(ctx, t, "the rotation", func() bool {
+		return str(getDatabase(ctx, t, dbName), "status", "atProvider", "credentialRotation", "id") == "before-rebind"
+	}, func() string {
+		u, _ := tenantkit.Get(context.Background(), env.Kube.Client, api, "Database", "", dbName)
+		return fmt.Sprint(u.Object["status"])
+	})
+	if c, err := pgx.ConnectConfig(ctx, old); err == nil {
+		_ = c.Close(ctx)
+		t.Error("the old password still logs in after the rotation")
+	}
+	if err := oldSession.Ping(ctx); err == nil {
+		t.Error("a session of the old password survived the rotation")
+	}
 	const ns2, tenant2 = "erp-next", "erp-next"
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		u := getDatabase(ctx, t, dbName)
@@ -308,7 +357,11 @@ func TestImportStaticBindReleaseRebind(t *testing.T) {
 		t.Fatal(err)
 	}
 	tenantkit.NewTenant(ctx, t, env, api, ns2, tenant2, "{databaseRef: "+dbName+"}")
-	dataKept(ctx, t, database, tenantkit.CheckSecretLogsIn(ctx, t, env, ns2, tenantkit.StaticSecretName(tenant2)))
+	got := tenantkit.CheckSecretLogsIn(ctx, t, env, ns2, tenantkit.StaticSecretName(tenant2))
+	if got == password {
+		t.Error("the new Tenant got the old password")
+	}
+	dataKept(ctx, t, database, got)
 }
 
 // Binding what is not open for binding is refused, and nothing is written:
