@@ -107,6 +107,10 @@ type BindingSpec struct {
 	// InstanceKind and Instance are spec.providerConfigRef (empty when
 	// unset).
 	InstanceKind, Instance string
+	// ControllerUID is the UID of the binding's controller owner reference:
+	// the Tenant (or, for a legacy claim, its composite) whose Composition
+	// wrote it.
+	ControllerUID string
 }
 
 // Static reports whether the binding names an existing Database.
@@ -251,6 +255,10 @@ func validateSpec(s BindingSpec) string {
 	switch {
 	case s.TenantName == "" || s.TenantUID == "":
 		return "spec.forProvider.tenant must name the Tenant and its uid"
+	case s.ControllerUID != s.TenantUID:
+		// A binding written by hand could name the UID of an earlier
+		// Tenant and so take back a Released Database without an admin.
+		return fmt.Sprintf("spec.forProvider.tenant.uid %s is not the UID of the object that controls this binding (its controller owner reference, %q): a DatabaseBinding is written by a Tenant's Composition only; nothing is bound", s.TenantUID, s.ControllerUID)
 	case s.InstanceKind != "" && s.InstanceKind != v1alpha1.ClusterProviderConfigKind:
 		return fmt.Sprintf("spec.providerConfigRef.kind must be %s (the instance), not %q", v1alpha1.ClusterProviderConfigKind, s.InstanceKind)
 	case s.Static() && (s.Database != "" || s.LoginRole != ""):

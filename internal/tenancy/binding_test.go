@@ -20,12 +20,12 @@ var (
 )
 
 func staticSpec() BindingSpec {
-	return BindingSpec{Namespace: "shop", Name: "shop-db", UID: "b-1", TenantName: "shop", TenantUID: "t-1",
+	return BindingSpec{Namespace: "shop", Name: "shop-db", UID: "b-1", TenantName: "shop", TenantUID: "t-1", ControllerUID: "t-1",
 		DatabaseRef: "orders", InstanceKind: v1alpha1.ClusterProviderConfigKind, Instance: "pg-a"}
 }
 
 func dynamicSpec() BindingSpec {
-	return BindingSpec{Namespace: "shop", Name: "shop-db", UID: "b-1", TenantName: "shop", TenantUID: "t-1",
+	return BindingSpec{Namespace: "shop", Name: "shop-db", UID: "b-1", TenantName: "shop", TenantUID: "t-1", ControllerUID: "t-1",
 		Database: "shop", LoginRole: "shop_owner", Extensions: []string{"pg_trgm"}, InstanceKind: v1alpha1.ClusterProviderConfigKind, Instance: "pg-a"}
 }
 
@@ -265,6 +265,12 @@ func TestDecideBindingStatic(t *testing.T) {
 			o:    obs(func() BindingSpec { s := staticSpec(); s.InstanceKind = "ProviderConfig"; return s }(), availableDB()),
 			want: BindingDecision{Action: ActionRefuse, Phase: v1alpha1.BindingPhasePending, Reason: ReasonInvalidSpec},
 		},
+		// Written by hand (no controller, or another one): refused, even
+		// naming a claim's UID.
+		"NotControlledByItsTenantIsInvalid": {
+			o:    obs(func() BindingSpec { s := staticSpec(); s.ControllerUID = ""; return s }(), availableDB()),
+			want: BindingDecision{Action: ActionRefuse, Phase: v1alpha1.BindingPhasePending, Reason: ReasonInvalidSpec},
+		},
 		"NoTenantUIDIsInvalid": {
 			o:    obs(func() BindingSpec { s := staticSpec(); s.TenantUID = ""; return s }(), availableDB()),
 			want: BindingDecision{Action: ActionRefuse, Phase: v1alpha1.BindingPhasePending, Reason: ReasonInvalidSpec},
@@ -427,7 +433,7 @@ func TestBindingDynamicDatabaseDefaultsToRetain(t *testing.T) {
 func TestDecideBindingRace(t *testing.T) {
 	a := staticSpec()
 	b := staticSpec()
-	b.Namespace, b.Name, b.UID, b.TenantName, b.TenantUID = "billing", "billing-db", "b-2", "billing", "t-2"
+	b.Namespace, b.Name, b.UID, b.TenantName, b.TenantUID, b.ControllerUID = "billing", "billing-db", "b-2", "billing", "t-2", "t-2"
 	d := availableDB()
 	da, db := DecideBinding(obs(a, d)), DecideBinding(obs(b, d))
 	if da.Action != ActionWriteClaim || db.Action != ActionWriteClaim || da.ResourceVersion != d.ResourceVersion || db.ResourceVersion != d.ResourceVersion {

@@ -19,6 +19,7 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/statemetrics"
 	corev1 "k8s.io/api/core/v1"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -197,6 +198,9 @@ func specOf(b *v1alpha1.DatabaseBinding) tenancy.BindingSpec {
 	}
 	if r := b.GetProviderConfigReference(); r != nil {
 		s.InstanceKind, s.Instance = r.Kind, r.Name
+	}
+	if c := metav1.GetControllerOf(b); c != nil {
+		s.ControllerUID = string(c.UID)
 	}
 	return s
 }

@@ -241,11 +241,29 @@ func staticBinding(ns, tenant, tenantUID, inst, ref string) *v1alpha1.DatabaseBi
 	if inst != "" {
 		b.Spec.ProviderConfigReference = &xpv2.ProviderConfigReference{Kind: v1alpha1.ClusterProviderConfigKind, Name: inst}
 	}
+	ownedByItsTenant(b)
 	return b
+}
+
+// ownedByItsTenant gives a binding the controller owner reference a
+// Tenant's Composition gives it (this environment has no garbage
+// collector, so the Tenant itself need not exist).
+func ownedByItsTenant(b *v1alpha1.DatabaseBinding) {
+	if metav1.GetControllerOf(b) != nil {
+		return
+	}
+	b.SetOwnerReferences(append(b.GetOwnerReferences(), metav1.OwnerReference{
+		APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "Tenant",
+		Name: b.Spec.ForProvider.Tenant.Name, UID: types.UID(b.Spec.ForProvider.Tenant.UID),
+		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+	}))
 }
 
 func create(t *testing.T, o client.Object) {
 	t.Helper()
+	if b, ok := o.(*v1alpha1.DatabaseBinding); ok {
+		ownedByItsTenant(b)
+	}
 	if err := env.Kube.Client.Create(context.Background(), o); err != nil {
 		t.Fatal(err)
 	}
@@ -699,6 +717,7 @@ func TestDynamicRetryReusesOnlyItsOwnDatabase(t *testing.T) {
 					ForProvider:         v1alpha1.DatabaseBindingParameters{Tenant: v1alpha1.TenantReference{Name: "shop", UID: tenantUID}, Database: ptr.To("shop")},
 				},
 			}
+			ownedByItsTenant(b)
 			e, err := conn.Connect(ctx, b)
 			if err != nil {
 				t.Fatal(err)
@@ -731,6 +750,47 @@ func TestDynamicRetryReusesOnlyItsOwnDatabase(t *testing.T) {
 				t.Errorf("the existing Database was written")
 			}
 		})
+	}
+}
+
+// A DatabaseBinding written by hand, naming the UID of an earlier Tenant
+// whose Database was Released, takes nothing back: its tenant UID is not
+// the UID of the object that controls it, so it is refused and the
+// Database stays Released with its claim.
+func TestHandWrittenBindingTakesNothing(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	inst := instance(t, v1alpha1.ReclaimRetain)
+	old := v1alpha1.ClaimReference{Namespace: ns, Name: "shop", UID: string(uuid.NewUUID())}
+	db := database(t, inst, &old, v1alpha1.ReclaimRetain, "forged-secret")
+	db.Status.Binding = tenancy.ReleasedStatus(old)
+	if err := env.Kube.Client.Status().Update(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	b := staticBinding(ns, "shop", old.UID, "", db.GetName())
+	// No controller owner reference: written by hand, not by a Tenant.
+	b.SetOwnerReferences(nil)
+	if err := env.Kube.Client.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	awaitBinding(t, b, "the forged binding is refused", func(b *v1alpha1.DatabaseBinding) bool {
+		return b.GetCondition(xpv2.TypeReady).Reason == tenancy.ReasonInvalidSpec
+	})
+	time.Sleep(3 * time.Second)
+	if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+		t.Fatal(err)
+	}
+	if b.Status.AtProvider.DatabaseName != "" {
+		t.Errorf("the forged binding recorded Database %s", b.Status.AtProvider.DatabaseName)
+	}
+	if rec := readKV(t, copyPath(ns, "shop")); rec != nil {
+		t.Errorf("the forged binding got a copy: %s", ownerOnly(rec))
+	}
+	if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(db), db); err != nil {
+		t.Fatal(err)
+	}
+	if db.Status.Binding.Phase != v1alpha1.BindingReleased {
+		t.Errorf("the Database is %q, want Released", db.Status.Binding.Phase)
 	}
 }
 
