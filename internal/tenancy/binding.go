@@ -393,7 +393,7 @@ func DecideBinding(o BindingObservation) BindingDecision {
 			return wait(v1alpha1.BindingPhasePending, ReasonInstanceNotReady, msg)
 		}
 		return BindingDecision{
-			Action: ActionCreateDynamic, Phase: v1alpha1.BindingPhaseProvisioning, Reason: ReasonProvisioning,
+			Action: ActionCreateDynamic, Phase: v1alpha1.BindingPhaseBinding, Reason: ReasonProvisioning,
 			Message: fmt.Sprintf("creating Database %s on ClusterProviderConfig %s", s.DatabaseName(), s.Instance),
 			Create:  NewDynamicDatabase(s, o.Instance.DefaultReclaimPolicy),
 		}
@@ -457,17 +457,24 @@ func decideBound(o BindingObservation) BindingDecision {
 		return BindingDecision{Action: ActionCompleteRecord, Phase: v1alpha1.BindingPhaseBinding, Reason: ReasonBinding, Record: rec,
 			Message: fmt.Sprintf("Database %s is claimed for this Tenant; recording the binding", d.Name)}
 	}
-	phase := v1alpha1.BindingPhaseBound
-	if !s.Static() {
-		phase = v1alpha1.BindingPhaseProvisioning
-	}
+	// Phases only move forward, in the order Pending, Binding, Bound,
+	// Provisioning, Ready: a static binding is Bound once both sides name
+	// each other (its Database is Ready already) while its credential is
+	// delivered; a dynamic one is Provisioning until its new Database is
+	// Ready and the credential delivered; either is Provisioning while its
+	// Database is not Ready.
 	if msg := databaseProblem(d); msg != "" {
+		phase := v1alpha1.BindingPhaseProvisioning
 		if d.Deleting {
 			phase = v1alpha1.BindingPhaseBound
 		}
 		return BindingDecision{Action: ActionWait, Phase: phase, Reason: boundDatabaseReason(d), Message: msg, Record: rec}
 	}
-	return BindingDecision{Action: ActionCopyCredential, Phase: v1alpha1.BindingPhaseBound, Reason: ReasonDelivering, Record: rec,
+	phase := v1alpha1.BindingPhaseBound
+	if !s.Static() {
+		phase = v1alpha1.BindingPhaseProvisioning
+	}
+	return BindingDecision{Action: ActionCopyCredential, Phase: phase, Reason: ReasonDelivering, Record: rec,
 		Message: fmt.Sprintf("Database %s is bound and Ready; delivering its credential", d.Name)}
 }
 

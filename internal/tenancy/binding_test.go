@@ -235,7 +235,7 @@ func TestDecideBindingStatic(t *testing.T) {
 				d.Ready = bNotReady
 				return d
 			}(), recorded),
-			want: BindingDecision{Action: ActionWait, Phase: v1alpha1.BindingPhaseBound, Reason: ReasonDatabaseNotReady, Record: rec},
+			want: BindingDecision{Action: ActionWait, Phase: v1alpha1.BindingPhaseProvisioning, Reason: ReasonDatabaseNotReady, Record: rec},
 		},
 		"BoundBeingDeletedWaits": {
 			o: obs(staticSpec(), func() ObservedDatabase {
@@ -308,7 +308,7 @@ func TestDecideBindingDynamic(t *testing.T) {
 	}{
 		"AbsentIsCreatedWithTheClaimAndTheInstanceDefault": {
 			o: obs(dynamicSpec(), ObservedDatabase{}),
-			want: BindingDecision{Action: ActionCreateDynamic, Phase: v1alpha1.BindingPhaseProvisioning, Reason: ReasonProvisioning,
+			want: BindingDecision{Action: ActionCreateDynamic, Phase: v1alpha1.BindingPhaseBinding, Reason: ReasonProvisioning,
 				Create: &v1alpha1.Database{
 					ObjectMeta: metav1.ObjectMeta{Name: "tenant-t-1", Finalizers: []string{ClaimProtectionFinalizer}},
 					Spec: v1alpha1.DatabaseSpec{
@@ -363,7 +363,7 @@ func TestDecideBindingDynamic(t *testing.T) {
 		},
 		"ReadyDelivers": {
 			o:    obs(dynamicSpec(), dyn(), func(o *BindingObservation) { o.Recorded = rec }),
-			want: BindingDecision{Action: ActionCopyCredential, Phase: v1alpha1.BindingPhaseBound, Reason: ReasonDelivering, Record: rec},
+			want: BindingDecision{Action: ActionCopyCredential, Phase: v1alpha1.BindingPhaseProvisioning, Reason: ReasonDelivering, Record: rec},
 		},
 		"ExistingWithoutAClaimIsNotTakenOver": {
 			o: obs(dynamicSpec(), func() ObservedDatabase {
