@@ -107,7 +107,8 @@ lint-package: ## check the built packages; validate the Configuration and the ex
 	$(GO) run ./hack/xpkgcheck provider $(OUTPUT)/provider-postgresql-tenant.xpkg package/crds
 	$(GO) run ./hack/xpkgcheck configuration $(OUTPUT)/configuration-postgresql-tenant.xpkg package/configuration
 	bin=$${PPT_BIN:-$${PPT_CACHE:-$$HOME/.cache/provider-postgresql-tenant}/bin}; \
-	  schemas=package/crds,$$bin/eso-crds,$$bin/crossplane-crds,package/configuration/xrd.yaml,package/configuration/legacy/xrd.yaml,$$bin/function-patch-and-transform-package/input; \
+	  hack/pt-input-schema.sh $$bin/function-patch-and-transform-package/input $(OUTPUT)/validate-schemas/pt-input && \
+	  schemas=package/crds,$$bin/eso-crds,$$bin/crossplane-crds,package/configuration/xrd.yaml,package/configuration/legacy/xrd.yaml,$(OUTPUT)/validate-schemas/pt-input; \
 	  $$bin/crossplane resource validate --crossplane-image= --cache-dir=$(OUTPUT)/validate-cache \
 	    --error-on-missing-schemas --skip-success-results $$schemas examples && \
 	  $$bin/crossplane resource validate --crossplane-image= --cache-dir=$(OUTPUT)/validate-cache \
