@@ -21,10 +21,7 @@ func (c *Client) ClaimPath(ctx context.Context, path string, owner map[string]st
 	}
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
-	cm := make(map[string]any, len(owner))
-	for k, v := range owner {
-		cm[k] = v
-	}
+	cm := customMetadata(owner)
 	err := c.do(ctx, func(cl *api.Client) error { return c.createMetadata(ctx, cl, path, cm) })
 	if metadataCASMismatch(err) {
 		return ErrCASMismatch

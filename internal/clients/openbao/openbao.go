@@ -378,10 +378,7 @@ func (c *Client) SetOwner(ctx context.Context, path string, owner map[string]str
 	}
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
-	cm := make(map[string]any, len(owner))
-	for k, v := range owner {
-		cm[k] = v
-	}
+	cm := customMetadata(owner)
 	err := c.do(ctx, func(cl *api.Client) error {
 		for attempt := 0; attempt < 3; attempt++ {
 			err := c.patchMetadata(ctx, cl, path, cm)
@@ -564,4 +561,13 @@ func Unavailable(err error) bool {
 	var ue *url.Error
 	var ne net.Error
 	return errors.As(err, &ue) || errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// customMetadata is owner as the custom_metadata of a KV metadata request.
+func customMetadata(owner map[string]string) map[string]any {
+	cm := make(map[string]any, len(owner))
+	for k, v := range owner {
+		cm[k] = v
+	}
+	return cm
 }

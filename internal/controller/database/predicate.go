@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
+	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
 )
 
 // ownAnnotations are written by the managed reconciler about its own
@@ -86,7 +87,7 @@ func databasesOfBinding(_ context.Context, o client.Object) []reconcile.Request 
 	case b.Spec.ForProvider.DatabaseRef != nil:
 		names[*b.Spec.ForProvider.DatabaseRef] = true
 	case b.Spec.ForProvider.Tenant.UID != "":
-		names[dynamicName(b.Spec.ForProvider.Tenant.UID)] = true
+		names[tenancy.DynamicDatabaseName(b.Spec.ForProvider.Tenant.UID)] = true
 	}
 	out := make([]reconcile.Request, 0, len(names))
 	for n := range names {
@@ -94,7 +95,3 @@ func databasesOfBinding(_ context.Context, o client.Object) []reconcile.Request 
 	}
 	return out
 }
-
-// dynamicName is the name of the Database the binder provisions
-// dynamically for a Tenant.
-func dynamicName(tenantUID string) string { return "tenant-" + tenantUID }
