@@ -16,7 +16,6 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/ratelimiter"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/reconciler/managed"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/resource"
-	"github.com/crossplane/crossplane-runtime/v2/pkg/statemetrics"
 	corev1 "k8s.io/api/core/v1"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,6 +27,7 @@ import (
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 	"ddupan.top/provider-postgresql-tenant/internal/clients/openbao"
+	"ddupan.top/provider-postgresql-tenant/internal/metrics"
 	"ddupan.top/provider-postgresql-tenant/internal/options"
 	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
 )
@@ -98,15 +98,11 @@ func Setup(mgr ctrl.Manager, o controller.Options, d Deps) error {
 		// a stale cache only makes a retry lose a conflict.
 		managed.WithCreationGracePeriod(0),
 	}
-	if o.MetricOptions != nil {
-		ro = append(ro, managed.WithMetricRecorder(o.MetricOptions.MRMetrics))
-		if o.MetricOptions.MRStateMetrics != nil {
-			sm := statemetrics.NewMRStateRecorder(mgr.GetClient(), o.Logger, o.MetricOptions.MRStateMetrics, &v1alpha1.DatabaseBindingList{}, o.MetricOptions.PollStateMetricInterval)
-			if err := mgr.Add(sm); err != nil {
-				return errors.Wrap(err, "cannot register the DatabaseBinding state metrics recorder")
-			}
-		}
+	mo, err := metrics.ManagedOptions(mgr, o, "DatabaseBinding", &v1alpha1.DatabaseBindingList{})
+	if err != nil {
+		return err
 	}
+	ro = append(ro, mo...)
 
 	r := managed.NewReconciler(mgr, resource.ManagedKind(v1alpha1.DatabaseBindingGroupVersionKind), ro...)
 

@@ -15,7 +15,6 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/ratelimiter"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/reconciler/managed"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/resource"
-	"github.com/crossplane/crossplane-runtime/v2/pkg/statemetrics"
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	corev1 "k8s.io/api/core/v1"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
@@ -127,15 +126,11 @@ func Setup(mgr ctrl.Manager, o controller.Options, d Deps) error {
 		// external-name annotation is not used.
 		managed.WithInitializers(),
 	}
-	if o.MetricOptions != nil {
-		ro = append(ro, managed.WithMetricRecorder(o.MetricOptions.MRMetrics))
-		if o.MetricOptions.MRStateMetrics != nil {
-			sm := statemetrics.NewMRStateRecorder(mgr.GetClient(), o.Logger, o.MetricOptions.MRStateMetrics, &v1alpha1.DatabaseList{}, o.MetricOptions.PollStateMetricInterval)
-			if err := mgr.Add(sm); err != nil {
-				return errors.Wrap(err, "cannot register the Database state metrics recorder")
-			}
-		}
+	mo, err := metrics.ManagedOptions(mgr, o, "Database", &v1alpha1.DatabaseList{})
+	if err != nil {
+		return err
 	}
+	ro = append(ro, mo...)
 
 	r := managed.NewReconciler(mgr, resource.ManagedKind(v1alpha1.DatabaseGroupVersionKind), ro...)
 
