@@ -1,0 +1,412 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	providerName      = "provider-postgresql-tenant"
+	configurationName = "configuration-postgresql-tenant"
+	// spdxApache is the license the packages declare and LICENSE holds.
+	spdxApache = "Apache-2.0"
+)
+
+type options struct {
+	output, platforms, crds, configuration, license string
+	host                                            string // this machine's platform
+}
+
+// The package metadata annotations a registry or marketplace shows: the
+// ones the xpkg specification defines, and the display name.
+var metadataAnnotations = []string{
+	"meta.crossplane.io/maintainer",
+	"meta.crossplane.io/source",
+	"meta.crossplane.io/license",
+	"meta.crossplane.io/description",
+	"meta.crossplane.io/readme",
+	"friendly-name.meta.crossplane.io",
+}
+
+// run checks everything and returns what is wrong.
+func run(o options) []string {
+	var problems []string
+	add := func(format string, a ...any) { problems = append(problems, fmt.Sprintf(format, a...)) }
+
+	license, err := os.ReadFile(o.license)
+	if err != nil {
+		add("license: %v", err)
+	} else if !isApache2(license) {
+		add("%s is not the Apache License 2.0 text the packages declare (%s)", o.license, spdxApache)
+	}
+	crds, err := crdNames(o.crds)
+	if err != nil {
+		add("%v", err)
+	}
+
+	platforms := strings.Fields(o.platforms)
+	if len(platforms) == 0 {
+		add("no platforms")
+	}
+	built := map[string]image{}
+	for _, p := range platforms {
+		file := filepath.Join(o.output, providerName+"-"+strings.ReplaceAll(p, "/", "-")+".xpkg")
+		img, err := readTarball(file)
+		if err != nil {
+			add("%s: %v", p, err)
+			continue
+		}
+		built[p] = img
+		for _, pr := range checkProvider(img, p, crds, license) {
+			add("%s: %s", file, pr)
+		}
+	}
+
+	// This machine's package, at the path tests and `make dev` install.
+	stable := filepath.Join(o.output, providerName+".xpkg")
+	if slices.Contains(platforms, o.host) {
+		if img, err := readTarball(stable); err != nil {
+			add("this machine's package: %v", err)
+		} else if h, ok := built[o.host]; ok && !bytes.Equal(img.rawConfig, h.rawConfig) {
+			add("%s is not the %s package", stable, o.host)
+		}
+	}
+
+	// The multi-platform package: one index over every platform's package.
+	if len(platforms) > 1 {
+		layout := filepath.Join(o.output, providerName+".oci")
+		idx, err := readLayout(layout)
+		if err != nil {
+			add("%s: %v", layout, err)
+		} else {
+			var listed []string
+			for p := range idx {
+				listed = append(listed, p)
+			}
+			sort.Strings(listed)
+			want := slices.Clone(platforms)
+			sort.Strings(want)
+			if !slices.Equal(listed, want) {
+				add("%s: the index lists %v, want %v", layout, listed, want)
+			}
+			for p, img := range idx {
+				if img.platform() != p {
+					add("%s: the %s entry's image is for %s", layout, p, img.platform())
+				}
+				if h, ok := built[p]; ok && !bytes.Equal(img.rawConfig, h.rawConfig) {
+					add("%s: the %s entry is not the package built for %s", layout, p, p)
+				}
+			}
+		}
+	}
+
+	cfg := filepath.Join(o.output, configurationName+".xpkg")
+	img, err := readTarball(cfg)
+	if err != nil {
+		add("configuration: %v", err)
+	} else {
+		for _, pr := range checkConfiguration(img, o.configuration) {
+			add("%s: %s", cfg, pr)
+		}
+	}
+	return problems
+}
+
+// isApache2 reports whether b is the Apache License 2.0 text.
+func isApache2(b []byte) bool {
+	s := string(b)
+	for _, w := range []string{"Apache License", "Version 2.0, January 2004", "TERMS AND CONDITIONS FOR USE, REPRODUCTION, AND DISTRIBUTION", "9. Accepting Warranty or Additional Liability.", "END OF TERMS AND CONDITIONS"} {
+		if !strings.Contains(s, w) {
+			return false
+		}
+	}
+	return true
+}
+
+// object is what the checks read of a manifest.
+type object struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   struct {
+		Name        string            `json:"name"`
+		Annotations map[string]string `json:"annotations"`
+	} `json:"metadata"`
+	Spec struct {
+		Capabilities []string     `json:"capabilities"`
+		DependsOn    []dependency `json:"dependsOn"`
+	} `json:"spec"`
+}
+
+type dependency struct {
+	APIVersion    string `json:"apiVersion,omitempty"`
+	Kind          string `json:"kind,omitempty"`
+	Package       string `json:"package,omitempty"`
+	Provider      string `json:"provider,omitempty"`
+	Function      string `json:"function,omitempty"`
+	Configuration string `json:"configuration,omitempty"`
+	Version       string `json:"version,omitempty"`
+}
+
+// kindAndPackage reads both forms of a dependency: kind and package, or the
+// older provider/function/configuration keys.
+func (d dependency) kindAndPackage() (string, string) {
+	switch {
+	case d.Provider != "":
+		return "Provider", d.Provider
+	case d.Function != "":
+		return "Function", d.Function
+	case d.Configuration != "":
+		return "Configuration", d.Configuration
+	}
+	return d.Kind, d.Package
+}
+
+// parseStream parses a YAML stream of manifests.
+func parseStream(s string) ([]object, error) {
+	var out []object
+	for _, doc := range strings.Split("\n"+s, "\n---") {
+		if strings.TrimSpace(doc) == "" {
+			continue
+		}
+		var o object
+		if err := yaml.Unmarshal([]byte(doc), &o); err != nil {
+			return nil, err
+		}
+		if o.Kind != "" {
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}
+
+// crdNames reads the names of the CRDs of a directory.
+func crdNames(dir string) ([]string, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		return nil, fmt.Errorf("no CRDs in %s", dir)
+	}
+	var names []string
+	for _, f := range files {
+		b, err := os.ReadFile(f) //nolint:gosec // the repository's own files
+		if err != nil {
+			return nil, err
+		}
+		objs, err := parseStream(string(b))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		for _, o := range objs {
+			if o.Kind == "CustomResourceDefinition" {
+				names = append(names, o.Metadata.Name)
+			}
+		}
+	}
+	return names, nil
+}
+
+// checkMeta checks the package's metadata object: its kind, name and
+// annotations.
+func checkMeta(objs []object, kind, name string) (object, []string) {
+	var metas []object
+	for _, o := range objs {
+		if o.APIVersion == "meta.pkg.crossplane.io/v1" {
+			metas = append(metas, o)
+		}
+	}
+	if len(metas) != 1 || metas[0].Kind != kind || metas[0].Metadata.Name != name {
+		return object{}, []string{fmt.Sprintf("package.yaml holds %d meta.pkg.crossplane.io objects, want one %s named %s", len(metas), kind, name)}
+	}
+	m := metas[0]
+	var problems []string
+	for _, a := range metadataAnnotations {
+		if strings.TrimSpace(m.Metadata.Annotations[a]) == "" {
+			problems = append(problems, "no "+a+" annotation")
+		}
+	}
+	if s := m.Metadata.Annotations["meta.crossplane.io/source"]; s != "" && !strings.HasPrefix(s, "https://") {
+		problems = append(problems, fmt.Sprintf("meta.crossplane.io/source %q is not an https:// URL", s))
+	}
+	if l := m.Metadata.Annotations["meta.crossplane.io/license"]; l != "" && l != spdxApache {
+		problems = append(problems, fmt.Sprintf("meta.crossplane.io/license %q, want %s (the LICENSE file)", l, spdxApache))
+	}
+	return m, problems
+}
+
+func checkProvider(img image, platform string, crds []string, license []byte) []string {
+	var problems []string
+	add := func(format string, a ...any) { problems = append(problems, fmt.Sprintf(format, a...)) }
+	c := img.config.Config
+	if strings.Join(c.Entrypoint, " ") != "/provider" || c.User != "65532" || img.platform() != platform {
+		add("runtime image: entrypoint %v user %q platform %s, want [/provider] 65532 %s", c.Entrypoint, c.User, img.platform(), platform)
+	}
+	if c.Labels["org.opencontainers.image.licenses"] != spdxApache || !strings.HasPrefix(c.Labels["org.opencontainers.image.source"], "https://") {
+		add("runtime image labels: licenses %q source %q, want %s and an https:// URL",
+			c.Labels["org.opencontainers.image.licenses"], c.Labels["org.opencontainers.image.source"], spdxApache)
+	}
+	if _, ok := img.contents["provider"]; !ok {
+		add("no /provider binary in the runtime image")
+	} else if arch := elfArch(img.contents["provider"]); "linux/"+arch != platform {
+		add("/provider is a binary for %q, want %s", arch, platform)
+	}
+	if l, ok := img.contents["LICENSE"]; !ok || (license != nil && !bytes.Equal(l, license)) {
+		add("the runtime image lacks the LICENSE file")
+	}
+	pkgYAML := string(img.contents["package.yaml"])
+	objs, err := parseStream(pkgYAML)
+	if err != nil {
+		add("package.yaml: %v", err)
+		return problems
+	}
+	m, mp := checkMeta(objs, "Provider", providerName)
+	problems = append(problems, mp...)
+	if m.Kind != "" && !slices.Contains(m.Spec.Capabilities, "safe-start") {
+		add("the Provider lacks the safe-start capability")
+	}
+	var have []string
+	for _, o := range objs {
+		switch o.Kind {
+		case "CustomResourceDefinition":
+			have = append(have, o.Metadata.Name)
+		case "CompositeResourceDefinition", "Composition", "ClusterRole":
+			add("the provider package holds a %s (it belongs to the Configuration)", o.Kind)
+		}
+	}
+	for _, n := range crds {
+		if !slices.Contains(have, n) {
+			add("package.yaml lacks the CRD %s", n)
+		}
+	}
+	if !strings.Contains(string(img.contents[".up/examples.yaml"]), "kind: Database\n") {
+		add("no examples layer with a Database")
+	}
+	return problems
+}
+
+// elfArch reads the GOARCH of an ELF binary's machine field.
+func elfArch(b []byte) string {
+	if len(b) < 20 || string(b[:4]) != "\x7fELF" {
+		return "not ELF"
+	}
+	switch uint16(b[18]) | uint16(b[19])<<8 { // little-endian e_machine
+	case 62:
+		return "amd64"
+	case 183:
+		return "arm64"
+	}
+	return fmt.Sprintf("ELF machine %d", uint16(b[18])|uint16(b[19])<<8)
+}
+
+var (
+	exactVersion = regexp.MustCompile(`^v\d+\.\d+\.\d+$`)
+	// A range with a lower bound: ">=v0.1.0", optionally "<v1.0.0" after it.
+	versionRange = regexp.MustCompile(`^>=\s*v\d+\.\d+\.\d+(,?\s*<\s*v\d+\.\d+\.\d+)?$`)
+)
+
+func checkConfiguration(img image, configDir string) []string {
+	var problems []string
+	add := func(format string, a ...any) { problems = append(problems, fmt.Sprintf(format, a...)) }
+	objs, err := parseStream(string(img.contents["package.yaml"]))
+	if err != nil {
+		return []string{"package.yaml: " + err.Error()}
+	}
+	m, mp := checkMeta(objs, "Configuration", configurationName)
+	problems = append(problems, mp...)
+
+	// The dependencies, as the source declares them: the provider with a
+	// version range, each function pinned.
+	src, err := readObjects(filepath.Join(configDir, "crossplane.yaml"))
+	if err != nil {
+		return append(problems, err.Error())
+	}
+	if len(src) != 1 || !depsEqual(src[0].Spec.DependsOn, m.Spec.DependsOn) {
+		add("the package's dependsOn differs from %s", filepath.Join(configDir, "crossplane.yaml"))
+	}
+	providers := 0
+	for _, d := range m.Spec.DependsOn {
+		kind, pkg := d.kindAndPackage()
+		switch kind {
+		case "Provider":
+			providers++
+			if !strings.HasSuffix(pkg, "/"+providerName) || strings.Contains(pkg, ":") || strings.Contains(pkg, "@") {
+				add("provider dependency %q: want <registry>/<org>/%s, no tag or digest", pkg, providerName)
+			}
+			if !versionRange.MatchString(strings.TrimSpace(d.Version)) {
+				add("provider dependency version %q: want a range such as \">=v0.1.0\"", d.Version)
+			}
+		case "Function":
+			if !exactVersion.MatchString(d.Version) {
+				add("function dependency %s version %q: want it pinned (vX.Y.Z)", pkg, d.Version)
+			}
+		default:
+			add("unexpected dependency %s %s", kind, pkg)
+		}
+	}
+	if providers != 1 {
+		add("%d provider dependencies, want 1", providers)
+	}
+	if n := len(m.Spec.DependsOn) - providers; n != 2 {
+		add("%d function dependencies, want 2", n)
+	}
+
+	// Every XRD and Composition of the source directory, and only those.
+	var want, have []string
+	err = filepath.WalkDir(configDir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".yaml") {
+			return err
+		}
+		found, err := readObjects(p)
+		if err != nil {
+			return err
+		}
+		for _, o := range found {
+			if o.Kind == "Composition" || o.Kind == "CompositeResourceDefinition" {
+				want = append(want, o.Kind+" "+o.Metadata.Name)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return append(problems, err.Error())
+	}
+	for _, o := range objs {
+		if o.Kind == "Composition" || o.Kind == "CompositeResourceDefinition" {
+			have = append(have, o.Kind+" "+o.Metadata.Name)
+		}
+	}
+	sort.Strings(want)
+	sort.Strings(have)
+	if len(want) != 4 || !slices.Equal(want, have) {
+		add("package.yaml holds %v, want the two XRDs and two Compositions %v", have, want)
+	}
+	if !strings.Contains(string(img.contents[".up/examples.yaml"]), "kind: Tenant\n") {
+		add("no examples layer with a Tenant")
+	}
+	return problems
+}
+
+func readObjects(path string) ([]object, error) {
+	b, err := os.ReadFile(path) //nolint:gosec // the repository's own files
+	if err != nil {
+		return nil, err
+	}
+	objs, err := parseStream(string(b))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return objs, nil
+}
+
+func depsEqual(a, b []dependency) bool {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return len(a) > 0 && bytes.Equal(ja, jb)
+}
