@@ -149,6 +149,7 @@ func wantRejected(t *testing.T, err error, field string, msgs ...string) {
 }
 
 func TestClusterProviderConfigDefaults(t *testing.T) {
+	testenv.Need(t)
 	ctx, c := setup(t)
 	obj := cpc(nil)
 	if err := c.Create(ctx, obj); err != nil {
@@ -172,6 +173,7 @@ func TestClusterProviderConfigDefaults(t *testing.T) {
 // TestClusterProviderConfigWithoutHostaddr: a managed service's endpoint is
 // a DNS name only; hostaddr may be left out.
 func TestClusterProviderConfigWithoutHostaddr(t *testing.T) {
+	testenv.Need(t)
 	ctx, c := setup(t)
 	obj := cpc(func(c *v1alpha1.ClusterProviderConfig) { c.Spec.Endpoint.Hostaddr = "" })
 	if err := c.Create(ctx, obj); err != nil {
@@ -185,6 +187,7 @@ func TestClusterProviderConfigWithoutHostaddr(t *testing.T) {
 // TestClusterProviderConfigKeepsExplicitValues: an IPv6 hostaddr, another
 // sslMode and the Delete reclaim policy are kept as written.
 func TestClusterProviderConfigKeepsExplicitValues(t *testing.T) {
+	testenv.Need(t)
 	ctx, c := setup(t)
 	obj := cpc(func(c *v1alpha1.ClusterProviderConfig) {
 		c.Spec.Endpoint = v1alpha1.Endpoint{Host: "localhost", Hostaddr: "::1", SSLMode: v1alpha1.SSLModeVerifyCA}
@@ -203,6 +206,7 @@ func TestClusterProviderConfigKeepsExplicitValues(t *testing.T) {
 }
 
 func TestClusterProviderConfigRejectsBadInput(t *testing.T) {
+	testenv.Need(t)
 	cases := map[string]struct {
 		mut   func(*v1alpha1.ClusterProviderConfig)
 		field string
@@ -234,6 +238,7 @@ func TestClusterProviderConfigRejectsBadInput(t *testing.T) {
 // provider is called on deletion (Delete in the management policies), and
 // nothing names a server or a claim for it.
 func TestDatabaseDefaults(t *testing.T) {
+	testenv.Need(t)
 	ctx, c := setup(t)
 	d := db(nil)
 	if err := c.Create(ctx, d); err != nil {
@@ -265,6 +270,7 @@ func TestDatabaseDefaults(t *testing.T) {
 }
 
 func TestDatabaseAcceptsValidInput(t *testing.T) {
+	testenv.Need(t)
 	cases := map[string]func(*v1alpha1.Database){
 		"ReclaimDelete": func(d *v1alpha1.Database) { d.Spec.ReclaimPolicy = v1alpha1.ReclaimDelete },
 		"ReclaimDeleteWithAllPolicies": func(d *v1alpha1.Database) {
@@ -320,6 +326,7 @@ func TestDatabaseAcceptsValidInput(t *testing.T) {
 }
 
 func TestDatabaseRejectsBadInput(t *testing.T) {
+	testenv.Need(t)
 	withoutDelete := xpv2.ManagementPolicies{
 		xpv2.ManagementActionObserve, xpv2.ManagementActionCreate, xpv2.ManagementActionUpdate, xpv2.ManagementActionLateInitialize,
 	}
@@ -501,6 +508,7 @@ func TestDatabaseRejectsBadInput(t *testing.T) {
 // TestDatabaseRejectsMissingFields: fields the Go types always send, left
 // out as kubectl would.
 func TestDatabaseRejectsMissingFields(t *testing.T) {
+	testenv.Need(t)
 	cases := map[string]struct {
 		mut   func(*v1alpha1.Database)
 		path  []string
@@ -527,6 +535,7 @@ func TestDatabaseRejectsMissingFields(t *testing.T) {
 }
 
 func TestDatabaseRejectsUpdates(t *testing.T) {
+	testenv.Need(t)
 	cases := map[string]struct {
 		initial func(*v1alpha1.Database)
 		change  func(*v1alpha1.Database)
@@ -612,6 +621,7 @@ func TestDatabaseRejectsUpdates(t *testing.T) {
 }
 
 func TestDatabaseAllowedChanges(t *testing.T) {
+	testenv.Need(t)
 	ctx, c := setup(t)
 	d := db(func(d *v1alpha1.Database) { d.Spec.ForProvider.Extensions = []string{"pg_trgm"} })
 	if err := c.Create(ctx, d); err != nil {
@@ -664,6 +674,7 @@ func TestDatabaseAllowedChanges(t *testing.T) {
 }
 
 func TestDatabaseRejectsBadStatus(t *testing.T) {
+	testenv.Need(t)
 	cases := map[string]struct {
 		mut   func(*v1alpha1.DatabaseStatus)
 		field string
@@ -713,6 +724,7 @@ func TestDatabaseRejectsBadStatus(t *testing.T) {
 }
 
 func TestDatabaseBindingAcceptsValidInput(t *testing.T) {
+	testenv.Need(t)
 	cases := map[string]struct {
 		obj *v1alpha1.DatabaseBinding
 	}{
@@ -744,6 +756,7 @@ func TestDatabaseBindingAcceptsValidInput(t *testing.T) {
 }
 
 func TestDatabaseBindingRejectsBadInput(t *testing.T) {
+	testenv.Need(t)
 	cases := map[string]struct {
 		obj   *v1alpha1.DatabaseBinding
 		field string
@@ -851,6 +864,7 @@ func TestDatabaseBindingRejectsBadInput(t *testing.T) {
 // TestDatabaseBindingRejectsMissingFields: fields the Go types always send,
 // left out as kubectl would.
 func TestDatabaseBindingRejectsMissingFields(t *testing.T) {
+	testenv.Need(t)
 	cases := map[string]struct {
 		path  []string
 		field string
@@ -872,6 +886,7 @@ func TestDatabaseBindingRejectsMissingFields(t *testing.T) {
 }
 
 func TestDatabaseBindingRejectsUpdates(t *testing.T) {
+	testenv.Need(t)
 	cases := map[string]struct {
 		obj    *v1alpha1.DatabaseBinding
 		change func(*v1alpha1.DatabaseBinding)
@@ -954,6 +969,7 @@ func TestDatabaseBindingRejectsUpdates(t *testing.T) {
 }
 
 func TestDatabaseBindingAllowedChanges(t *testing.T) {
+	testenv.Need(t)
 	ctx, c := setup(t)
 	b := dynamic(func(b *v1alpha1.DatabaseBinding) { b.Spec.ForProvider.Extensions = []string{"pg_trgm"} })
 	if err := c.Create(ctx, b); err != nil {
@@ -974,6 +990,7 @@ func TestDatabaseBindingAllowedChanges(t *testing.T) {
 
 // Every example under examples/ is accepted as written.
 func TestExamplesAreAccepted(t *testing.T) {
+	testenv.Need(t)
 	ctx, c := setup(t)
 	objs, err := testenv.ReadManifests(filepath.Join(testenv.RepoRoot(), "examples"))
 	if err != nil {

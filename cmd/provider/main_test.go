@@ -96,6 +96,7 @@ func TestParseRejectsBadFlags(t *testing.T) {
 // provider reads by default is a projected service-account token with
 // OpenBao's audience; nothing in it is a local-development flag.
 func TestExampleRuntimeConfig(t *testing.T) {
+	testenv.Need(t)
 	objs, err := testenv.ReadManifests(filepath.Join(testenv.RepoRoot(), "examples", "provider"))
 	if err != nil {
 		t.Fatal(err)
@@ -189,6 +190,7 @@ func mountPath(c corev1.Container, volume string) string {
 // behind the safe-start gate, and the usage controller blocks deleting a
 // ClusterProviderConfig while a Database uses it.
 func TestProviderStartsAndGuardsConfigsInUse(t *testing.T) {
+	testenv.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	kube := env.Kube.Client
@@ -200,7 +202,7 @@ func TestProviderStartsAndGuardsConfigsInUse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin,
+	cmd := exec.Command(bin, //nolint:noctx // stopped with SIGTERM, then SIGKILL, by the deferred cleanup
 		"--kubeconfig="+env.Kube.KubeconfigFile,
 		"--namespace="+testenv.ProviderNamespace,
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort),
@@ -221,7 +223,8 @@ func TestProviderStartsAndGuardsConfigsInUse(t *testing.T) {
 	defer func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-exited:
+		case err := <-exited:
+			t.Logf("the provider stopped on SIGTERM: %v", err)
 		case <-time.After(20 * time.Second):
 			_ = cmd.Process.Kill()
 		}
@@ -264,7 +267,7 @@ func TestProviderStartsAndGuardsConfigsInUse(t *testing.T) {
 			return fmt.Errorf("pprof index: HTTP %d", code)
 		}
 		if code, _, err := get(metricsPort, "/debug/pprof/"); err != nil || code == http.StatusOK {
-			return fmt.Errorf("the metrics address serves pprof: HTTP %d (%v)", code, err)
+			return fmt.Errorf("the metrics address serves pprof: HTTP %d (%w)", code, err)
 		}
 		return nil
 	})
@@ -363,7 +366,7 @@ func TestProviderStartsAndGuardsConfigsInUse(t *testing.T) {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("still there (err %v)", err)
+		return fmt.Errorf("still there (err %w)", err)
 	})
 	if err := kube.DeleteAllOf(ctx, &v1alpha1.ClusterProviderConfigUsage{}); err != nil {
 		t.Fatal(err)
@@ -373,24 +376,25 @@ func TestProviderStartsAndGuardsConfigsInUse(t *testing.T) {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("still there (err %v)", err)
+		return fmt.Errorf("still there (err %w)", err)
 	})
 }
 
 func eventually(t *testing.T, ctx context.Context, exited <-chan error, what string, fn func() error) {
 	t.Helper()
-	var err error
-	for {
-		if err = fn(); err == nil {
-			return
+	err := testenv.WaitFor(ctx, 0, func(context.Context) error {
+		err := fn()
+		if err != nil {
+			select {
+			case e := <-exited:
+				return testenv.Permanent(fmt.Errorf("provider exited (%w)", e))
+			default:
+			}
 		}
-		select {
-		case e := <-exited:
-			t.Fatalf("provider exited (%v) while waiting until %s", e, what)
-		case <-ctx.Done():
-			t.Fatalf("timed out waiting until %s: %v", what, err)
-		case <-time.After(200 * time.Millisecond):
-		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("waiting until %s: %v", what, err)
 	}
 }
 
@@ -422,9 +426,9 @@ func providerBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		binPath = filepath.Join(env.Dir, "provider")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		out, err := exec.CommandContext(t.Context(), "go", "build", "-o", binPath, ".").CombinedOutput()
 		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
 		}
 	})
 	if buildErr != nil {
@@ -452,7 +456,7 @@ func startProc(t *testing.T, name string, args ...string) *proc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.cmd = exec.Command(providerBinary(t), append([]string{
+	p.cmd = exec.Command(providerBinary(t), append([]string{ //nolint:noctx // the test stops it (SIGTERM or SIGKILL) at the moment it chooses
 		"--kubeconfig=" + env.Kube.KubeconfigFile,
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", p.metricsPort),
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", p.healthPort),
@@ -520,6 +524,7 @@ func (p *proc) leads(ctx context.Context) (bool, error) {
 // waits, and takes over promptly (well within the 60 s lease) when the
 // leader is stopped, because the leader releases the Lease on SIGTERM.
 func TestLeaderElection(t *testing.T) {
+	testenv.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	const ns = "leader-election"
@@ -545,7 +550,7 @@ func TestLeaderElection(t *testing.T) {
 			return fmt.Errorf("the Lease has no holder")
 		}
 		if ok, err := a.leads(ctx); err != nil || !ok {
-			return fmt.Errorf("the first process does not lead (%v)", err)
+			return fmt.Errorf("the first process does not lead (%w)", err)
 		}
 		first = h
 		return nil
@@ -581,7 +586,7 @@ func TestLeaderElection(t *testing.T) {
 			return fmt.Errorf("holder %q", h)
 		}
 		if ok, err := b.leads(ctx); err != nil || !ok {
-			return fmt.Errorf("the second process does not lead yet (%v)", err)
+			return fmt.Errorf("the second process does not lead yet (%w)", err)
 		}
 		return nil
 	})
@@ -591,6 +596,7 @@ func TestLeaderElection(t *testing.T) {
 // Without its namespace the provider cannot hold the Lease: it starts none
 // of its controllers, and says why in its log.
 func TestLeaderElectionNeedsItsNamespace(t *testing.T) {
+	testenv.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	p := startProc(t, "no-namespace", "--namespace=no-such-namespace")

@@ -108,7 +108,7 @@ log_level     = "warn"
 }
 
 func (b *OpenBao) start(ctx context.Context) error {
-	proc, err := startProcess("openbao", b.logFile, exec.Command(b.bin, "server", "-config="+b.cfgFile))
+	proc, err := startProcess("openbao", b.logFile, exec.Command(b.bin, "server", "-config="+b.cfgFile)) //nolint:gosec,noctx // the pinned binary from the component cache; runs until Stop
 	if err != nil {
 		return err
 	}
@@ -117,7 +117,7 @@ func (b *OpenBao) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	err = waitFor(ctx, 60*time.Second, func(ctx context.Context) error {
+	err = WaitFor(ctx, 60*time.Second, func(ctx context.Context) error {
 		if proc.exited() {
 			return errors.New("openbao exited")
 		}
@@ -144,7 +144,7 @@ func (b *OpenBao) initialise(ctx context.Context) error {
 		return fmt.Errorf("cannot unseal openbao: %w", err)
 	}
 	c.SetToken(b.RootToken)
-	err = waitFor(ctx, 30*time.Second, func(ctx context.Context) error {
+	err = WaitFor(ctx, 30*time.Second, func(ctx context.Context) error {
 		_, err := c.Sys().ListMountsWithContext(ctx)
 		return err
 	})
@@ -156,7 +156,7 @@ func (b *OpenBao) initialise(ctx context.Context) error {
 	}
 	// A new KV v2 mount upgrades itself in the background; wait until it
 	// answers.
-	return waitFor(ctx, 30*time.Second, func(ctx context.Context) error {
+	return WaitFor(ctx, 30*time.Second, func(ctx context.Context) error {
 		_, err := c.Logical().ReadWithContext(ctx, b.KVMount+"/config")
 		return err
 	})

@@ -107,7 +107,7 @@ func PostgresBinDir(major string) (dir, version string, err error) {
 func PostgresClientBinDir() (string, error) {
 	has := func(d string) bool {
 		for _, b := range []string{"pg_dump", "pg_restore"} {
-			if _, err := os.Stat(filepath.Join(d, b)); err != nil {
+			if _, err := os.Stat(filepath.Join(d, b)); err != nil { //nolint:gosec // a directory the developer named in $PG_CLIENT_BIN or $PG_BIN
 				return false
 			}
 		}
@@ -200,8 +200,8 @@ func startPostgres(ctx context.Context, root string, ca *CA, major string) (*Pos
 		if err != nil {
 			return nil, fmt.Errorf("running as root needs a 'postgres' system user to run the server as: %w", err)
 		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
+		uid, _ := strconv.ParseUint(u.Uid, 10, 32)
+		gid, _ := strconv.ParseUint(u.Gid, 10, 32)
 		p.runAs = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 		// That user must be able to enter (not list) the parent
 		// directories of its own directory and of the binaries (the
@@ -220,7 +220,7 @@ func startPostgres(ctx context.Context, root string, ca *CA, major string) (*Pos
 	if err := p.chown(p.dir); err != nil {
 		return nil, err
 	}
-	initdb := exec.CommandContext(ctx, filepath.Join(bin, "initdb"), "-D", p.dataDir, "-U", p.SuperUser,
+	initdb := exec.CommandContext(ctx, filepath.Join(bin, "initdb"), "-D", p.dataDir, "-U", p.SuperUser, //nolint:gosec // the pinned initdb on the harness's own directory
 		"--pwfile="+pwfile, "--auth=scram-sha-256", "--encoding=UTF8", "--locale=C", "--no-sync")
 	initdb.SysProcAttr = p.sysProcAttr()
 	if out, err := initdb.CombinedOutput(); err != nil {
@@ -273,14 +273,14 @@ func (p *Postgres) Start(ctx context.Context) error {
 	if p.proc != nil && !p.proc.exited() {
 		return nil
 	}
-	cmd := exec.Command(filepath.Join(p.bin, "postgres"), "-D", p.dataDir)
+	cmd := exec.Command(filepath.Join(p.bin, "postgres"), "-D", p.dataDir) //nolint:gosec,noctx // the pinned server from the component cache; runs until Stop
 	cmd.SysProcAttr = p.sysProcAttr()
 	proc, err := startProcess("postgres", p.logFile, cmd)
 	if err != nil {
 		return err
 	}
 	p.proc = proc
-	err = waitFor(ctx, 60*time.Second, func(ctx context.Context) error {
+	err = WaitFor(ctx, 60*time.Second, func(ctx context.Context) error {
 		if proc.exited() {
 			return errors.New("postgres exited")
 		}
@@ -384,7 +384,7 @@ func (p *Postgres) chown(dir string) error {
 		if err != nil {
 			return err
 		}
-		return os.Lchown(path, int(p.runAs.Uid), int(p.runAs.Gid))
+		return os.Lchown(path, int(p.runAs.Uid), int(p.runAs.Gid)) //nolint:gosec // the harness's own fresh directory; nothing else writes there
 	})
 }
 
@@ -402,7 +402,7 @@ func searchable(dir, stop string) {
 }
 
 func appendFile(path, s string) error {
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0o600)
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0o600) //nolint:gosec // a file of the harness's own data directory
 	if err != nil {
 		return err
 	}

@@ -66,17 +66,17 @@ func StartRenderer(dir string) (*Renderer, error) {
 		}
 		addr := fmt.Sprintf("127.0.0.1:%d", port)
 		logFile := filepath.Join(dir, f.Binary+".log")
-		p, err := startProcess(f.Binary, logFile, exec.Command(bin, "--insecure", "--address="+addr))
+		p, err := startProcess(f.Binary, logFile, exec.Command(bin, "--insecure", "--address="+addr)) //nolint:gosec,noctx // the pinned function; runs until Stop
 		if err != nil {
 			r.Stop()
 			return nil, err
 		}
 		r.procs, r.logs = append(r.procs, p), append(r.logs, logFile)
-		if err := waitFor(context.Background(), 30*time.Second, func(context.Context) error {
+		if err := WaitFor(context.Background(), 30*time.Second, func(ctx context.Context) error {
 			if p.exited() {
 				return errors.New(f.Binary + " exited:\n" + Tail(logFile, 20))
 			}
-			c, err := net.DialTimeout("tcp", addr, time.Second)
+			c, err := (&net.Dialer{Timeout: time.Second}).DialContext(ctx, "tcp", addr)
 			if err != nil {
 				return err
 			}
@@ -96,7 +96,7 @@ spec:
   package: %s
 `, f.Name, addr, f.Package))
 	}
-	if err := os.WriteFile(r.functions, []byte(strings.Join(docs, "---\n")), 0o644); err != nil {
+	if err := os.WriteFile(r.functions, []byte(strings.Join(docs, "---\n")), 0o600); err != nil {
 		r.Stop()
 		return nil, err
 	}
@@ -135,11 +135,11 @@ func (r *Renderer) Render(ctx context.Context, xr *unstructured.Unstructured, co
 		}
 		args = append(args, "--observed-resources="+obsFile)
 	}
-	cmd := exec.CommandContext(ctx, filepath.Join(BinDir(), "crossplane"), args...)
+	cmd := exec.CommandContext(ctx, filepath.Join(BinDir(), "crossplane"), args...) //nolint:gosec // the pinned CLI on the harness's own files
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return nil, nil, fmt.Errorf("crossplane composition render: %v\n%s", err, stderr.String())
+		return nil, nil, fmt.Errorf("crossplane composition render: %w\n%s", err, stderr.String())
 	}
 	var objs []*unstructured.Unstructured
 	for _, doc := range strings.Split(stdout.String(), "\n---\n") {
@@ -169,5 +169,5 @@ func writeYAML(file string, objs ...*unstructured.Unstructured) error {
 		b.WriteString("---\n")
 		b.Write(y)
 	}
-	return os.WriteFile(file, []byte(b.String()), 0o644)
+	return os.WriteFile(file, []byte(b.String()), 0o600)
 }

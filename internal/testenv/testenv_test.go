@@ -20,6 +20,7 @@ func TestMain(m *testing.M) { Main(m, All, &env) }
 // and by DNS name, and the admin has CREATEDB and CREATEROLE but is no
 // superuser.
 func TestPostgresTLSAdmin(t *testing.T) {
+	Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	pg := env.Postgres
@@ -50,6 +51,7 @@ func TestPostgresTLSAdmin(t *testing.T) {
 // The server is the configured major and has contrib: the extensions
 // tenants ask for most are there.
 func TestPostgresMajorAndContrib(t *testing.T) {
+	Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	pg := env.Postgres
@@ -77,6 +79,7 @@ func TestPostgresMajorAndContrib(t *testing.T) {
 // A CA that did not sign the server certificate fails verification, and a
 // wrong password fails authentication: the server really checks both.
 func TestPostgresRejects(t *testing.T) {
+	Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	pg := env.Postgres
@@ -111,6 +114,7 @@ func TestPostgresRejects(t *testing.T) {
 // write/read/metadata-delete round trip under the tenant base path, and
 // nothing outside it.
 func TestOpenBaoKubernetesAuthKVRoundTrip(t *testing.T) {
+	Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	bao := env.OpenBao
@@ -176,6 +180,7 @@ func TestOpenBaoKubernetesAuthKVRoundTrip(t *testing.T) {
 // A service account other than the provider's cannot log in as the
 // provider's role, even with a token of the role's audience.
 func TestOpenBaoRejectsOtherServiceAccount(t *testing.T) {
+	Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := env.Kube.EnsureServiceAccount(ctx, "app-ns", "default"); err != nil {

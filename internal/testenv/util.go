@@ -23,7 +23,7 @@ import (
 
 // FreePort asks the kernel for a free loopback TCP port.
 func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
 	}
@@ -46,24 +46,6 @@ func RepoRoot() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
-// waitFor polls fn until it succeeds or the timeout ends, returning the last
-// error then.
-func waitFor(ctx context.Context, timeout time.Duration, fn func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var err error
-	for {
-		if err = fn(ctx); err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("timed out after %s: %w", timeout, err)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
 // process is a long-running child process whose output goes to a log file.
 type process struct {
 	name string
@@ -74,7 +56,7 @@ type process struct {
 }
 
 func startProcess(name, logFile string, cmd *exec.Cmd) (*process, error) {
-	f, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600) //nolint:gosec // a log in the harness's own directory
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +101,7 @@ func (p *process) stop(sig os.Signal) {
 // Tail returns the last lines of a log file, for error messages. Component
 // logs never hold credentials: no statement logging, no token output.
 func Tail(file string, lines int) string {
-	b, err := os.ReadFile(file)
+	b, err := os.ReadFile(file) //nolint:gosec // a log of the harness's own processes
 	if err != nil {
 		return ""
 	}
@@ -154,18 +136,17 @@ func (l *LogBuffer) String() string {
 // then fails the test with what it waited for and describe(obj).
 func Await[T client.Object](t testing.TB, c client.Client, obj T, timeout time.Duration, what string, cond func(T) bool, describe func(T) string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	for {
-		err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj)
-		if err == nil && cond(obj) {
-			return
+	err := WaitFor(context.Background(), timeout, func(ctx context.Context) error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("timed out after %s waiting until %s (last error: %v); %s", timeout, what, err, describe(obj))
-		case <-time.After(100 * time.Millisecond):
+		if !cond(obj) {
+			return ErrNotYet
 		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("waiting until %s: %v; %s", what, err, describe(obj))
 	}
 }
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 	"strconv"
 	"time"
@@ -11,6 +10,7 @@ import (
 
 	"ddupan.top/provider-postgresql-tenant/internal/clients/openbao"
 	"ddupan.top/provider-postgresql-tenant/internal/clients/postgres"
+	"ddupan.top/provider-postgresql-tenant/internal/controller/database"
 	"ddupan.top/provider-postgresql-tenant/internal/options"
 	"ddupan.top/provider-postgresql-tenant/internal/scram"
 	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
@@ -113,7 +113,10 @@ func floorTenant(ctx context.Context, pool *postgres.Pool, kv *openbao.Client, b
 	}
 	pg := b.Postgres
 	path := tenancy.CredentialPath(options.DefaultDatabaseBasePath, name)
-	password := randomPassword()
+	password, err := database.NewPassword()
+	if err != nil {
+		return err
+	}
 	data := map[string]string{
 		"username": name, "password": password, "database": name,
 		"host": pg.Host, "hostaddr": pg.Hostaddr, "port": strconv.Itoa(pg.Port), "sslmode": string(postgres.SSLVerifyFull),
@@ -174,23 +177,4 @@ func floorTenant(ctx context.Context, pool *postgres.Pool, kv *openbao.Client, b
 	}
 	lap("verify login")
 	return nil
-}
-
-// randomPassword is the provider's password shape: 32 characters of
-// [A-Za-z0-9] from crypto/rand.
-func randomPassword() string {
-	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-	out := make([]byte, 0, 32)
-	b := make([]byte, 64)
-	for len(out) < 32 {
-		if _, err := rand.Read(b); err != nil {
-			panic(err)
-		}
-		for _, c := range b {
-			if int(c) < 256-256%len(alphabet) && len(out) < 32 {
-				out = append(out, alphabet[int(c)%len(alphabet)])
-			}
-		}
-	}
-	return string(out)
 }

@@ -184,6 +184,7 @@ func find(composed []*unstructured.Unstructured, kind string) *unstructured.Unst
 func tenantRef(name string) map[string]any { return map[string]any{"name": name, "uid": uid} }
 
 func TestRenderTenant(t *testing.T) {
+	testenv.Need(t)
 	const (
 		dynamic = "  instanceRef: shared\n"
 		static  = "  databaseRef: legacy-netbox\n"
@@ -433,6 +434,7 @@ func sevenKeys(key string) []any {
 // An XTenant made without a claim has no namespace to compose into: it
 // composes nothing and is not Ready.
 func TestRenderLegacyWithoutClaim(t *testing.T) {
+	testenv.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	xr := obj("apiVersion: legacy.database.ayatori.ddupan.top/v1alpha1\nkind: XTenant\nmetadata: {name: orphan, uid: " + uid + "}\nspec: {instanceRef: shared}\n")

@@ -101,6 +101,7 @@ func esReady(ns, name string) (string, string) {
 // ends Ready with a Secret of exactly seven keys that logs in by host and by
 // hostaddr with verify-full.
 func TestTenantEndToEnd(t *testing.T) {
+	testenv.Need(t)
 	const ns, name = "shop", "shop"
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -223,6 +224,7 @@ func readySince(u *unstructured.Unstructured) metav1.Time {
 // One namespace cannot read another's record: ESO authenticates as the
 // ExternalSecret's namespace and the policy is templated on it.
 func TestAnotherNamespaceCannotReadTheRecord(t *testing.T) {
+	testenv.Need(t)
 	secret := tenant(t, "intruder", "shop", "postgresql-tenants/shop/shop")
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {

@@ -124,6 +124,7 @@ func databaseOf(ctx context.Context, t *testing.T, apiVersion, ns, name string) 
 // The legacy claim goes the same way as the Tenant: Ready, and a Secret that
 // logs in, in the claim's namespace.
 func TestLegacyClaimEndToEnd(t *testing.T) {
+	testenv.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	xr := tenantkit.NewTenant(ctx, t, env, legacyAPI, "ledger", "ledger", "{instanceRef: shared}")
@@ -138,6 +139,7 @@ func TestLegacyClaimEndToEnd(t *testing.T) {
 // it stays, Released, with the database, the role and the credential
 // record; only the namespace's copy of the credential goes.
 func TestTenantDeletedWithRetain(t *testing.T) {
+	testenv.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	tenantkit.NewTenant(ctx, t, env, tenantAPI, "keep", "keep", "{instanceRef: shared}")
@@ -169,6 +171,7 @@ func TestTenantDeletedWithRetain(t *testing.T) {
 // exists, thanks to the composed Usage; then the Database is deleted and
 // the database, the role and every version of the record are gone.
 func TestTenantDeletedWithDelete(t *testing.T) {
+	testenv.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	tenantkit.NewTenant(ctx, t, env, tenantAPI, "drop", "drop", "{instanceRef: "+tenantkit.DeleteInstance+"}")

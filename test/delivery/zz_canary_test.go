@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"ddupan.top/provider-postgresql-tenant/internal/testenv"
 	"ddupan.top/provider-postgresql-tenant/internal/testenv/tenantkit"
 )
 
@@ -12,6 +13,7 @@ import (
 // Event or object (tenantkit.Canary), including the in-process provider's
 // log.
 func TestZZCanary(t *testing.T) {
+	testenv.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	tenantkit.Canary(ctx, t, env, 2, map[string]string{"provider log": providerLogs.String()}, "shared-shop-postgresql")

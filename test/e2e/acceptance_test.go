@@ -94,6 +94,7 @@ func endState(ctx context.Context, t *testing.T, ns, name, db string) string {
 // Database's write steps — i.e. after each external write — and restart it:
 // it converges to the same end state, with the one password it wrote first.
 func TestKillProviderAfterEachExternalWrite(t *testing.T) {
+	testenv.Need(t)
 	steps := []string{database.StepOwnerMetadata, database.StepCredential, database.StepRole, database.StepDatabase,
 		database.StepRecordOID, database.StepConnect, database.StepExtensions, database.StepCreated}
 	for i, step := range steps {
@@ -119,6 +120,7 @@ func TestKillProviderAfterEachExternalWrite(t *testing.T) {
 // PostgreSQL, OpenBao and ESO each go away while a Tenant is provisioning;
 // it waits, says why, and is Ready once they are back.
 func TestDependencyOutagesMidProvisioning(t *testing.T) {
+	testenv.Need(t)
 	cases := []struct {
 		name        string
 		stop, start func(context.Context) error
@@ -197,6 +199,7 @@ func TestDependencyOutagesMidProvisioning(t *testing.T) {
 // an instance with Delete, the Database and everything it owns go. The
 // namespace goes either way.
 func TestNamespaceDeletion(t *testing.T) {
+	testenv.Need(t)
 	for _, policy := range []string{"Retain", "Delete"} {
 		t.Run(policy, func(t *testing.T) {
 			// The namespace controller backs off while the Usage holds the
@@ -264,6 +267,7 @@ func TestNamespaceDeletion(t *testing.T) {
 // Two namespaces ask for the same database name at once: the first wins,
 // the second is Conflict, gets no Secret, and changes nothing of the first.
 func TestTwoNamespacesRaceForOneDatabase(t *testing.T) {
+	testenv.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	const name = "contested"
@@ -332,6 +336,7 @@ func TestTwoNamespacesRaceForOneDatabase(t *testing.T) {
 // Status wiped on every object (Tenant, binding, Database, ExternalSecret): rebuilt
 // from Kubernetes records and the catalog, Ready again, same password.
 func TestStatusWipedOnEveryObject(t *testing.T) {
+	testenv.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	const ns, name = "wiped", "wiped"

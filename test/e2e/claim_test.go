@@ -23,15 +23,17 @@ import (
 	"ddupan.top/provider-postgresql-tenant/internal/testenv/tenantkit"
 )
 
-// waitFor polls cond every 200 ms until it is true, failing with describe()
-// when ctx ends first.
+// waitFor polls cond until it is true, failing with describe() when ctx
+// ends first.
 func waitFor(ctx context.Context, t *testing.T, what string, cond func() bool, describe func() string) {
 	t.Helper()
-	for !cond() {
-		if ctx.Err() != nil {
-			t.Fatalf("%s never happened:\n%s", what, describe())
+	if err := testenv.WaitFor(ctx, 0, func(context.Context) error {
+		if !cond() {
+			return testenv.ErrNotYet
 		}
-		time.Sleep(200 * time.Millisecond)
+		return nil
+	}); err != nil {
+		t.Fatalf("%s never happened:\n%s", what, describe())
 	}
 }
 
@@ -69,6 +71,7 @@ func deleteTenant(ctx context.Context, t *testing.T, ns, name string) {
 // and bound to exactly its UID; twenty forced reconciles of every object
 // change nothing: one Database, one password.
 func TestDynamicProvisioningIsIdempotent(t *testing.T) {
+	testenv.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	const ns, name = "dyn", "dyn-app"
@@ -238,6 +241,7 @@ func dataKept(ctx context.Context, t *testing.T, database, password string) {
 // for a new Tenant: the old password then opens nothing, and the new
 // Tenant, in another namespace, gets the data with the new one.
 func TestImportStaticBindReleaseRebind(t *testing.T) {
+	testenv.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	const dbName, database, ns, tenant = "legacy-erp", "erp", "erp", "erp"
@@ -367,6 +371,7 @@ func TestImportStaticBindReleaseRebind(t *testing.T) {
 // Binding what is not open for binding is refused, and nothing is written:
 // a Database bound to another Tenant, and one that is not Ready.
 func TestStaticBindingRefusals(t *testing.T) {
+	testenv.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	// Taken: bound to the owner's Tenant.
@@ -426,6 +431,7 @@ func TestStaticBindingRefusals(t *testing.T) {
 // Twenty rounds of two Tenants in two namespaces racing for one Available
 // Database: exactly one binds it each time, and the loser gets nothing.
 func TestTwoTenantsRaceForOneDatabase(t *testing.T) {
+	testenv.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	const dbName, database = "contested-db", "contested_db"
@@ -497,6 +503,7 @@ func TestTwoTenantsRaceForOneDatabase(t *testing.T) {
 // grants rights on them. The same identity does create in its namespace,
 // so the refusal is not a broken impersonation.
 func TestAppNamespaceCannotTouchDatabases(t *testing.T) {
+	testenv.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const ns = "app-rbac"
@@ -563,6 +570,7 @@ subjects: [{kind: ServiceAccount, name: deployer, namespace: %s}]
 // no new role or database is created, the record keeps its names, and the
 // Tenant keeps its data.
 func TestExternalNameEditMovesNothing(t *testing.T) {
+	testenv.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	const ns, name = "extname", "extname"
@@ -610,6 +618,7 @@ func TestExternalNameEditMovesNothing(t *testing.T) {
 // nothing (no copy, no Secret); after a restart the binding completes it,
 // and the Tenant is Ready with the Database's own credential.
 func TestOneSidedBindIsCompletedAfterAKill(t *testing.T) {
+	testenv.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	const dbName, database, ns, tenant = "one-sided", "one_sided", "one-sided", "one-sided"

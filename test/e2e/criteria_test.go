@@ -20,6 +20,7 @@ import (
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 	"ddupan.top/provider-postgresql-tenant/internal/controller/database"
 	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
+	"ddupan.top/provider-postgresql-tenant/internal/testenv"
 	"ddupan.top/provider-postgresql-tenant/internal/testenv/tenantkit"
 )
 
@@ -50,6 +51,7 @@ func appConnTo(ctx context.Context, t *testing.T, ns, secret string) *pgx.Conn {
 // The app's credential logs in to its database and can work in it, but
 // cannot create databases or roles.
 func TestAppCredentialCannotCreateDatabasesOrRoles(t *testing.T) {
+	testenv.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	tenantkit.NewTenant(ctx, t, env, api, "appcred", "appcred", "{instanceRef: shared}")
@@ -70,6 +72,7 @@ func TestAppCredentialCannotCreateDatabasesOrRoles(t *testing.T) {
 // An extension the server does not have is refused before anything is
 // written: no database, no role, no record, no Secret.
 func TestUnavailableExtensionRejectedBeforeAnyWrite(t *testing.T) {
+	testenv.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	const ns, name = "noext", "noext"
@@ -109,6 +112,7 @@ func nothingWritten(ctx context.Context, t *testing.T, ns, name, why string) {
 // (InvalidSpec); nothing is written meanwhile; and once the server answers
 // again the Tenant becomes Ready without anyone touching it.
 func TestExtensionCheckFailureIsNotUnsupported(t *testing.T) {
+	testenv.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	const ns, name = "extcheck", "extcheck"
@@ -188,6 +192,7 @@ func TestExtensionCheckFailureIsNotUnsupported(t *testing.T) {
 // provider holds is TLS), reports its version, goes unready while the server
 // is down and recovers by itself.
 func TestConfigReadyOverTLSAndRecoversAfterOutage(t *testing.T) {
+	testenv.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cpc := func() *v1alpha1.ClusterProviderConfig {
@@ -247,6 +252,7 @@ func TestConfigReadyOverTLSAndRecoversAfterOutage(t *testing.T) {
 // every time, the database, the role, every record version and the
 // finalizer end up gone.
 func TestDeleteWithTheProviderKilledAtEveryStep(t *testing.T) {
+	testenv.Need(t)
 	steps := []string{database.StepBlockLogins, database.StepTerminate, database.StepDropDatabase, database.StepDropRole, database.StepDeleteKV}
 	for i, step := range steps {
 		t.Run(step, func(t *testing.T) {
@@ -295,6 +301,7 @@ func TestDeleteWithTheProviderKilledAtEveryStep(t *testing.T) {
 // A phase forged before the provider ever saw the Database (status says
 // Ready) skips nothing: the provider provisions and verifies everything.
 func TestForgedPhaseNeverSkipsVerification(t *testing.T) {
+	testenv.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	const name = "forged"
@@ -348,6 +355,7 @@ func TestForgedPhaseNeverSkipsVerification(t *testing.T) {
 // (a new UID cannot prove the old objects are its own), no Secret, and the
 // retained database, role and record are untouched.
 func TestRetainedThenRequestedAgainConflicts(t *testing.T) {
+	testenv.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	const ns, name = "again", "again"
@@ -382,6 +390,7 @@ func TestRetainedThenRequestedAgainConflicts(t *testing.T) {
 // not the Tenant's: the binding reports Conflict, the record is untouched,
 // and no Secret is made from it.
 func TestForeignRecordAtTheDeliveryPathConflicts(t *testing.T) {
+	testenv.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	const ns, name = "foreign", "foreign"
@@ -415,6 +424,7 @@ func TestForeignRecordAtTheDeliveryPathConflicts(t *testing.T) {
 // A record someone else left at a new Database's own path is not its own:
 // Conflict, the record untouched, nothing made on the server.
 func TestForeignRecordAtTheDatabasePathConflicts(t *testing.T) {
+	testenv.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	const name = "foreign-db"

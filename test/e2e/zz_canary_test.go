@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"ddupan.top/provider-postgresql-tenant/internal/testenv"
 	"ddupan.top/provider-postgresql-tenant/internal/testenv/tenantkit"
 )
 
@@ -13,6 +14,7 @@ import (
 // (the provider process's included), Event, object, or the provider's
 // metrics scrape; and the scrape shows the failure classes the suite caused.
 func TestZZCanary(t *testing.T) {
+	testenv.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	scrape, err := prov.scrape(ctx)

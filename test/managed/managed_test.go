@@ -93,6 +93,7 @@ func exists(t *testing.T, kind, name string) bool {
 }
 
 func TestDatabaseLifecycleOnAManagedLikeServer(t *testing.T) {
+	testenv.Need(t)
 	ctx := context.Background()
 	c := env.Kube.Client
 

@@ -106,6 +106,7 @@ func dsn(host, hostaddr string, port int, db, user string) string {
 }
 
 func TestMigrationRunbookDrill(t *testing.T) {
+	testenv.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 

@@ -7,12 +7,15 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"ddupan.top/provider-postgresql-tenant/internal/testenv"
 )
 
 // A claim creates the metadata entry of a free path and never touches an
 // entry that exists: of two concurrent claimers exactly one wins, and the
 // loser changes nothing.
 func TestClaimPathNeverMergesIntoAnother(t *testing.T) {
+	testenv.Need(t)
 	ctx := context.Background()
 	c := newClient(t)
 	mine := map[string]string{"managed-by": "provider-postgresql-tenant", "binding-uid": "b-1"}

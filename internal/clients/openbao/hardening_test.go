@@ -134,6 +134,7 @@ func writeCert(t *testing.T, r *recorder) string {
 // own Kubernetes-auth token, unwrapped; and a server whose certificate the
 // configured CA bundle does not sign is still refused.
 func TestEnvironmentCannotRedirectOrWeakenTheClient(t *testing.T) {
+	testenv.Need(t)
 	ctx := context.Background()
 	elsewhere := newRecorder(t, false)
 	untrusted := newRecorder(t, true)
@@ -206,6 +207,7 @@ func TestEnvironmentCannotRedirectOrWeakenTheClient(t *testing.T) {
 // Values the API package cannot even parse do not matter either (it would
 // refuse to build a client from them).
 func TestMalformedEnvironmentIsIgnored(t *testing.T) {
+	testenv.Need(t)
 	tf := tokenFile(t, testenv.ProviderAudience)
 	for k, v := range map[string]string{
 		"BAO_RATE_LIMIT": "not-a-rate", "BAO_MAX_RETRIES": "-x", "BAO_CLIENT_TIMEOUT": "soon",
@@ -295,6 +297,7 @@ func TestForeignAnswersAreNotEchoed(t *testing.T) {
 // kube-apiserver's default-audience token of the same service account; and
 // the OpenBao-audience token is refused by the kube-apiserver.
 func TestLoginNeedsTheOpenBaoAudience(t *testing.T) {
+	testenv.Need(t)
 	ctx := context.Background()
 	role, err := rootClient(t).Logical().ReadWithContext(ctx, "auth/"+env.OpenBao.AuthMount+"/role/"+env.OpenBao.ProviderRole)
 	if err != nil || role == nil {
@@ -341,6 +344,7 @@ func TestLoginNeedsTheOpenBaoAudience(t *testing.T) {
 //     delete_version_after, a custom key of theirs) survives it;
 //   - data writes keep their check-and-set, also under cas_required.
 func TestOwnerWritesChangeOnlyTheirKeys(t *testing.T) {
+	testenv.Need(t)
 	ctx := context.Background()
 	tf := tokenFile(t, testenv.ProviderAudience)
 	a, b := newClientWith(t, tf), newClientWith(t, tf)

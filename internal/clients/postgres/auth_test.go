@@ -30,7 +30,7 @@ type impostor struct {
 func startImpostor(t *testing.T, ask pgproto3.BackendMessage) *impostor {
 	t.Helper()
 	_, key, der := newCert(t, "impostor", []string{"localhost"}, false, nil, nil)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}

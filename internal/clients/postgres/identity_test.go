@@ -3,6 +3,8 @@ package postgres_test
 import (
 	"context"
 	"testing"
+
+	"ddupan.top/provider-postgresql-tenant/internal/testenv"
 )
 
 // TestSystemIdentifierOnThisServer: the non-superuser admin reads the
@@ -10,6 +12,7 @@ import (
 // default on every supported major), the same one the superuser reads; when
 // EXECUTE is revoked from PUBLIC, the identity is empty and no error.
 func TestSystemIdentifierOnThisServer(t *testing.T) {
+	testenv.Need(t)
 	ctx := context.Background()
 	p := adminPool(t)
 	got, err := p.SystemIdentifier(ctx)

@@ -28,6 +28,7 @@ func serverMajor(t *testing.T) int {
 // state in which the role exists without the membership provisioning
 // needs.
 func TestRoleCreationIsOneStep(t *testing.T) {
+	testenv.Need(t)
 	ctx := context.Background()
 	var fail atomic.Bool
 	var points []string
@@ -75,6 +76,7 @@ func TestRoleCreationIsOneStep(t *testing.T) {
 // OWNER is refused. The observation must say the membership is missing,
 // and granting it must make the database creatable.
 func TestBareMembershipIsNotEnough(t *testing.T) {
+	testenv.Need(t)
 	ctx := context.Background()
 	p := adminPool(t)
 	v, _ := scram.Verifier(testenv.RandomSecret("l-"))
@@ -122,6 +124,7 @@ func TestBareMembershipIsNotEnough(t *testing.T) {
 // ADMIN OPTION from 16 on; the observation says which, and the grant that
 // would fail is reported as missing privileges.
 func TestRoleCreatedBySomeoneElse(t *testing.T) {
+	testenv.Need(t)
 	ctx := context.Background()
 	p := adminPool(t)
 	if err := env.Postgres.CreateRole(ctx, "foreign_made", testenv.RandomSecret("f-"), ""); err != nil {
@@ -161,6 +164,7 @@ func TestRoleCreatedBySomeoneElse(t *testing.T) {
 // can meet on a real server gets its own class and a message that says what
 // to do, never DependencyUnavailable.
 func TestPermanentFailuresAreNamed(t *testing.T) {
+	testenv.Need(t)
 	ctx := context.Background()
 	p := adminPool(t)
 	v, _ := scram.Verifier(testenv.RandomSecret("p-"))

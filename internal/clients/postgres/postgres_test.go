@@ -58,6 +58,7 @@ func sslOf(t *testing.T) bool {
 }
 
 func TestSSLModes(t *testing.T) {
+	testenv.Need(t)
 	pg := env.Postgres
 	right, other := env.CA.CertPEM, env.OtherCA.CertPEM
 	cases := map[string]struct {
@@ -118,6 +119,7 @@ func TestSSLModes(t *testing.T) {
 }
 
 func TestVerifyModesNeedABundle(t *testing.T) {
+	testenv.Need(t)
 	m := postgres.NewManager(postgres.Options{})
 	defer m.Close()
 	_, _, err := m.Get("t/nobundle", "uid", target(env.Postgres.Host, postgres.SSLVerifyFull), admin())
@@ -127,6 +129,7 @@ func TestVerifyModesNeedABundle(t *testing.T) {
 }
 
 func TestUnreachableIsUnavailable(t *testing.T) {
+	testenv.Need(t)
 	port, err := testenv.FreePort()
 	if err != nil {
 		t.Fatal(err)
@@ -146,6 +149,7 @@ func TestUnreachableIsUnavailable(t *testing.T) {
 }
 
 func TestPoolIdentity(t *testing.T) {
+	testenv.Need(t)
 	m := postgres.NewManager(postgres.Options{CABundleFile: bundle(t, env.CA.CertPEM)})
 	defer m.Close()
 	tg := target(env.Postgres.Host, postgres.SSLVerifyFull)
@@ -195,6 +199,7 @@ func TestPoolIdentity(t *testing.T) {
 // 100 consecutive health checks of one config open at most one connection,
 // counted both by the pool and by the server's connection log.
 func TestHundredHealthChecksOpenOneConnection(t *testing.T) {
+	testenv.Need(t)
 	m := postgres.NewManager(postgres.Options{CABundleFile: bundle(t, env.CA.CertPEM)})
 	defer m.Close()
 	p, _, err := m.Get("t/hundred", "uid", target(env.Postgres.Host, postgres.SSLVerifyFull), admin())
@@ -235,6 +240,7 @@ func serverConnections(t testing.TB) int {
 // BenchmarkHealthCheck reports the cost of one health check over a warm
 // pool and how many connections the run opened (conns/op stays ~0).
 func BenchmarkHealthCheck(b *testing.B) {
+	testenv.Need(b)
 	m := postgres.NewManager(postgres.Options{CABundleFile: bundle(b, env.CA.CertPEM)})
 	defer m.Close()
 	p, _, err := m.Get("b/health", "uid", target(env.Postgres.Host, postgres.SSLVerifyFull), admin())

@@ -24,6 +24,7 @@ func answers(c *pgx.Conn) bool {
 // password with a verifier (never a clear-text password), which ends no
 // session by itself; ending the role's sessions ends exactly those.
 func TestRotationStatements(t *testing.T) {
+	testenv.Need(t)
 	ctx := context.Background()
 	p := adminPool(t)
 	oldPW, newPW := testenv.RandomSecret("o-"), testenv.RandomSecret("n-")
@@ -74,6 +75,7 @@ func TestRotationStatements(t *testing.T) {
 // role (nor pg_signal_backend) the server refuses, classified so that the
 // reason names the missing privilege, and the session stays.
 func TestTerminateRefusedWithoutTheRolesPrivileges(t *testing.T) {
+	testenv.Need(t)
 	ctx := context.Background()
 	p := adminPool(t)
 	pw := testenv.RandomSecret("f-")
@@ -97,6 +99,7 @@ func TestTerminateRefusedWithoutTheRolesPrivileges(t *testing.T) {
 // TestTerminateSparesTheCallersSession: asked to end the sessions of the
 // role it runs as, the admin ends the others and never its own backend.
 func TestTerminateSparesTheCallersSession(t *testing.T) {
+	testenv.Need(t)
 	ctx := context.Background()
 	p := adminPool(t)
 	other, err := appConn(t, env.Postgres.AdminUser, env.Postgres.AdminPassword, "postgres")

@@ -64,6 +64,7 @@ func appConn(t *testing.T, role, password, database string) (*pgx.Conn, error) {
 }
 
 func TestTenantLifecycleAsNonSuperuserAdmin(t *testing.T) {
+	testenv.Need(t)
 	ctx := context.Background()
 	p := adminPool(t)
 	const name, other = "shop", "blog"
@@ -172,6 +173,7 @@ func TestTenantLifecycleAsNonSuperuserAdmin(t *testing.T) {
 }
 
 func TestRepairRole(t *testing.T) {
+	testenv.Need(t)
 	ctx := context.Background()
 	p := adminPool(t)
 	const role = "drifty"
@@ -195,6 +197,7 @@ func TestRepairRole(t *testing.T) {
 }
 
 func TestRefusals(t *testing.T) {
+	testenv.Need(t)
 	ctx := context.Background()
 	p := adminPool(t)
 	if err := p.CreateRole(ctx, "plain", "a-cleartext-password"); err == nil || !strings.Contains(err.Error(), "not a SCRAM-SHA-256 verifier") {

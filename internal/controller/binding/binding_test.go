@@ -382,6 +382,7 @@ func noSecretsIn(t *testing.T, ns string, b *v1alpha1.DatabaseBinding, passwords
 // deleting the binding with reclaimPolicy Delete deletes the Database and
 // the copy.
 func TestDynamicProvisioning(t *testing.T) {
+	testenv.Need(t)
 	ctx := context.Background()
 	ns := namespace(t)
 	inst := instance(t, v1alpha1.ReclaimDelete)
@@ -480,6 +481,7 @@ func (nopTracker) Track(context.Context, resource.ModernManaged) error { return 
 // it; the claim write carries the resourceVersion read, so the second one
 // loses with a conflict and writes nothing, and re-deciding refuses it.
 func TestStaticClaimCarriesTheResourceVersionRead(t *testing.T) {
+	testenv.Need(t)
 	ctx := context.Background()
 	inst := instance(t, v1alpha1.ReclaimRetain)
 	db := database(t, inst, nil, v1alpha1.ReclaimRetain, "race-secret")
@@ -548,6 +550,7 @@ func TestStaticClaimCarriesTheResourceVersionRead(t *testing.T) {
 // Released through the Kubernetes API alone, while OpenBao is down; the
 // binding's finalizer then waits until OpenBao is back to delete the copy.
 func TestRetainReleaseNeedsOnlyKubernetes(t *testing.T) {
+	testenv.Need(t)
 	ctx := context.Background()
 	ns := namespace(t)
 	inst := instance(t, v1alpha1.ReclaimDelete)
@@ -618,6 +621,7 @@ func TestRetainReleaseNeedsOnlyKubernetes(t *testing.T) {
 // and name (a new UID), and nothing is written to it; deleting the refused
 // binding releases nothing (the Database's reclaimPolicy is Delete).
 func TestReleasedIsNotRebound(t *testing.T) {
+	testenv.Need(t)
 	ctx := context.Background()
 	ns := namespace(t)
 	inst := instance(t, v1alpha1.ReclaimRetain)
@@ -657,6 +661,7 @@ func TestReleasedIsNotRebound(t *testing.T) {
 // A delivery path that holds another owner's record is a Conflict: the
 // record is neither overwritten nor deleted with the binding.
 func TestDeliveryPathOwnedByAnother(t *testing.T) {
+	testenv.Need(t)
 	ctx := context.Background()
 	ns := namespace(t)
 	inst := instance(t, v1alpha1.ReclaimRetain)
@@ -692,6 +697,7 @@ func TestDeliveryPathOwnedByAnother(t *testing.T) {
 // stale cache) reuses it only when its claim names this Tenant; otherwise
 // it is refused and the Database is left as it is.
 func TestDynamicRetryReusesOnlyItsOwnDatabase(t *testing.T) {
+	testenv.Need(t)
 	ctx := context.Background()
 	ns := namespace(t)
 	inst := instance(t, v1alpha1.ReclaimRetain)
@@ -758,6 +764,7 @@ func TestDynamicRetryReusesOnlyItsOwnDatabase(t *testing.T) {
 // the UID of the object that controls it, so it is refused and the
 // Database stays Released with its claim.
 func TestHandWrittenBindingTakesNothing(t *testing.T) {
+	testenv.Need(t)
 	ctx := context.Background()
 	ns := namespace(t)
 	inst := instance(t, v1alpha1.ReclaimRetain)
@@ -799,6 +806,7 @@ func TestHandWrittenBindingTakesNothing(t *testing.T) {
 // whatever its management policies; the release lifts the protection and
 // the deletion completes.
 func TestBoundDatabaseIsProtectedUntilReleased(t *testing.T) {
+	testenv.Need(t)
 	ctx := context.Background()
 	ns := namespace(t)
 	inst := instance(t, v1alpha1.ReclaimRetain)

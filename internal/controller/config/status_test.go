@@ -134,6 +134,7 @@ func wantStatus(t *testing.T, o config.Object, phase v1alpha1.ConfigPhase, reaso
 }
 
 func TestReadyOverVerifyFullByHostAndByHostaddr(t *testing.T) {
+	testenv.Need(t)
 	pg := env.Postgres
 	secret := adminSecret(t, testenv.ProviderNamespace, pg.AdminUser, pg.AdminPassword)
 	// By DNS name: the certificate's DNS SAN "localhost" and IP SAN.
@@ -163,6 +164,7 @@ func TestReadyOverVerifyFullByHostAndByHostaddr(t *testing.T) {
 }
 
 func TestWrongPasswordIsAuthenticationFailed(t *testing.T) {
+	testenv.Need(t)
 	pg := env.Postgres
 	cpc := newCPC(pg.Host, adminSecret(t, testenv.ProviderNamespace, pg.AdminUser, "not-the-password"))
 	create(t, cpc)
@@ -174,6 +176,7 @@ func TestWrongPasswordIsAuthenticationFailed(t *testing.T) {
 }
 
 func TestHostNotInCertificateIsAuthenticationFailed(t *testing.T) {
+	testenv.Need(t)
 	pg := env.Postgres
 	cpc := newCPC("db.example.org", adminSecret(t, testenv.ProviderNamespace, pg.AdminUser, pg.AdminPassword))
 	create(t, cpc)
@@ -182,6 +185,7 @@ func TestHostNotInCertificateIsAuthenticationFailed(t *testing.T) {
 }
 
 func TestMissingPrivilegeIsInsufficientPrivileges(t *testing.T) {
+	testenv.Need(t)
 	pg := env.Postgres
 	ctx := context.Background()
 	pw := testenv.RandomSecret("weak-")
@@ -195,6 +199,7 @@ func TestMissingPrivilegeIsInsufficientPrivileges(t *testing.T) {
 }
 
 func TestSuperuserIsReadyWithAWarningEvent(t *testing.T) {
+	testenv.Need(t)
 	pg := env.Postgres
 	cpc := newCPC(pg.Host, adminSecret(t, testenv.ProviderNamespace, pg.SuperUser, pg.SuperPassword))
 	create(t, cpc)
@@ -204,6 +209,7 @@ func TestSuperuserIsReadyWithAWarningEvent(t *testing.T) {
 }
 
 func TestSecretInAnotherNamespaceIsInvalidSpec(t *testing.T) {
+	testenv.Need(t)
 	pg := env.Postgres
 	secret := adminSecret(t, "elsewhere", pg.AdminUser, pg.AdminPassword)
 	cpc := newCPC(pg.Host, secret)
@@ -214,6 +220,7 @@ func TestSecretInAnotherNamespaceIsInvalidSpec(t *testing.T) {
 }
 
 func TestSecretLifecycle(t *testing.T) {
+	testenv.Need(t)
 	pg := env.Postgres
 	ctx := context.Background()
 	secretName := name("late-admin")
@@ -242,6 +249,7 @@ func TestSecretLifecycle(t *testing.T) {
 }
 
 func TestServerOutageAndRecovery(t *testing.T) {
+	testenv.Need(t)
 	pg := env.Postgres
 	cpc := newCPC(pg.Host, adminSecret(t, testenv.ProviderNamespace, pg.AdminUser, pg.AdminPassword))
 	create(t, cpc)
@@ -289,6 +297,7 @@ func adminBackends(t *testing.T, role string) []int32 {
 }
 
 func TestCredentialRotationReplacesThePool(t *testing.T) {
+	testenv.Need(t)
 	pg := env.Postgres
 	ctx := context.Background()
 	const role = "rot_admin"
@@ -356,6 +365,7 @@ func TestCredentialRotationReplacesThePool(t *testing.T) {
 }
 
 func TestCABundleChangeAndUntrustedCA(t *testing.T) {
+	testenv.Need(t)
 	pg := env.Postgres
 	cpc := newCPC(pg.Host, adminSecret(t, testenv.ProviderNamespace, pg.AdminUser, pg.AdminPassword))
 	create(t, cpc)
@@ -377,6 +387,7 @@ func TestCABundleChangeAndUntrustedCA(t *testing.T) {
 }
 
 func TestDeletingConfigInUseBlocksNewDatabases(t *testing.T) {
+	testenv.Need(t)
 	pg := env.Postgres
 	ctx := context.Background()
 	cpc := newCPC(pg.Host, adminSecret(t, testenv.ProviderNamespace, pg.AdminUser, pg.AdminPassword))
@@ -428,6 +439,7 @@ func TestDeletingConfigInUseBlocksNewDatabases(t *testing.T) {
 // while a DatabaseBinding records a ProviderConfigUsage naming it in its
 // namespace; it goes once the last usage of either kind is gone.
 func TestBindingUsageBlocksDeletionToo(t *testing.T) {
+	testenv.Need(t)
 	pg := env.Postgres
 	ctx := context.Background()
 	cpc := newCPC(pg.Host, adminSecret(t, testenv.ProviderNamespace, pg.AdminUser, pg.AdminPassword))
@@ -483,25 +495,26 @@ func TestBindingUsageBlocksDeletionToo(t *testing.T) {
 
 func waitForEvent(t *testing.T, object, reason, typ string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	if err := testenv.WaitFor(context.Background(), 30*time.Second, func(ctx context.Context) error {
 		l := &corev1.EventList{}
-		if err := env.Kube.Client.List(context.Background(), l); err != nil {
-			t.Fatal(err)
+		if err := env.Kube.Client.List(ctx, l); err != nil {
+			return err
 		}
 		for _, e := range l.Items {
 			if e.InvolvedObject.Name == object && e.Reason == reason && e.Type == typ {
-				return
+				return nil
 			}
 		}
-		time.Sleep(200 * time.Millisecond)
+		return testenv.ErrNotYet
+	}); err != nil {
+		t.Errorf("no %s event %q for %s: %v", typ, reason, object, err)
 	}
-	t.Errorf("no %s event %q for %s", typ, reason, object)
 }
 
 // The canary runs last (Go runs tests in source order): every credential
 // the tests used must be absent from logs, Events and every status.
 func TestZZCanaryCredentialsNeverLeak(t *testing.T) {
+	testenv.Need(t)
 	pg := env.Postgres
 	ctx := context.Background()
 	canaryUser, canaryPW := "canary_admin", testenv.RandomSecret("CANARY-")

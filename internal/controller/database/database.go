@@ -180,7 +180,7 @@ func (c *connector) Connect(ctx context.Context, db *v1alpha1.Database) (managed
 			// Whether the claim is still in use cannot be told: wait.
 			return nil, errors.Wrap(lerr, errBindings)
 		}
-		d := tenancy.DecideDeletion(reclaim, canDelete(db), db.Spec.ClaimRef, live)
+		d := tenancy.DecideDeletion(reclaim, policies(db).ShouldDelete(), db.Spec.ClaimRef, live)
 		if d.Wait {
 			return nil, fail(db, d.Reason, d.Message)
 		}

@@ -221,6 +221,7 @@ func appLogin(t *testing.T, user, password, db string) (*pgx.Conn, error) {
 }
 
 func TestProvisionToReady(t *testing.T) {
+	testenv.Need(t)
 	ctx := context.Background()
 	d := newDB("shop")
 	apply(t, d)
@@ -329,6 +330,7 @@ func TestProvisionToReady(t *testing.T) {
 }
 
 func TestFaultAfterEachStepConvergesToOnePassword(t *testing.T) {
+	testenv.Need(t)
 	for i, step := range []string{database.StepOwnerMetadata, database.StepCredential, database.StepRole, database.StepDatabase, database.StepRecordOID, database.StepConnect, database.StepExtensions, database.StepCreated} {
 		t.Run(step, func(t *testing.T) {
 			name := fmt.Sprintf("fault%d", i)
@@ -356,6 +358,7 @@ func TestFaultAfterEachStepConvergesToOnePassword(t *testing.T) {
 }
 
 func TestConflictsLeaveForeignObjectsUntouched(t *testing.T) {
+	testenv.Need(t)
 	ctx := context.Background()
 	su := superConn(t, "postgres")
 	// A database and a role that this provider did not create, and a KV
@@ -416,6 +419,7 @@ func TestConflictsLeaveForeignObjectsUntouched(t *testing.T) {
 }
 
 func TestTwoDatabasesSameDatabaseNameFirstWins(t *testing.T) {
+	testenv.Need(t)
 	first := newDB("app-a", func(d *v1alpha1.Database) { d.Spec.ForProvider.Database = "contested" })
 	apply(t, first)
 	waitDB(t, first, "Ready", ready)
@@ -428,6 +432,7 @@ func TestTwoDatabasesSameDatabaseNameFirstWins(t *testing.T) {
 }
 
 func TestUnavailableExtensionRejectedBeforeAnyWrite(t *testing.T) {
+	testenv.Need(t)
 	d := newDB("ext", func(d *v1alpha1.Database) { d.Spec.ForProvider.Extensions = []string{"pg_trgm", "no_such_extension"} })
 	apply(t, d)
 	waitDB(t, d, "InvalidSpec", reason("InvalidSpec"))
@@ -446,6 +451,7 @@ func TestUnavailableExtensionRejectedBeforeAnyWrite(t *testing.T) {
 // owner cannot create (it needs a superuser and is not trusted) is refused
 // before any write, and so is one whose required extension is not listed.
 func TestUntrustedExtensionRejectedBeforeAnyWrite(t *testing.T) {
+	testenv.Need(t)
 	d := newDB("untrusted", func(d *v1alpha1.Database) {
 		d.Spec.ForProvider.Extensions = []string{"pg_trgm", "dblink", "earthdistance"}
 	})
@@ -467,6 +473,7 @@ func TestUntrustedExtensionRejectedBeforeAnyWrite(t *testing.T) {
 }
 
 func TestAvailabilityQueryFailureIsDependencyUnavailable(t *testing.T) {
+	testenv.Need(t)
 	inject(database.StepCheckExtensions, 1000)
 	d := newDB("extq")
 	apply(t, d)
@@ -482,6 +489,7 @@ func TestAvailabilityQueryFailureIsDependencyUnavailable(t *testing.T) {
 }
 
 func TestDriftIsRepairedWithTheSamePassword(t *testing.T) {
+	testenv.Need(t)
 	ctx := context.Background()
 	d := newDB("drift")
 	apply(t, d)
@@ -540,6 +548,7 @@ func TestDriftIsRepairedWithTheSamePassword(t *testing.T) {
 }
 
 func TestExtensionRemovalIsRefusedAndNothingDropped(t *testing.T) {
+	testenv.Need(t)
 	ctx := context.Background()
 	d := newDB("extrm")
 	apply(t, d)
@@ -555,6 +564,7 @@ func TestExtensionRemovalIsRefusedAndNothingDropped(t *testing.T) {
 }
 
 func TestStatusWipedIsRebuilt(t *testing.T) {
+	testenv.Need(t)
 	ctx := context.Background()
 	d := newDB("wipe")
 	apply(t, d)
@@ -577,6 +587,7 @@ func TestStatusWipedIsRebuilt(t *testing.T) {
 }
 
 func TestRetainKeepsEverythingAndSameNameConflicts(t *testing.T) {
+	testenv.Need(t)
 	ctx := context.Background()
 	d := newDB("keep")
 	apply(t, d)
@@ -619,13 +630,13 @@ func grantAdminOption(t *testing.T, role string) {
 
 func waitGone(t *testing.T, d *v1alpha1.Database) {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for time.Now().Before(deadline) {
-		err := env.Kube.Client.Get(context.Background(), client.ObjectKeyFromObject(d), &v1alpha1.Database{})
-		if kerrors.IsNotFound(err) {
-			return
+	if testenv.WaitFor(context.Background(), 90*time.Second, func(ctx context.Context) error {
+		if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(d), &v1alpha1.Database{}); !kerrors.IsNotFound(err) {
+			return testenv.ErrNotYet
 		}
-		time.Sleep(100 * time.Millisecond)
+		return nil
+	}) == nil {
+		return
 	}
 	cur := &v1alpha1.Database{}
 	_ = env.Kube.Client.Get(context.Background(), client.ObjectKeyFromObject(d), cur)
@@ -634,6 +645,7 @@ func waitGone(t *testing.T, d *v1alpha1.Database) {
 }
 
 func TestDeleteWithLiveSessionAndFailures(t *testing.T) {
+	testenv.Need(t)
 	// One Database per step, so each waits for one retry only.
 	for i, step := range []string{"", database.StepRecordOID, database.StepBlockLogins, database.StepTerminate, database.StepDropDatabase, database.StepDropRole, database.StepDeleteKV} {
 		name := fmt.Sprintf("gone%d", i)
@@ -685,6 +697,7 @@ func TestDeleteWithLiveSessionAndFailures(t *testing.T) {
 }
 
 func TestConcurrentSameNameExactlyOneWins(t *testing.T) {
+	testenv.Need(t)
 	ctx := context.Background()
 	var ds []*v1alpha1.Database
 	for _, n := range []string{"race-a", "race-b", "race-c"} {
@@ -732,6 +745,7 @@ func TestConcurrentSameNameExactlyOneWins(t *testing.T) {
 }
 
 func TestImportIsReadOnly(t *testing.T) {
+	testenv.Need(t)
 	ctx := context.Background()
 	su := superConn(t, "postgres")
 	pw := testenv.RandomSecret("imp-")
@@ -795,6 +809,7 @@ func TestImportIsReadOnly(t *testing.T) {
 }
 
 func TestImportWithDeleteDropsOnlyWhatItsCredentialProves(t *testing.T) {
+	testenv.Need(t)
 	ctx := context.Background()
 	su := superConn(t, "postgres")
 	root, _ := env.OpenBao.Client(env.OpenBao.RootToken)
@@ -886,6 +901,7 @@ func phase(p v1alpha1.BindingPhase) func(*v1alpha1.Database) bool {
 // (the Database watches DatabaseBindings); a Released Database stays Ready;
 // clearing the claim makes it Available and keeps the released claim.
 func TestBindingPhaseFollowsBindings(t *testing.T) {
+	testenv.Need(t)
 	ctx := context.Background()
 	claim := &v1alpha1.ClaimReference{Namespace: "claims-a", Name: "shop", UID: "uid-bind-1"}
 	d := newDB("bindphase", func(d *v1alpha1.Database) {
@@ -936,6 +952,7 @@ func TestBindingPhaseFollowsBindings(t *testing.T) {
 // policy in effect when the deletion started decides, whatever
 // spec.reclaimPolicy says later.
 func TestDeletionWaitsWhileBoundAndKeepsTheReclaimPolicyOfItsStart(t *testing.T) {
+	testenv.Need(t)
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name         string
@@ -1000,6 +1017,7 @@ func TestDeletionWaitsWhileBoundAndKeepsTheReclaimPolicyOfItsStart(t *testing.T)
 // Conflict: it neither logs in with it, repairs, nor drops anything, even
 // with reclaimPolicy Delete.
 func TestImportOfAnotherDatabasesRecordIsRefused(t *testing.T) {
+	testenv.Need(t)
 	ctx := context.Background()
 	victim := newDB("victim")
 	apply(t, victim)
@@ -1037,6 +1055,7 @@ func TestImportOfAnotherDatabasesRecordIsRefused(t *testing.T) {
 // ImmutableField: nothing is written or created, and a deletion drops
 // nothing and keeps the finalizer.
 func TestChangedNamesAreImmutableField(t *testing.T) {
+	testenv.Need(t)
 	ctx := context.Background()
 	root, _ := env.OpenBao.Client(env.OpenBao.RootToken)
 	kv := root.KVv2("kv")
@@ -1108,6 +1127,7 @@ func TestChangedNamesAreImmutableField(t *testing.T) {
 // reported DatabaseVanished and not created again empty; deleting the
 // Database (reclaim Delete) removes its role and record.
 func TestVanishedDatabaseIsNotRecreated(t *testing.T) {
+	testenv.Need(t)
 	ctx := context.Background()
 	d := newDB("vanish", func(d *v1alpha1.Database) { d.Spec.ReclaimPolicy = v1alpha1.ReclaimDelete })
 	apply(t, d)
@@ -1142,6 +1162,7 @@ func TestVanishedDatabaseIsNotRecreated(t *testing.T) {
 // The canary runs last: no credential of the run appears in logs, Events,
 // conditions or any object.
 func TestZZCanary(t *testing.T) {
+	testenv.Need(t)
 	ctx := context.Background()
 	var secrets []string
 	l := &v1alpha1.DatabaseList{}
@@ -1204,6 +1225,7 @@ func TestZZCanary(t *testing.T) {
 // with its tenant's password, nor rewrites its record, nor drops anything
 // when deleted, until the endpoint is the recorded one again.
 func TestEndpointChangeSendsNoPasswordAndDropsNothing(t *testing.T) {
+	testenv.Need(t)
 	ctx := context.Background()
 	pg := env.Postgres
 	c := env.Kube.Client

@@ -2,7 +2,6 @@ package database
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"maps"
@@ -13,6 +12,7 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/event"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/logging"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/meta"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/password"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/reconciler/managed"
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -32,7 +32,7 @@ import (
 const (
 	StepCheckExtensions = "check-extensions"
 	StepOwnerMetadata   = "kv-owner-metadata"
-	StepCredential      = "kv-credential"
+	StepCredential      = "kv-credential" //nolint:gosec // a step name, not a credential
 	StepRole            = "role"
 	StepDatabase        = "database"
 	StepRecordOID       = "kv-record-oid"
@@ -48,7 +48,7 @@ const (
 	// Credential rotation: the intent and the new version in OpenBao; the
 	// role's new verifier; ending the role's sessions; the completion in
 	// the record's metadata.
-	StepRotateCredential = "rotate-kv-credential"
+	StepRotateCredential = "rotate-kv-credential" //nolint:gosec // a step name, not a credential
 	StepRotateRole       = "rotate-role"
 	StepRotateSessions   = "rotate-terminate-sessions"
 	StepRotateRecord     = "rotate-record"
@@ -88,37 +88,16 @@ type names struct {
 	importing            bool
 }
 
-func canCreate(db *v1alpha1.Database) bool {
-	for _, p := range db.GetManagementPolicies() {
-		if p == xpv2.ManagementActionAll || p == xpv2.ManagementActionCreate {
-			return true
-		}
-	}
-	return false
-}
-
-func canUpdate(db *v1alpha1.Database) bool {
-	for _, p := range db.GetManagementPolicies() {
-		if p == xpv2.ManagementActionAll || p == xpv2.ManagementActionUpdate {
-			return true
-		}
-	}
-	return false
-}
-
-func canDelete(db *v1alpha1.Database) bool {
-	for _, p := range db.GetManagementPolicies() {
-		if p == xpv2.ManagementActionAll || p == xpv2.ManagementActionDelete {
-			return true
-		}
-	}
-	return false
+// policies resolves db's management policies as the managed reconciler
+// does. The feature is on: Setup refuses to start without it.
+func policies(db *v1alpha1.Database) managed.ManagementPoliciesChecker {
+	return managed.NewManagementPoliciesResolver(true, db.GetManagementPolicies())
 }
 
 // resolve returns the effective names, or an error with a Ready condition
 // (InvalidSpec) already set.
 func (e *external) resolve(db *v1alpha1.Database) (names, error) {
-	n := names{importing: !canCreate(db), database: db.Spec.ForProvider.Database}
+	n := names{importing: !policies(db).ShouldCreate(), database: db.Spec.ForProvider.Database}
 	n.role = n.database
 	if r := db.Spec.ForProvider.LoginRole; r != nil {
 		n.role = *r
@@ -213,7 +192,7 @@ func (e *external) Observe(ctx context.Context, db *v1alpha1.Database) (managed.
 		return managed.ExternalObservation{}, fail(db, tenancy.ReasonDependencyUnavailable, err.Error())
 	}
 	o := tenancy.Observation{
-		Identity: e.id, Import: n.importing, ImportUpdate: n.importing && canUpdate(db), Deleting: meta.WasDeleted(db),
+		Identity: e.id, Import: n.importing, ImportUpdate: n.importing && policies(db).ShouldUpdate(), Deleting: meta.WasDeleted(db),
 		Database: n.database, Role: n.role, Path: n.path,
 		Requested: db.Spec.ForProvider.Extensions,
 		WantData:  e.wantData(n),
@@ -451,8 +430,12 @@ func (e *external) Create(ctx context.Context, db *v1alpha1.Database) (managed.E
 		if err := e.step(StepCredential); err != nil {
 			return managed.ExternalCreation{}, failFrom(db, StepCredential, err)
 		}
+		pw, err := NewPassword()
+		if err != nil {
+			return managed.ExternalCreation{}, failFrom(db, StepCredential, err)
+		}
 		data := e.wantData(n)
-		data["password"] = newPassword()
+		data["password"] = pw
 		if _, err := e.kv.Write(ctx, n.path, data, 0); err != nil {
 			return managed.ExternalCreation{}, failFrom(db, StepCredential, err)
 		}
@@ -639,7 +622,7 @@ func (e *external) Update(ctx context.Context, db *v1alpha1.Database) (managed.E
 
 // rotationRequest is what the Database asks of a credential rotation.
 func rotationRequest(db *v1alpha1.Database) tenancy.RotationRequest {
-	r := tenancy.RotationRequest{MayUpdate: canUpdate(db)}
+	r := tenancy.RotationRequest{MayUpdate: policies(db).ShouldUpdate()}
 	if c := db.Spec.CredentialRotation; c != nil {
 		r.ID = c.ID
 	}
@@ -682,8 +665,12 @@ func (e *external) rotate(ctx context.Context, db *v1alpha1.Database) error {
 		if err := e.kv.SetOwner(ctx, n.path, tenancy.RotationIntent(r.ID, r.Version)); err != nil {
 			return failFrom(db, StepRotateCredential, err)
 		}
+		pw, err := NewPassword()
+		if err != nil {
+			return failFrom(db, StepRotateCredential, err)
+		}
 		data := maps.Clone(o.KV.Data)
-		data["password"] = newPassword()
+		data["password"] = pw
 		ver, err := e.kv.Write(ctx, n.path, data, o.KV.Version)
 		if err != nil {
 			return failFrom(db, StepRotateCredential, err)
@@ -877,23 +864,13 @@ func joinRepairs(r []tenancy.Repair) string {
 	return strings.Join(s, ", ")
 }
 
-// newPassword returns 32 random characters from [A-Za-z0-9] (about 190
-// bits); ASCII only, so SASLprep leaves it unchanged.
-func newPassword() string {
-	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-	b := make([]byte, 32)
-	out := make([]byte, 32)
-	for i := 0; i < len(out); {
-		if _, err := rand.Read(b); err != nil {
-			panic("crypto/rand failed: " + err.Error())
-		}
-		for _, c := range b {
-			// Rejection sampling keeps the distribution uniform.
-			if int(c) < 256-256%len(alphabet) && i < len(out) {
-				out[i] = alphabet[int(c)%len(alphabet)]
-				i++
-			}
-		}
-	}
-	return string(out)
+// passwords is the shape of every tenant password: 32 characters of
+// [A-Za-z0-9] (about 190 bits) from crypto/rand; ASCII only, so SASLprep
+// leaves it unchanged.
+var passwords = password.Settings{
+	CharacterSet: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789",
+	Length:       32,
 }
+
+// NewPassword returns a fresh tenant password (see passwords).
+func NewPassword() (string, error) { return passwords.Generate() }

@@ -45,10 +45,10 @@ func desiredStateChanged() predicate.Predicate {
 	)
 }
 
-// annotationsChanged is true when old and new differ in an annotation
-// that expresses desired state.
-func annotationsChanged(old, new client.Object) bool {
-	oa, na := maps.Clone(old.GetAnnotations()), maps.Clone(new.GetAnnotations())
+// annotationsChanged is true when before and after differ in an
+// annotation that expresses desired state.
+func annotationsChanged(before, after client.Object) bool {
+	oa, na := maps.Clone(before.GetAnnotations()), maps.Clone(after.GetAnnotations())
 	for _, k := range ownAnnotations {
 		delete(oa, k)
 		delete(na, k)

@@ -13,6 +13,7 @@ import (
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 	"ddupan.top/provider-postgresql-tenant/internal/controller/database"
+	"ddupan.top/provider-postgresql-tenant/internal/testenv"
 )
 
 // requestRotation sets spec.credentialRotation.
@@ -83,6 +84,7 @@ func checkRotated(t *testing.T, name string, old kvState, id string) string {
 }
 
 func TestRotationEndsOldSessionsWhenAsked(t *testing.T) {
+	testenv.Need(t)
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name      string
@@ -114,6 +116,7 @@ func TestRotationEndsOldSessionsWhenAsked(t *testing.T) {
 }
 
 func TestRotationInterruptedAfterTheKVWriteFinishesWithTheNewPassword(t *testing.T) {
+	testenv.Need(t)
 	ctx := context.Background()
 	for i, step := range []string{database.StepRotateRole, database.StepRotateSessions, database.StepRotateRecord} {
 		t.Run(step, func(t *testing.T) {
@@ -149,6 +152,7 @@ func TestRotationInterruptedAfterTheKVWriteFinishesWithTheNewPassword(t *testing
 }
 
 func TestRotationRequestedAgainAndAtCreation(t *testing.T) {
+	testenv.Need(t)
 	// A Database created with the field does not rotate.
 	d := newDB("rotnew", func(d *v1alpha1.Database) {
 		d.Spec.CredentialRotation = &v1alpha1.CredentialRotation{ID: "initial"}
@@ -170,6 +174,7 @@ func TestRotationRequestedAgainAndAtCreation(t *testing.T) {
 }
 
 func TestRotationWithoutUpdateIsReportedAndNothingWritten(t *testing.T) {
+	testenv.Need(t)
 	d := newDB("rotro", func(d *v1alpha1.Database) {
 		d.Spec.ManagementPolicies = xpv2.ManagementPolicies{xpv2.ManagementActionObserve, xpv2.ManagementActionCreate, xpv2.ManagementActionDelete}
 	})
