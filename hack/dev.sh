@@ -39,6 +39,21 @@ up() {
   sed -n "$((shown + 1)),\$p" "$STATE/devenv.log"
   echo "Up in $((SECONDS - t0))s."
   print_usage
+  show_trace
+}
+
+# The last Tenant's tree as Crossplane's CLI shows it, and the Database it
+# binds (the binding names the Database; it does not compose it, so the
+# Tenant's tree stops at the binding).
+show_trace() {
+  local st=$STATE/state.json tns tn rel
+  val() { sed -n "s/.*\"$1\": \"\{0,1\}\([^\",]*\).*/\1/p" "$st"; }
+  tns=$(val tenantNamespace) tn=$(val tenant) rel=$(val released)
+  echo
+  echo "  crossplane resource trace tenant.database.ayatori.ddupan.top/$tn -n $tns"
+  KUBECONFIG=$STATE/kubeconfig "$PPT_BIN/crossplane" resource trace "tenant.database.ayatori.ddupan.top/$tn" -n "$tns" | sed 's/^/    /' || true
+  echo "  crossplane resource trace database.database.ayatori.ddupan.top/$rel"
+  KUBECONFIG=$STATE/kubeconfig "$PPT_BIN/crossplane" resource trace "database.database.ayatori.ddupan.top/$rel" | sed 's/^/    /' || true
 }
 
 print_usage() {
@@ -66,6 +81,7 @@ Local control plane, Crossplane, PostgreSQL, OpenBao, ESO and the provider are r
   - the admin reserved $rel for tenant $tns/$tn, which bound it and got the
     Secret $tsec.
   kubectl get tenants,databasebindings,externalsecrets -A
+  $PPT_BIN/crossplane resource trace tenant.database.ayatori.ddupan.top/$tn -n $tns   # the Tenant's tree
   kubectl describe secret -n $tns $tsec      # its keys, no values
   Log in with nothing but the Secret (and the local CA):
   PGPASSWORD=\$(kubectl get secret -n $tns $tsec -o jsonpath='{.data.password}' | base64 -d) \\
@@ -96,7 +112,7 @@ down() {
     echo "The dev environment is not running."
   fi
   # Anything left in its process group (it was started with setsid) goes too.
-  [ -f "$PIDFILE" ] && kill -KILL -- -"$(cat "$PIDFILE")" 2>/dev/null || true
+  if [ -f "$PIDFILE" ]; then kill -KILL -- -"$(cat "$PIDFILE")" 2>/dev/null || true; fi
   rm -f "$PIDFILE" "$STATE/ready"
 }
 

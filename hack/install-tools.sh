@@ -10,6 +10,7 @@
 # `go install` refuses. A throw-away module requiring the exact version,
 # seeded with the tool's own go.sum, avoids both.
 set -euo pipefail
+# shellcheck source=hack/lib.sh
 . "$(dirname "$0")/lib.sh"
 export GOFLAGS="-mod=mod" CGO_ENABLED=${CGO_ENABLED:-0}
 
@@ -30,26 +31,30 @@ TOOLS=(
   "crane|github.com/google/go-containerregistry|$CRANE_VERSION|github.com/google/go-containerregistry/cmd/crane||"
 )
 
-# Files some tools need beside their binary, copied from their module:
-# Crossplane core's CRDs (core init installs them) and each function's
-# package (crossplane.yaml + input CRD: what a Function's package holds).
+# Files some tools need beside their binary, copied from their module, one
+# "from to" pair a line: Crossplane core's CRDs (core init installs them) and
+# its Helm chart's templates (the test harness installs core's and the RBAC
+# manager's ClusterRoles from them), and each function's package
+# (crossplane.yaml + input CRD: what a Function's package holds).
 assets_of() {
   case "$1" in
-    crossplane-core) echo "cluster/crds crossplane-crds" ;;
+    crossplane-core) printf '%s\n' "cluster/crds crossplane-crds" "cluster/charts/crossplane/templates crossplane-chart-templates" ;;
     function-patch-and-transform|function-auto-ready) echo "package $1-package" ;;
   esac
 }
 
 copy_assets() {
-  local name=$1 src=$2 a from to dir
-  a=$(assets_of "$name"); [ -n "$a" ] || return 0
-  from=${a% *} to=${a#* }
-  [ -d "$PPT_BIN/$to" ] && return 0
-  dir=$(go mod download -json "$src" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$/\1/p')
-  [ -d "$dir/$from" ] || { log "cannot find $from in $src"; return 1; }
-  rm -rf "$PPT_BIN/.$to.tmp" && cp -r "$dir/$from" "$PPT_BIN/.$to.tmp" && chmod -R u+w "$PPT_BIN/.$to.tmp"
-  mv "$PPT_BIN/.$to.tmp" "$PPT_BIN/$to"
-  log "copied $src/$from to $PPT_BIN/$to"
+  local name=$1 src=$2 a from to dir=""
+  while read -r a; do
+    [ -n "$a" ] || continue
+    from=${a% *} to=${a#* }
+    [ -d "$PPT_BIN/$to" ] && continue
+    [ -n "$dir" ] || dir=$(go mod download -json "$src" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$/\1/p')
+    [ -d "$dir/$from" ] || { log "cannot find $from in $src"; return 1; }
+    rm -rf "$PPT_BIN/.$to.tmp" && cp -r "$dir/$from" "$PPT_BIN/.$to.tmp" && chmod -R u+w "$PPT_BIN/.$to.tmp"
+    mv "$PPT_BIN/.$to.tmp" "$PPT_BIN/$to"
+    log "copied $src/$from to $PPT_BIN/$to"
+  done <<<"$(assets_of "$name")"
 }
 
 build_tool() {
@@ -64,8 +69,10 @@ build_tool() {
   fi
   log "building $name from $mod@$ver"
   local dir gover d=$PPT_BUILD/$name t0=$SECONDS
-  local a; a=$(assets_of "$name")
-  if [ -n "$a" ]; then rm -rf "${PPT_BIN:?}/${a#* }"; fi
+  local a
+  while read -r a; do
+    if [ -n "$a" ]; then rm -rf "${PPT_BIN:?}/${a#* }"; fi
+  done <<<"$(assets_of "$name")"
   dir=$(go mod download -json "$src" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$/\1/p')
   [ -d "$dir" ] || { log "cannot download $src"; return 1; }
   gover=$(awk '$1=="go"{print $2; exit}' "$dir/go.mod")
@@ -88,7 +95,7 @@ want=("$@")
 rc=0
 for spec in "${TOOLS[@]}"; do
   IFS='|' read -r name mod ver pkg extra ldflags repl <<<"$spec"
-  if [ ${#want[@]} -gt 0 ] && [[ ! " ${want[*]} " =~ " $name " ]]; then continue; fi
+  if [ ${#want[@]} -gt 0 ] && [[ " ${want[*]} " != *" $name "* ]]; then continue; fi
   build_tool "$name" "$mod" "$ver" "$pkg" "$extra" "$ldflags" "$repl" || { log "FAILED: $name"; rc=1; }
 done
 exit $rc

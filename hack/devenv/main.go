@@ -20,7 +20,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"sort"
@@ -39,6 +38,7 @@ import (
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 	"ddupan.top/provider-postgresql-tenant/internal/testenv"
+	"ddupan.top/provider-postgresql-tenant/internal/testenv/tenantkit"
 )
 
 // State is what `make dev` prints for the developer. It names files and
@@ -78,7 +78,8 @@ const (
 // package/configuration and Functions of the same names pointed at local
 // processes (examples/tenant/functions.yaml would make core pull them from
 // xpkg.crossplane.io).
-var skipKinds = map[string]bool{"Function": true, "CompositeResourceDefinition": true, "Composition": true}
+var skipKinds = map[string]bool{"Function": true, "CompositeResourceDefinition": true, "Composition": true,
+	"DeploymentRuntimeConfig": true, "ManagedResourceActivationPolicy": true}
 
 func main() {
 	state := flag.String("state", "_output/dev", "Directory for the environment's state files.")
@@ -96,7 +97,7 @@ func run(stateDir string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(stateDir, 0o755); err != nil {
+	if err := os.MkdirAll(stateDir, 0o750); err != nil {
 		return err
 	}
 	_ = os.Remove(filepath.Join(stateDir, "ready"))
@@ -105,8 +106,10 @@ func run(stateDir string) error {
 	defer stop()
 
 	step("starting kube-apiserver + etcd, PostgreSQL (TLS), OpenBao (TLS, Kubernetes auth), the External Secrets Operator, " +
-		"Crossplane core (External package runtime) with its functions and the garbage collector, all as local processes")
-	startCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+		"Crossplane core and its RBAC manager under their own service accounts, the provider and Configuration packages " +
+		"installed through Crossplane's package manager from a loopback registry, the functions and the garbage collector, " +
+		"all as local processes")
+	startCtx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	env, err := testenv.Start(startCtx, testenv.Options{Kube: true, Postgres: true, OpenBao: true, ESO: true, Crossplane: true})
 	cancel()
 	if err != nil {
@@ -135,57 +138,25 @@ func run(stateDir string) error {
 		return err
 	}
 	ca := filepath.Join(stateDir, "ca.crt")
-	if err := os.WriteFile(ca, env.CA.CertPEM, 0o644); err != nil {
+	if err := os.WriteFile(ca, env.CA.CertPEM, 0o600); err != nil {
 		return err
 	}
 
 	step("building and starting the provider")
-	bin := filepath.Join(stateDir, "provider")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/provider").CombinedOutput(); err != nil {
-		return fmt.Errorf("go build ./cmd/provider: %w\n%s", err, out)
-	}
-	// Out of cluster there is no projected token: mint one for the
-	// provider's service account with OpenBao's audience, as the kubelet
-	// would for the projected volume of examples/provider/runtime-config.yaml.
-	jwt, err := env.Kube.ServiceAccountTokenFor(ctx, testenv.ProviderNamespace, testenv.ProviderServiceAccount, testenv.ProviderAudience)
+	bin, err := testenv.BuildProvider(ctx, stateDir)
 	if err != nil {
 		return err
 	}
-	saToken := filepath.Join(stateDir, "sa-token")
-	if err := os.WriteFile(saToken, []byte(jwt), 0o600); err != nil {
-		return err
-	}
+	// It runs as the service account Crossplane's RBAC manager bound the
+	// provider's generated ClusterRole to, as in a cluster.
 	providerLog := filepath.Join(stateDir, "provider.log")
-	lf, err := os.Create(providerLog)
+	prov, err := testenv.StartProvider(ctx, env, testenv.ProviderOptions{Bin: bin, LogFile: providerLog, Poll: 15 * time.Second})
 	if err != nil {
 		return err
 	}
-	defer lf.Close() //nolint:errcheck // best effort
-	prov := exec.Command(bin,
-		"--kubeconfig="+kubeconfig,
-		"--namespace="+testenv.ProviderNamespace,
-		"--metrics-bind-address=127.0.0.1:0",
-		"--health-probe-bind-address=127.0.0.1:0",
-		"--openbao-address="+env.OpenBao.Address,
-		"--openbao-auth-role="+env.OpenBao.ProviderRole,
-		"--openbao-sa-token-file="+saToken,
-		"--ca-bundle="+ca,
-		"--poll=15s",
-	)
-	prov.Stdout, prov.Stderr = lf, lf
-	if err := prov.Start(); err != nil {
-		return err
-	}
+	defer prov.Stop()
 	provDone := make(chan error, 1)
-	go func() { provDone <- prov.Wait() }()
-	defer func() {
-		_ = prov.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-provDone:
-		case <-time.After(20 * time.Second):
-			_ = prov.Process.Kill()
-		}
-	}()
+	go func() { <-prov.Done(); provDone <- prov.Exited() }()
 
 	step("applying examples/ (endpoint and admin credential pointed at the local server)")
 	ex, err := applyExamples(ctx, env)
@@ -224,7 +195,7 @@ func run(stateDir string) error {
 	st := State{
 		Kubeconfig: kubeconfig, CABundle: ca, OpenBaoAddress: env.OpenBao.Address,
 		PostgresHost: env.Postgres.Host, PostgresPort: env.Postgres.Port,
-		ProviderLog: providerLog, ProviderPID: prov.Process.Pid,
+		ProviderLog: providerLog, ProviderPID: prov.Pid(),
 		Database: ex.db.Name, StaticNamespace: ex.static.Namespace, StaticTenant: ex.static.Name, StaticSecret: staticSecret,
 		Released: released, TenantNamespace: next.Namespace, Tenant: next.Name, TenantSecret: nextSecret,
 		CrossplaneLog: crossplaneLog, LogsDir: logsDir,
@@ -235,10 +206,10 @@ func run(stateDir string) error {
 		return err
 	}
 	b, _ := json.MarshalIndent(st, "", "  ")
-	if err := os.WriteFile(filepath.Join(stateDir, "state.json"), b, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(stateDir, "state.json"), b, 0o600); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(stateDir, "ready"), nil, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(stateDir, "ready"), nil, 0o600); err != nil {
 		return err
 	}
 	step("ready")
@@ -248,7 +219,7 @@ func run(stateDir string) error {
 		step("stopping")
 		return nil
 	case err := <-provDone:
-		return fmt.Errorf("the provider exited: %v (log: %s)", err, providerLog)
+		return fmt.Errorf("the provider exited: %w (log: %s)", err, providerLog)
 	}
 }
 
@@ -318,14 +289,14 @@ func applyExamples(ctx context.Context, env *testenv.Env) (ex examples, err erro
 	}
 	if len(skipped) > 0 {
 		var kinds []string
-		for _, k := range []string{"Function", "CompositeResourceDefinition", "Composition"} {
+		for _, k := range []string{"Function", "CompositeResourceDefinition", "Composition", "DeploymentRuntimeConfig", "ManagedResourceActivationPolicy"} {
 			if skipped[k] > 0 {
 				kinds = append(kinds, fmt.Sprintf("%d %s", skipped[k], k))
 			}
 		}
-		fmt.Printf("    skipped %s: the harness installed the XRDs and Compositions from\n"+
-			"      package/configuration, and Functions of the same names served by local processes\n"+
-			"      (examples/tenant/functions.yaml would make Crossplane pull them from a registry)\n", strings.Join(kinds, ", "))
+		fmt.Printf("    skipped %s: installed with the packages (the Configuration package brings\n"+
+			"      its XRDs, Compositions and Functions; the provider's runtime config and activation\n"+
+			"      policy came with the provider package)\n", strings.Join(kinds, ", "))
 	}
 	if ex.db.Name == "" || ex.static.Name == "" || ex.dynamic.Name == "" {
 		return ex, fmt.Errorf("examples/ needs a Database, a static and a dynamic %s %s (found database %q, static %q, dynamic %q)", tenantAPIVersion, tenantKind, ex.db, ex.static, ex.dynamic)
@@ -376,7 +347,7 @@ func watch(ctx context.Context, provDone <-chan error, timeout time.Duration, ch
 		}
 		select {
 		case err := <-provDone:
-			return last, fmt.Errorf("the provider exited: %v", err)
+			return last, fmt.Errorf("the provider exited: %w", err)
 		case <-ctx.Done():
 			return last, ctx.Err()
 		case <-time.After(500 * time.Millisecond):
@@ -444,7 +415,7 @@ func waitForTenant(ctx context.Context, env *testenv.Env, key types.NamespacedNa
 		}
 		u = t
 		phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
-		st, reason, msg := condition(u, "Ready")
+		st, reason, msg := tenantkit.Condition(u, "Ready")
 		s := fmt.Sprintf("tenant/%s: phase=%s ready=%s reason=%s", key.Name, phase, st, reason)
 		if msg != "" && st != "True" {
 			s += " message=" + strconv.Quote(msg)
@@ -488,10 +459,10 @@ func composed(ctx context.Context, env *testenv.Env, u *unstructured.Unstructure
 			fmt.Fprintf(&b, "  composed %s %s: %v\n", c.GetKind(), name, err)
 			continue
 		}
-		st, reason, msg := condition(c, "Ready")
+		st, reason, msg := tenantkit.Condition(c, "Ready")
 		fmt.Fprintf(&b, "  composed %s %s: Ready=%s %s\n", c.GetKind(), name, st, strings.TrimSpace(reason+" "+msg))
 	}
-	if st, reason, msg := condition(u, "Synced"); st != "True" {
+	if st, reason, msg := tenantkit.Condition(u, "Synced"); st != "True" {
 		fmt.Fprintf(&b, "  tenant Synced=%s %s\n", st, strings.TrimSpace(reason+" "+msg))
 	}
 	return b.String()
@@ -510,18 +481,6 @@ func tail(file string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
-}
-
-// condition returns the status, reason and message of u's condition typ.
-func condition(u *unstructured.Unstructured, typ string) (status, reason, message string) {
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	for _, c := range conds {
-		if m, ok := c.(map[string]any); ok && m["type"] == typ {
-			s := func(k string) string { v, _ := m[k].(string); return v }
-			return s("status"), s("reason"), s("message")
-		}
-	}
-	return "", "", ""
 }
 
 // waitForSecret waits until ESO has projected the credential into the app
@@ -561,7 +520,7 @@ func linkLogs(envDir, dir string) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return err
 	}
 	logs, err := filepath.Glob(filepath.Join(envDir, "*.log"))
@@ -590,17 +549,17 @@ func keepLogs(dir string) {
 			continue
 		}
 		if os.Remove(l) == nil {
-			_ = os.WriteFile(l, b, 0o644)
+			_ = os.WriteFile(l, b, 0o600) //nolint:gosec // a link in our own logs directory, replaced by its target's copy
 		}
 	}
 }
 
 func copyFile(from, to string) error {
-	b, err := os.ReadFile(from)
+	b, err := os.ReadFile(from) //nolint:gosec // the environment's own kubeconfig
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(to, b, 0o600)
+	return os.WriteFile(to, b, 0o600) //nolint:gosec // into the state directory the developer chose
 }
 
 // releaseAndRebind shows a Database outliving its Tenant: it deletes the

@@ -1,12 +1,8 @@
 package testenv
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
-	"crypto/sha256"
 	"crypto/x509"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -15,13 +11,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"syscall"
 	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
@@ -32,29 +29,46 @@ import (
 const CrossplaneNamespace = "crossplane-system"
 
 // Crossplane is Crossplane core run as a local process against the test
-// apiserver, with the package runtime deferred ("External"): nothing runs
-// in pods. The harness plays that external runtime: it starts the
-// Configuration's functions as local mTLS gRPC servers and points their
-// FunctionRevisions at them. Packages come from a pre-seeded package cache
-// (digest references to a loopback registry that is never contacted), so
-// nothing leaves the machine. Core's Usage webhook is registered with a
+// apiserver, installed as its Helm chart would install it but without pods:
+// core and its RBAC manager run under their own service accounts with the
+// chart's ClusterRoles (rendered from the pinned chart), and the package
+// runtime is deferred ("External"). Packages are installed through core's
+// package manager from a loopback registry (an ImageConfig rewrites their
+// public names to it), so nothing leaves the machine. The harness plays the
+// external runtime: it starts each Function as a local mTLS gRPC server and
+// points its revision at it, and for the provider revision it creates the
+// service account and the (never scheduled) Deployment the Deployment
+// runtime would, so that the RBAC manager binds the provider's generated
+// ClusterRole to that service account; the provider process then runs with
+// that service account's token. Core's Usage webhook is registered with a
 // loopback URL, so Usages protect what they should.
 type Crossplane struct {
 	logFile string
 	proc    *process
+	rbac    *process
 	fns     []*process
+	fnAddrs map[string]string
+	aggr    *process
 	kcm     *process
+	// rbacLock is held while the RBAC manager runs.
+	rbacLock *os.File
+	reg      *registry
+
+	serverCertDir string
+	// ProviderKubeconfig authenticates as the provider revision's service
+	// account: what the provider process runs with.
+	ProviderKubeconfig string
+	// ProviderServiceAccount is that service account (in CrossplaneNamespace).
+	ProviderServiceAccount string
+	// ProviderRevision is the provider's active revision.
+	ProviderRevision string
 }
 
 // CrossplaneCRDDir is where hack/install-tools.sh puts core's CRDs.
 func CrossplaneCRDDir(binDir string) string { return filepath.Join(binDir, "crossplane-crds") }
 
-// loopbackRegistry names packages; nothing listens there and nothing is
-// fetched from it: every package is in the cache.
-const loopbackRegistry = "127.0.0.1:5001/crossplane-contrib"
-
 func startCrossplane(ctx context.Context, root, binDir string, k *Kube, ca *CA) (*Crossplane, error) {
-	for _, b := range []string{"crossplane-core", "kube-controller-manager"} {
+	for _, b := range []string{"crossplane-core", "kube-controller-manager", "crossplane", "crane"} {
 		if _, err := os.Stat(filepath.Join(binDir, b)); err != nil {
 			return nil, missing(b, filepath.Join(binDir, b), "make tools (hack/install.sh)")
 		}
@@ -74,32 +88,50 @@ func startCrossplane(ctx context.Context, root, binDir string, k *Kube, ca *CA) 
 	if err := ca.issueTLSDir(clientDir, []string{"crossplane.crossplane-system"}, nil, x509.ExtKeyUsageClientAuth); err != nil {
 		return nil, err
 	}
-	x := &Crossplane{logFile: filepath.Join(root, "crossplane.log")}
+	x := &Crossplane{logFile: filepath.Join(root, "crossplane.log"), serverCertDir: server, fnAddrs: map[string]string{}}
 	fail := func(err error) (*Crossplane, error) { x.Stop(); return nil, err }
-	kenv := append(os.Environ(), "KUBECONFIG="+k.KubeconfigFile)
+
+	// ClusterRole aggregation (kube-controller-manager's controller): core's
+	// ClusterRole is the union of the roles labelled for it, among them the
+	// ones the RBAC manager generates and the ones the docs tell an admin to
+	// apply.
+	aggrLog := filepath.Join(root, "kube-controller-manager-aggregation.log")
+	var err error
+	if x.aggr, err = startProcess("kube-controller-manager", aggrLog, exec.Command(filepath.Join(binDir, "kube-controller-manager"), //nolint:gosec,noctx // the pinned binary; runs until Stop
+		"--kubeconfig="+k.KubeconfigFile, "--authentication-kubeconfig="+k.KubeconfigFile, "--authorization-kubeconfig="+k.KubeconfigFile,
+		"--leader-elect=false", "--controllers=clusterrole-aggregation",
+		"--bind-address=127.0.0.1", "--secure-port=0", "--use-service-account-credentials=false")); err != nil {
+		return fail(err)
+	}
+	coreKubeconfig, rbacKubeconfig, err := installCrossplaneRBAC(ctx, root, binDir, k)
+	if err != nil {
+		return fail(err)
+	}
+	// What the docs tell an admin to apply with the packages.
+	rbacObjs, err := ReadManifests(filepath.Join(RepoRoot(), "package", "rbac"))
+	if err != nil {
+		return fail(err)
+	}
+	for _, o := range rbacObjs {
+		if err := k.Client.Create(ctx, o); err != nil {
+			return fail(fmt.Errorf("package/rbac %s %s: %w", o.GetKind(), o.GetName(), err))
+		}
+	}
+	kenv := append(os.Environ(), "KUBECONFIG="+coreKubeconfig)
 
 	// core init: the TLS Secrets, the package Lock, the default runtime
 	// config. Its CRDs were installed with the apiserver's.
-	if err := waitFor(ctx, 30*time.Second, func(context.Context) error {
-		cmd := exec.Command(filepath.Join(binDir, "crossplane-core"), "core", "init", "--cr-ds-path="+CrossplaneCRDDir(binDir),
+	if err := WaitFor(ctx, 60*time.Second, func(ctx context.Context) error {
+		cmd := exec.CommandContext(ctx, filepath.Join(binDir, "crossplane-core"), "core", "init", "--cr-ds-path="+CrossplaneCRDDir(binDir), //nolint:gosec // the pinned binary
 			"--enable-webhooks=false", "--namespace="+CrossplaneNamespace,
 			"--tlsca-secret-name=crossplane-root-ca", "--tls-client-secret-name=crossplane-tls-client")
 		cmd.Env = kenv
 		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("crossplane core init: %v\n%s", err, out)
+			return fmt.Errorf("crossplane core init: %w\n%s", err, out)
 		}
 		return nil
 	}); err != nil {
 		return fail(err)
-	}
-
-	refs := map[string]string{}
-	for _, f := range TenantFunctions {
-		ref, err := seedPackage(cache, filepath.Join(binDir, f.Binary+"-package"), loopbackRegistry+"/"+f.Binary)
-		if err != nil {
-			return fail(err)
-		}
-		refs[f.Name] = ref
 	}
 
 	ports := make([]int, 3)
@@ -111,20 +143,36 @@ func startCrossplane(ctx context.Context, root, binDir string, k *Kube, ca *CA) 
 		ports[i] = p
 	}
 	webhook, metrics, health := ports[0], ports[1], ports[2]
-	cmd := exec.Command(filepath.Join(binDir, "crossplane-core"), "core", "start",
+	cmd := exec.Command(filepath.Join(binDir, "crossplane-core"), "core", "start", //nolint:gosec,noctx // the pinned binary; runs until Stop
 		"--namespace="+CrossplaneNamespace, "--package-runtime=External", "--xpkg-cache-dir="+cache,
 		"--tls-client-certs-dir="+clientDir, "--tls-server-certs-dir="+server,
 		"--enable-webhooks=true", fmt.Sprintf("--webhook-port=%d", webhook),
 		fmt.Sprintf("--metrics-port=%d", metrics), fmt.Sprintf("--health-probe-port=%d", health),
 		"--leader-election=false", "--poll-interval=1m")
 	cmd.Env = kenv
-	var err error
 	if x.proc, err = startProcess("crossplane", x.logFile, cmd); err != nil {
 		return fail(err)
 	}
-	if err := waitFor(ctx, 60*time.Second, func(ctx context.Context) error {
+	// The RBAC manager always serves metrics on :8080 (it has no flag for
+	// it), so two environments on one machine cannot run it at once: it runs
+	// under a machine-wide lock while packages are installed, and stops once
+	// it has generated the roles of the packages' kinds (InstallPackages).
+	if x.rbacLock, err = lockFile(ctx, filepath.Join(CacheDir(), "rbac-manager.lock")); err != nil {
+		return fail(err)
+	}
+	rbacLog := filepath.Join(root, "crossplane-rbac-manager.log")
+	rcmd := exec.Command(filepath.Join(binDir, "crossplane-core"), "rbac", "start", //nolint:gosec,noctx // the pinned binary; runs until the packages are installed
+		"--provider-clusterrole=crossplane:allowed-provider-permissions", "--leader-election=false")
+	rcmd.Env = append(os.Environ(), "KUBECONFIG="+rbacKubeconfig)
+	if x.rbac, err = startProcess("crossplane-rbac-manager", rbacLog, rcmd); err != nil {
+		return fail(err)
+	}
+	if err := WaitFor(ctx, 60*time.Second, func(ctx context.Context) error {
 		if x.proc.exited() {
 			return errors.New("crossplane core exited:\n" + Tail(x.logFile, 20))
+		}
+		if x.rbac.exited() {
+			return errors.New("crossplane's RBAC manager exited:\n" + Tail(rbacLog, 20))
 		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/readyz", health), nil)
 		resp, err := http.DefaultClient.Do(req)
@@ -160,7 +208,8 @@ func startCrossplane(ctx context.Context, root, binDir string, k *Kube, ca *CA) 
 		return fail(err)
 	}
 
-	// The functions, and their Function objects pointed at them.
+	// The functions, as local processes; their Function objects come from
+	// the Configuration's dependencies.
 	for _, f := range TenantFunctions {
 		port, err := FreePort()
 		if err != nil {
@@ -168,42 +217,144 @@ func startCrossplane(ctx context.Context, root, binDir string, k *Kube, ca *CA) 
 		}
 		addr := fmt.Sprintf("127.0.0.1:%d", port)
 		p, err := startProcess(f.Binary, filepath.Join(root, f.Binary+".log"),
-			exec.Command(filepath.Join(binDir, f.Binary), "--address="+addr, "--tls-certs-dir="+server))
+			exec.Command(filepath.Join(binDir, f.Binary), "--address="+addr, "--tls-certs-dir="+server)) //nolint:gosec,noctx // the pinned binary; runs until Stop
 		if err != nil {
 			return fail(err)
 		}
 		x.fns = append(x.fns, p)
-		if err := installFunction(ctx, k.Client, f.Name, refs[f.Name], addr, server); err != nil {
-			return fail(fmt.Errorf("function %s: %w\ncrossplane log:\n%s", f.Name, err, Tail(x.logFile, 20)))
-		}
+		x.fnAddrs[f.Name] = addr
+	}
+	if x.reg, err = startRegistry(ctx, root, binDir); err != nil {
+		return fail(err)
 	}
 	return x, nil
 }
 
-// ApplyConfiguration installs the Configuration package's XRDs and
-// Compositions (what `crossplane xpkg install` of it would), waits until
-// Crossplane serves them, then starts kube-controller-manager's garbage
-// collector (it discovers new kinds only every 30 s, so after the XRDs):
-// Crossplane relies on it to delete composed resources with their XR.
-func (x *Crossplane) ApplyConfiguration(ctx context.Context, root, binDir string, k *Kube) error {
+// InstallPackages installs the provider package and the Configuration
+// package through core's package manager, as `crossplane xpkg install`
+// would: it publishes them (built by PackagesDir) and the functions'
+// packages to the loopback registry, applies the examples' runtime config
+// and activation policy, installs the provider, plays its external runtime
+// (see Crossplane), installs the Configuration (whose dependencies bring
+// the functions), waits until Crossplane serves its XRDs, then starts
+// kube-controller-manager's garbage collector (it discovers new kinds only
+// every 30 s, so after the XRDs): Crossplane relies on it to delete
+// composed resources with their XR.
+func (x *Crossplane) InstallPackages(ctx context.Context, root, binDir, pkgDir string, k *Kube) error {
+	deps, err := configurationDependencies()
+	if err != nil {
+		return err
+	}
+	providerRef := ProviderPackageName + ":" + PackageTestVersion
+	hosts := map[string]bool{hostOf(ProviderPackageName): true, hostOf(ConfigurationPackageName): true}
+	for _, d := range deps {
+		hosts[hostOf(d.pkg)] = true
+		switch d.kind {
+		case "Function":
+			var fn *Function
+			for i := range TenantFunctions {
+				if strings.HasPrefix(TenantFunctions[i].Package, d.pkg+":") {
+					fn = &TenantFunctions[i]
+				}
+			}
+			if fn == nil {
+				return fmt.Errorf("the Configuration depends on %s, which the harness does not run", d.pkg)
+			}
+			file := filepath.Join(root, fn.Binary+".xpkg")
+			if err := buildXpkg(ctx, binDir, filepath.Join(binDir, fn.Binary+"-package"), file); err != nil {
+				return err
+			}
+			if err := x.reg.push(ctx, binDir, file, d.pkg+":"+tagFor(d.version)); err != nil {
+				return err
+			}
+		case "Provider":
+			if d.pkg != ProviderPackageName {
+				return fmt.Errorf("the Configuration depends on provider %s, not on %s", d.pkg, ProviderPackageName)
+			}
+			providerRef = d.pkg + ":" + tagFor(d.version)
+		}
+	}
+	if err := x.reg.push(ctx, binDir, filepath.Join(pkgDir, "provider-postgresql-tenant.xpkg"), providerRef); err != nil {
+		return err
+	}
+	configurationRef := ConfigurationPackageName + ":" + PackageTestVersion
+	if err := x.reg.push(ctx, binDir, filepath.Join(pkgDir, "configuration-postgresql-tenant.xpkg"), configurationRef); err != nil {
+		return err
+	}
+	for h := range hosts {
+		ic := &unstructured.Unstructured{}
+		ic.SetAPIVersion("pkg.crossplane.io/v1beta1")
+		ic.SetKind("ImageConfig")
+		ic.SetName("loopback-" + strings.ReplaceAll(h, ".", "-"))
+		_ = unstructured.SetNestedSlice(ic.Object, []any{map[string]any{"type": "Prefix", "prefix": h + "/"}}, "spec", "matchImages")
+		_ = unstructured.SetNestedField(ic.Object, x.reg.addr+"/"+h+"/", "spec", "rewriteImage", "prefix")
+		if err := k.Client.Create(ctx, ic); err != nil {
+			return fmt.Errorf("ImageConfig %s: %w", ic.GetName(), err)
+		}
+	}
+
+	// The provider, with the examples' runtime config and activation policy.
+	examples, err := ReadManifests(filepath.Join(RepoRoot(), "examples", "provider"))
+	if err != nil {
+		return err
+	}
+	runtimeConfig, saName := "", ""
+	for _, o := range examples {
+		switch o.GetKind() {
+		case "DeploymentRuntimeConfig":
+			runtimeConfig = o.GetName()
+			saName, _, _ = unstructured.NestedString(o.Object, "spec", "serviceAccountTemplate", "metadata", "name")
+		case "ManagedResourceActivationPolicy":
+		default:
+			continue
+		}
+		if err := k.Client.Create(ctx, o); err != nil {
+			return fmt.Errorf("examples/provider %s %s: %w", o.GetKind(), o.GetName(), err)
+		}
+	}
+	if runtimeConfig == "" || saName == "" {
+		return errors.New("examples/provider needs a DeploymentRuntimeConfig naming the provider's service account")
+	}
+	prov := &unstructured.Unstructured{}
+	prov.SetAPIVersion("pkg.crossplane.io/v1")
+	prov.SetKind("Provider")
+	prov.SetName(ProviderName)
+	_ = unstructured.SetNestedField(prov.Object, providerRef, "spec", "package")
+	_ = unstructured.SetNestedField(prov.Object, runtimeConfig, "spec", "runtimeConfigRef", "name")
+	if err := k.Client.Create(ctx, prov); err != nil {
+		return err
+	}
+	rev, err := x.activeRevision(ctx, k, "ProviderRevision", ProviderName, false, 3*time.Minute)
+	if err != nil {
+		return fmt.Errorf("provider %s: %w\ncrossplane log:\n%s", providerRef, err, Tail(x.logFile, 30))
+	}
+	if err := x.playProviderRuntime(ctx, root, k, rev, saName); err != nil {
+		return err
+	}
+
+	cfg := &unstructured.Unstructured{}
+	cfg.SetAPIVersion("pkg.crossplane.io/v1")
+	cfg.SetKind("Configuration")
+	cfg.SetName(ConfigurationName)
+	_ = unstructured.SetNestedField(cfg.Object, configurationRef, "spec", "package")
+	if err := k.Client.Create(ctx, cfg); err != nil {
+		return err
+	}
+	for _, f := range TenantFunctions {
+		if err := x.playFunctionRuntime(ctx, k, f.Name, x.fnAddrs[f.Name]); err != nil {
+			return fmt.Errorf("function %s: %w\ncrossplane log:\n%s", f.Name, err, Tail(x.logFile, 30))
+		}
+	}
 	objs, err := ReadManifests(filepath.Join(RepoRoot(), "package", "configuration"))
 	if err != nil {
 		return err
 	}
-	var xrds []string
 	for _, o := range objs {
-		if o.GetKind() == "Configuration" {
+		if o.GetKind() != "CompositeResourceDefinition" {
 			continue
 		}
-		if err := k.Client.Create(ctx, o); err != nil {
-			return fmt.Errorf("%s %s: %w", o.GetKind(), o.GetName(), err)
-		}
-		if o.GetKind() == "CompositeResourceDefinition" {
-			xrds = append(xrds, o.GetName())
-		}
-	}
-	for _, name := range xrds {
-		if err := waitFor(ctx, 60*time.Second, func(ctx context.Context) error {
+		name := o.GetName()
+		if err := WaitFor(ctx, 3*time.Minute, func(ctx context.Context) error {
 			u := &unstructured.Unstructured{}
 			u.SetAPIVersion("apiextensions.crossplane.io/v2")
 			u.SetKind("CompositeResourceDefinition")
@@ -221,11 +372,28 @@ func (x *Crossplane) ApplyConfiguration(ctx context.Context, root, binDir string
 			}
 			return nil
 		}); err != nil {
-			return fmt.Errorf("%w\ncrossplane log:\n%s", err, Tail(x.logFile, 20))
+			return fmt.Errorf("%w\ncrossplane log:\n%s", err, Tail(x.logFile, 30))
 		}
 	}
+	// Every role the packages need exists once the RBAC manager has
+	// generated core's roles for the XRDs' kinds; it stops then (see
+	// startCrossplane).
+	if err := WaitFor(ctx, 2*time.Minute, func(ctx context.Context) error {
+		for _, o := range objs {
+			if o.GetKind() != "CompositeResourceDefinition" {
+				continue
+			}
+			if err := k.Client.Get(ctx, client.ObjectKey{Name: "crossplane:composite:" + o.GetName() + ":aggregate-to-crossplane"}, &rbacv1.ClusterRole{}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("the RBAC manager did not generate core's roles for the XRDs: %w", err)
+	}
+	x.stopRBACManager()
 	kcmLog := filepath.Join(root, "kube-controller-manager.log")
-	cmd := exec.Command(filepath.Join(binDir, "kube-controller-manager"),
+	cmd := exec.Command(filepath.Join(binDir, "kube-controller-manager"), //nolint:gosec,noctx // the pinned binary; runs until Stop
 		"--kubeconfig="+k.KubeconfigFile, "--authentication-kubeconfig="+k.KubeconfigFile, "--authorization-kubeconfig="+k.KubeconfigFile,
 		"--leader-elect=false", "--controllers=namespace-controller,garbage-collector-controller",
 		"--bind-address=127.0.0.1", "--secure-port=0", "--use-service-account-credentials=false")
@@ -237,6 +405,199 @@ func (x *Crossplane) ApplyConfiguration(ctx context.Context, root, binDir string
 		return errors.New("kube-controller-manager exited at once:\n" + Tail(kcmLog, 20))
 	}
 	return nil
+}
+
+func hostOf(pkg string) string {
+	h, _, _ := strings.Cut(pkg, "/")
+	return h
+}
+
+// activeRevision waits until the package has an active revision, which has
+// installed its objects when needObjects, and returns its name.
+func (x *Crossplane) activeRevision(ctx context.Context, k *Kube, kind, pkg string, needObjects bool, timeout time.Duration) (string, error) {
+	name := ""
+	err := WaitFor(ctx, timeout, func(ctx context.Context) error {
+		revs := &unstructured.UnstructuredList{}
+		revs.SetAPIVersion("pkg.crossplane.io/v1")
+		revs.SetKind(kind + "List")
+		if err := k.Client.List(ctx, revs, client.MatchingLabels{"pkg.crossplane.io/package": pkg}); err != nil {
+			return err
+		}
+		for i := range revs.Items {
+			rev := &revs.Items[i]
+			if st, _, _ := unstructured.NestedString(rev.Object, "spec", "desiredState"); st != "Active" {
+				continue
+			}
+			if needObjects {
+				refs, _, _ := unstructured.NestedSlice(rev.Object, "status", "objectRefs")
+				if len(refs) == 0 {
+					return fmt.Errorf("revision %s has installed nothing yet (conditions %v)", rev.GetName(), conditionsOf(rev))
+				}
+			}
+			name = rev.GetName()
+			return nil
+		}
+		return errors.New("no active revision yet")
+	})
+	return name, err
+}
+
+func conditionsOf(u *unstructured.Unstructured) []string {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	var out []string
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok {
+			out = append(out, fmt.Sprintf("%v=%v %v: %v", m["type"], m["status"], m["reason"], m["message"]))
+		}
+	}
+	return out
+}
+
+// playProviderRuntime does for the provider revision what the Deployment
+// runtime would, short of running a pod: the TLS server Secret core's
+// package manager waits for before it installs the package's objects, the
+// service account the runtime config names and a Deployment of it
+// controlled by the revision (never scheduled here: no kubelet), from which
+// the RBAC manager learns whom to bind the revision's generated ClusterRole
+// to. It waits for the objects and that binding and writes a kubeconfig of
+// the service account.
+func (x *Crossplane) playProviderRuntime(ctx context.Context, root string, k *Kube, rev, saName string) error {
+	pr := &unstructured.Unstructured{}
+	pr.SetAPIVersion("pkg.crossplane.io/v1")
+	pr.SetKind("ProviderRevision")
+	if err := k.Client.Get(ctx, client.ObjectKey{Name: rev}, pr); err != nil {
+		return err
+	}
+	owner := metav1.OwnerReference{APIVersion: "pkg.crossplane.io/v1", Kind: "ProviderRevision", Name: rev, UID: pr.GetUID(),
+		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}
+	tls, err := x.tlsServerSecret(ctx, k, ProviderName)
+	if err != nil {
+		return err
+	}
+	before := pr.DeepCopy()
+	_ = unstructured.SetNestedField(pr.Object, tls, "status", "tlsServerSecretName")
+	if err := k.Client.Status().Patch(ctx, pr, client.MergeFrom(before)); err != nil {
+		return err
+	}
+	if err := k.EnsureServiceAccount(ctx, CrossplaneNamespace, saName); err != nil {
+		return err
+	}
+	labels := map[string]string{"pkg.crossplane.io/revision": rev}
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: CrossplaneNamespace, Name: rev, OwnerReferences: []metav1.OwnerReference{owner}},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(int32(0)),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{ServiceAccountName: saName, Containers: []corev1.Container{{Name: "package-runtime", Image: "provider"}}},
+			},
+		},
+	}
+	if err := k.Client.Create(ctx, dep); err != nil {
+		return err
+	}
+	if _, err := x.activeRevision(ctx, k, "ProviderRevision", ProviderName, true, 3*time.Minute); err != nil {
+		return fmt.Errorf("provider revision %s: %w\ncrossplane log:\n%s", rev, err, Tail(x.logFile, 30))
+	}
+	system := "crossplane:provider:" + rev + ":system"
+	if err := WaitFor(ctx, 2*time.Minute, func(ctx context.Context) error {
+		crb := &rbacv1.ClusterRoleBinding{}
+		if err := k.Client.Get(ctx, client.ObjectKey{Name: system}, crb); err != nil {
+			return err
+		}
+		for _, s := range crb.Subjects {
+			if s.Kind == rbacv1.ServiceAccountKind && s.Namespace == CrossplaneNamespace && s.Name == saName {
+				return nil
+			}
+		}
+		return fmt.Errorf("ClusterRoleBinding %s does not bind %s yet", system, saName)
+	}); err != nil {
+		return err
+	}
+	x.ProviderRevision, x.ProviderServiceAccount = rev, saName
+	x.ProviderKubeconfig = filepath.Join(root, "kubeconfig-provider")
+	return k.WriteServiceAccountKubeconfig(ctx, CrossplaneNamespace, saName, x.ProviderKubeconfig)
+}
+
+// MarkProviderHealthy reports, as the external runtime, that the provider
+// process is up.
+func (x *Crossplane) MarkProviderHealthy(ctx context.Context, k *Kube) error {
+	return markRuntimeHealthy(ctx, k.Client, "ProviderRevision", x.ProviderRevision, nil)
+}
+
+func markRuntimeHealthy(ctx context.Context, c client.Client, kind, name string, status map[string]string) error {
+	rev := &unstructured.Unstructured{}
+	rev.SetAPIVersion("pkg.crossplane.io/v1")
+	rev.SetKind(kind)
+	if err := c.Get(ctx, client.ObjectKey{Name: name}, rev); err != nil {
+		return err
+	}
+	before := rev.DeepCopy()
+	for k, v := range status {
+		_ = unstructured.SetNestedField(rev.Object, v, "status", k)
+	}
+	conds, _, _ := unstructured.NestedSlice(rev.Object, "status", "conditions")
+	conds = slices.DeleteFunc(conds, func(c any) bool { m, _ := c.(map[string]any); return m["type"] == "RuntimeHealthy" })
+	conds = append(conds, map[string]any{"type": "RuntimeHealthy", "status": "True", "reason": "HealthyPackageRevision",
+		"lastTransitionTime": time.Now().UTC().Format(time.RFC3339)})
+	_ = unstructured.SetNestedSlice(rev.Object, conds, "status", "conditions")
+	return c.Status().Patch(ctx, rev, client.MergeFrom(before))
+}
+
+// playFunctionRuntime waits for the Function the package manager created
+// and, as the external runtime would, points its active revision at the
+// local process at addr.
+func (x *Crossplane) playFunctionRuntime(ctx context.Context, k *Kube, name, addr string) error {
+	secret, err := x.tlsServerSecret(ctx, k, name)
+	if err != nil {
+		return err
+	}
+	return WaitFor(ctx, 3*time.Minute, func(ctx context.Context) error {
+		revs := &unstructured.UnstructuredList{}
+		revs.SetAPIVersion("pkg.crossplane.io/v1")
+		revs.SetKind("FunctionRevisionList")
+		if err := k.Client.List(ctx, revs, client.MatchingLabels{"pkg.crossplane.io/package": name}); err != nil {
+			return err
+		}
+		for i := range revs.Items {
+			rev := &revs.Items[i]
+			if st, _, _ := unstructured.NestedString(rev.Object, "spec", "desiredState"); st != "Active" {
+				continue
+			}
+			caps, _, _ := unstructured.NestedStringSlice(rev.Object, "status", "capabilities")
+			if !slices.Contains(caps, "composition") {
+				return fmt.Errorf("revision %s not parsed yet (capabilities %v)", rev.GetName(), caps)
+			}
+			ep, _, _ := unstructured.NestedString(rev.Object, "status", "endpoint")
+			if ep == addr && conditionStatus(rev, "RuntimeHealthy") == "True" {
+				return nil
+			}
+			if err := markRuntimeHealthy(ctx, k.Client, "FunctionRevision", rev.GetName(),
+				map[string]string{"endpoint": addr, "tlsServerSecretName": secret}); err != nil {
+				return err
+			}
+			return errors.New("endpoint set; confirming")
+		}
+		return errors.New("no active revision yet")
+	})
+}
+
+// tlsServerSecret creates the package's TLS server Secret (the harness's
+// loopback server certificate) and returns its name.
+func (x *Crossplane) tlsServerSecret(ctx context.Context, k *Kube, pkg string) (string, error) {
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: CrossplaneNamespace, Name: pkg + "-tls-server"}, Data: map[string][]byte{}}
+	for key, f := range map[string]string{"tls.crt": "tls.crt", "tls.key": "tls.key", "ca.crt": "ca.crt"} {
+		b, err := os.ReadFile(filepath.Join(x.serverCertDir, f)) //nolint:gosec // harness files
+		if err != nil {
+			return "", err
+		}
+		secret.Data[key] = b
+	}
+	if err := k.Client.Create(ctx, secret); err != nil {
+		return "", err
+	}
+	return secret.Name, nil
 }
 
 func hasClaims(xrd *unstructured.Unstructured) bool {
@@ -254,150 +615,57 @@ func conditionStatus(u *unstructured.Unstructured, typ string) string {
 	return ""
 }
 
-// Stop stops core, the functions and the garbage collector.
+// Stop stops core, the RBAC manager, the functions, the registry and the
+// controller managers.
 func (x *Crossplane) Stop() {
 	if x == nil {
 		return
 	}
 	x.kcm.stop(syscall.SIGTERM)
 	x.proc.stop(syscall.SIGTERM)
+	x.stopRBACManager()
+	x.aggr.stop(syscall.SIGTERM)
 	for _, p := range x.fns {
 		p.stop(syscall.SIGTERM)
+	}
+	x.reg.stop()
+}
+
+func (x *Crossplane) stopRBACManager() {
+	x.rbac.stop(syscall.SIGTERM)
+	if x.rbacLock != nil {
+		_ = x.rbacLock.Close() // releases the lock
+		x.rbacLock = nil
+	}
+}
+
+// lockFile takes an exclusive lock on file, waiting until ctx ends; closing
+// the returned file releases it (so does the process's exit).
+func lockFile(ctx context.Context, file string) (*os.File, error) {
+	if err := os.MkdirAll(filepath.Dir(file), 0o750); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(file, os.O_CREATE|os.O_RDWR, 0o600) //nolint:gosec // the component cache's lock file
+	if err != nil {
+		return nil, err
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return f, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			_ = f.Close()
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			_ = f.Close()
+			return nil, fmt.Errorf("waiting for %s (another environment is installing packages): %w", file, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 }
 
 // LogFile is core's log.
 func (x *Crossplane) LogFile() string { return x.logFile }
-
-// seedPackage writes the package in dir (crossplane.yaml first, then the
-// other YAML files) into core's package cache under the key core looks up
-// for a digest reference, and returns that reference.
-func seedPackage(cache, dir, source string) (string, error) {
-	if _, err := os.Stat(filepath.Join(dir, "crossplane.yaml")); err != nil {
-		return "", missing("function package", dir, "hack/install-tools.sh (make tools)")
-	}
-	var files []string
-	if err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && (strings.HasSuffix(p, ".yaml") || strings.HasSuffix(p, ".yml")) && p != filepath.Join(dir, "crossplane.yaml") {
-			files = append(files, p)
-		}
-		return err
-	}); err != nil {
-		return "", err
-	}
-	sort.Strings(files)
-	var stream bytes.Buffer
-	for _, f := range append([]string{filepath.Join(dir, "crossplane.yaml")}, files...) {
-		b, err := os.ReadFile(f) //nolint:gosec // files of the installed package
-		if err != nil {
-			return "", err
-		}
-		stream.WriteString("---\n")
-		stream.Write(b)
-		stream.WriteString("\n")
-	}
-	sum := sha256.Sum256(stream.Bytes())
-	digest := "sha256:" + hex.EncodeToString(sum[:])
-	var gz bytes.Buffer
-	w := gzip.NewWriter(&gz)
-	if _, err := w.Write(stream.Bytes()); err != nil {
-		return "", err
-	}
-	if err := w.Close(); err != nil {
-		return "", err
-	}
-	if err := os.WriteFile(filepath.Join(cache, packageCacheKey(source, digest)+".gz"), gz.Bytes(), 0o600); err != nil {
-		return "", err
-	}
-	return source + "@" + digest, nil
-}
-
-// installFunction creates the Function and, as the external package runtime
-// would, points its active revision at the local process at addr.
-func installFunction(ctx context.Context, c client.Client, name, ref, addr, certDir string) error {
-	fn := &unstructured.Unstructured{}
-	fn.SetAPIVersion("pkg.crossplane.io/v1")
-	fn.SetKind("Function")
-	fn.SetName(name)
-	_ = unstructured.SetNestedField(fn.Object, ref, "spec", "package")
-	if err := c.Create(ctx, fn); err != nil {
-		return err
-	}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: CrossplaneNamespace, Name: name + "-tls-server"}, Data: map[string][]byte{}}
-	for k, f := range map[string]string{"tls.crt": "tls.crt", "tls.key": "tls.key", "ca.crt": "ca.crt"} {
-		b, err := os.ReadFile(filepath.Join(certDir, f)) //nolint:gosec // harness files
-		if err != nil {
-			return err
-		}
-		secret.Data[k] = b
-	}
-	if err := c.Create(ctx, secret); err != nil {
-		return err
-	}
-	return waitFor(ctx, 90*time.Second, func(ctx context.Context) error {
-		revs := &unstructured.UnstructuredList{}
-		revs.SetAPIVersion("pkg.crossplane.io/v1")
-		revs.SetKind("FunctionRevisionList")
-		if err := c.List(ctx, revs, client.MatchingLabels{"pkg.crossplane.io/package": name}); err != nil {
-			return err
-		}
-		for i := range revs.Items {
-			rev := &revs.Items[i]
-			if st, _, _ := unstructured.NestedString(rev.Object, "spec", "desiredState"); st != "Active" {
-				continue
-			}
-			caps, _, _ := unstructured.NestedStringSlice(rev.Object, "status", "capabilities")
-			if !slices.Contains(caps, "composition") {
-				return fmt.Errorf("revision %s not parsed yet (capabilities %v)", rev.GetName(), caps)
-			}
-			ep, _, _ := unstructured.NestedString(rev.Object, "status", "endpoint")
-			if ep == addr && conditionStatus(rev, "RuntimeHealthy") == "True" {
-				return nil
-			}
-			before := rev.DeepCopy()
-			_ = unstructured.SetNestedField(rev.Object, addr, "status", "endpoint")
-			_ = unstructured.SetNestedField(rev.Object, secret.Name, "status", "tlsServerSecretName")
-			conds, _, _ := unstructured.NestedSlice(rev.Object, "status", "conditions")
-			conds = slices.DeleteFunc(conds, func(c any) bool { m, _ := c.(map[string]any); return m["type"] == "RuntimeHealthy" })
-			conds = append(conds, map[string]any{"type": "RuntimeHealthy", "status": "True", "reason": "HealthyPackageRevision",
-				"lastTransitionTime": time.Now().UTC().Format(time.RFC3339)})
-			_ = unstructured.SetNestedSlice(rev.Object, conds, "status", "conditions")
-			if err := c.Status().Patch(ctx, rev, client.MergeFrom(before)); err != nil {
-				return err
-			}
-			return errors.New("endpoint set; confirming")
-		}
-		return errors.New("no active revision yet")
-	})
-}
-
-// packageCacheKey is the file name (without .gz) core's package cache uses
-// for a package source and digest: crossplane-runtime's xpkg.FriendlyID.
-// Importing pkg/xpkg would pull its registry, signing and cloud-credential
-// dependencies into this module for these few lines. A wrong key cannot
-// pass unnoticed: core would then try the loopback registry, where nothing
-// listens, and the Function would never become ready.
-func packageCacheKey(source, digest string) string {
-	s := trunc(source, 50) + "-" + trunc(digest, 12)
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if ('a' <= c && c <= 'z') || ('0' <= c && c <= '9') {
-			b.WriteByte(c)
-		}
-		if (c == '.' || c == '/' || c == ':' || c == '-') && i != 0 && i != 62 && i != len(s)-1 {
-			b.WriteByte('-')
-		}
-		if i == 62 {
-			break
-		}
-	}
-	return strings.Trim(b.String(), "-")
-}
-
-func trunc(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
-	}
-	return s
-}

@@ -1,8 +1,11 @@
 // Package testenv starts the real components the tests run against, once per
 // test package: a PostgreSQL server with TLS, an OpenBao server with a KV v2
-// mount and Kubernetes auth, and a kube-apiserver with etcd and the
-// project's CRDs. Nothing is mocked. A missing component fails the test run
-// with the command that installs it; nothing is skipped.
+// mount and Kubernetes auth, a kube-apiserver with etcd and the project's
+// CRDs, and optionally ESO and Crossplane with the project's packages
+// installed through its package manager. Nothing is mocked. A missing
+// component fails the test run with the command that installs it; nothing
+// is skipped, except under -short, where no component starts and the tests
+// that need one skip (Need).
 package testenv
 
 import (
@@ -105,8 +108,21 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 	if e.OtherCA, err = newCA(dir, "other-ca"); err != nil {
 		return fail(err)
 	}
+	// With Crossplane, the provider's CRDs come from its package, installed
+	// through core's package manager; the package is built meanwhile.
+	type built struct {
+		dir string
+		err error
+	}
+	packages := make(chan built, 1)
+	if o.Crossplane {
+		go func() { d, err := PackagesDir(ctx); packages <- built{d, err} }()
+	}
 	if o.Kube {
-		crds := append([]string{filepath.Join(RepoRoot(), "package", "crds")}, o.ExtraCRDDirs...)
+		crds := append([]string{}, o.ExtraCRDDirs...)
+		if !o.Crossplane {
+			crds = append(crds, filepath.Join(RepoRoot(), "package", "crds"))
+		}
 		if o.ESO {
 			d := ESOCRDDir(e.BinDir)
 			if _, err := os.Stat(d); err != nil {
@@ -154,7 +170,11 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 		if e.Crossplane, err = startCrossplane(ctx, dir, e.BinDir, e.Kube, e.CA); err != nil {
 			return fail(err)
 		}
-		if err := e.Crossplane.ApplyConfiguration(ctx, dir, e.BinDir, e.Kube); err != nil {
+		b := <-packages
+		if b.err != nil {
+			return fail(b.err)
+		}
+		if err := e.Crossplane.InstallPackages(ctx, dir, e.BinDir, b.dir, e.Kube); err != nil {
 			return fail(err)
 		}
 	}
@@ -194,7 +214,7 @@ func (e *Env) StartPostgres(ctx context.Context, name string) (*Postgres, error)
 // PostgreSQL major, from the component cache ("" is the suite's).
 func (e *Env) StartPostgresMajor(ctx context.Context, name, major string) (*Postgres, error) {
 	root := filepath.Join(e.Dir, name)
-	if err := os.MkdirAll(root, 0o755); err != nil {
+	if err := os.MkdirAll(root, 0o750); err != nil {
 		return nil, err
 	}
 	return startPostgres(ctx, root, e.CA, major)
@@ -205,8 +225,14 @@ func (e *Env) StartPostgresMajor(ctx context.Context, name, major string) (*Post
 // package's tests, stops everything and exits. A component that cannot
 // start fails the whole package with the reason (and the install command
 // when a binary is missing).
+//
+// With -short it starts nothing, runs no hook and leaves *env nil: only the
+// tests that need no component run; the others skip themselves (Need).
 func Main(m *testing.M, o Options, env **Env, hooks ...func(*Env) (func(), error)) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	if short() {
+		os.Exit(m.Run())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	e, err := Start(ctx, o)
 	cancel()
 	if err != nil {

@@ -157,7 +157,7 @@ type steadyResult struct {
 func (s *steadyResult) polls() float64 { return s.Window.Seconds() / s.Poll.Seconds() }
 
 func run(ctx context.Context, c cfg) error {
-	if err := os.MkdirAll(c.logDir, 0o755); err != nil {
+	if err := os.MkdirAll(c.logDir, 0o750); err != nil {
 		return err
 	}
 	logDir, err := filepath.Abs(c.logDir)
@@ -206,7 +206,7 @@ func run(ctx context.Context, c cfg) error {
 	report := table(c, floors, provs, time.Since(started))
 	fmt.Println()
 	fmt.Println(report)
-	return os.WriteFile(c.out, []byte(report), 0o644)
+	return os.WriteFile(c.out, []byte(report), 0o644) //nolint:gosec // the report, meant to be read and shared
 }
 
 // withEnv runs fn against fresh components and stops them afterwards.
@@ -239,24 +239,24 @@ func runProvider(ctx context.Context, c cfg, b *benchEnv, bin, logDir string, n,
 		flagRate = 0 // the provider's default: no flag
 	}
 	logFile := filepath.Join(logDir, fmt.Sprintf("provider-n%d-rate%d.log", n, rate))
-	p, err := startProvider(b, bin, logFile, c.poll, flagRate, c.pprof > 0, c.extra)
+	p, err := startProvider(ctx, b, bin, logFile, c.poll, flagRate, c.pprof > 0, c.extra)
 	if err != nil {
 		return nil, err
 	}
-	defer p.stop()
+	defer p.Stop()
 	if err := applyConfig(ctx, b, p); err != nil {
 		return nil, err
 	}
 	if err := waitControllerStarted(ctx, p); err != nil {
 		return nil, err
 	}
-	ctrl0 := scrapeController(p.metricsAddr)
+	ctrl0 := scrapeController(p.Metrics)
 	pgOff := fileSize(b.Postgres.LogFile())
 	cpu0 := sampleCPU()
 	t0 := time.Now()
 	var profiled <-chan error
 	if c.pprof > 0 {
-		profiled = profile(ctx, p.pprofAddr, logDir, fmt.Sprintf("n%d-rate%d", n, rate), c.pprof)
+		profiled = profile(ctx, p.Pprof, logDir, fmt.Sprintf("n%d-rate%d", n, rate), c.pprof)
 	}
 	if err := createDatabases(ctx, b, n); err != nil {
 		return nil, err
@@ -273,12 +273,12 @@ func runProvider(ctx context.Context, c cfg, b *benchEnv, bin, logDir string, n,
 	}
 	sort.Slice(r.Each, func(i, j int) bool { return r.Each[i] < r.Each[j] })
 	r.CPU = sampleCPU().sub(cpu0)
-	r.Ctrl = scrapeController(p.metricsAddr).sub(ctrl0)
+	r.Ctrl = scrapeController(p.Metrics).sub(ctrl0)
 	if lines, err := readRange(b.Postgres.LogFile(), pgOff, fileSize(b.Postgres.LogFile())); err == nil {
 		r.PG = countPG(lines, b.Postgres.AdminUser, b.Postgres.SuperUser)
 	}
 	r.Reconciles = r.Ctrl.Reconciles()
-	if s, err := readProc(p.pid()); err == nil {
+	if s, err := readProc(p.Pid()); err == nil {
 		r.HWM = s.HWM
 	}
 	if profiled != nil {
@@ -304,21 +304,21 @@ func runProvider(ctx context.Context, c cfg, b *benchEnv, bin, logDir string, n,
 	s := &steadyResult{Window: c.window, Poll: c.poll}
 	audit := startAudit(ctx, b)
 	off := fileSize(b.Postgres.LogFile())
-	p0, err := readProc(p.pid())
+	p0, err := readProc(p.Pid())
 	if err != nil {
 		return nil, err
 	}
-	rec0 := reconciles(p.metricsAddr)
+	rec0 := reconciles(p.Metrics)
 	if err := sleep(ctx, c.window); err != nil {
 		return nil, err
 	}
 	pgEnd := fileSize(b.Postgres.LogFile())
 	audit.mark()
-	p1, err := readProc(p.pid())
+	p1, err := readProc(p.Pid())
 	if err != nil {
 		return nil, err
 	}
-	s.Reconciles = reconciles(p.metricsAddr) - rec0
+	s.Reconciles = reconciles(p.Metrics) - rec0
 	s.Bao, s.BaoErr = audit.stop()
 	if err := b.setServer(ctx, map[string]string{"log_statement": "none"}); err != nil {
 		return nil, err
@@ -330,7 +330,7 @@ func runProvider(ctx context.Context, c cfg, b *benchEnv, bin, logDir string, n,
 	s.PG = countPG(lines, b.Postgres.AdminUser, b.Postgres.SuperUser)
 	s.CPU, s.RSS, s.HWM = p1.CPU-p0.CPU, p1.RSS, p1.HWM
 	r.Steady = s
-	if err := p.exited(); err != nil {
+	if err := p.Exited(); err != nil {
 		return nil, err
 	}
 	return r, nil

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"ddupan.top/provider-postgresql-tenant/internal/testenv"
 )
 
 // procSample is the provider process's CPU and memory from /proc.
@@ -164,7 +166,7 @@ func profile(ctx context.Context, pprofAddr, dir, tag string, d time.Duration) <
 		if resp.StatusCode != http.StatusOK {
 			return fmt.Errorf("%s: HTTP %d", path, resp.StatusCode)
 		}
-		f, err := os.Create(filepath.Join(dir, file))
+		f, err := os.Create(filepath.Join(dir, file)) //nolint:gosec // a file of the run's own log directory
 		if err != nil {
 			return err
 		}
@@ -191,9 +193,9 @@ func profile(ctx context.Context, pprofAddr, dir, tag string, d time.Duration) <
 
 // waitControllerStarted waits until the Database controller runs (it is
 // registered once its CRDs are seen): its workers appear in the metrics.
-func waitControllerStarted(ctx context.Context, p *providerProc) error {
-	for i := 0; i < 600; i++ {
-		resp, err := http.Get("http://" + p.metricsAddr + "/metrics") //nolint:noctx // loopback, short
+func waitControllerStarted(ctx context.Context, p *testenv.Provider) error {
+	err := testenv.WaitFor(ctx, 60*time.Second, func(context.Context) error {
+		resp, err := http.Get("http://" + p.Metrics + "/metrics") //nolint:noctx // loopback, short
 		if err == nil {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close() //nolint:errcheck // read-only
@@ -201,14 +203,15 @@ func waitControllerStarted(ctx context.Context, p *providerProc) error {
 				return nil
 			}
 		}
-		if err := p.exited(); err != nil {
-			return err
+		if err := p.Exited(); err != nil {
+			return testenv.Permanent(err)
 		}
-		if err := sleep(ctx, 100*time.Millisecond); err != nil {
-			return err
-		}
+		return testenv.ErrNotYet
+	})
+	if errors.Is(err, testenv.ErrNotYet) {
+		return fmt.Errorf("the Database controller did not start within 60 s; provider log: %s", p.LogFile)
 	}
-	return fmt.Errorf("the Database controller did not start within 60 s; provider log: %s", p.log)
+	return err
 }
 
 func fileSize(path string) int64 {
@@ -342,7 +345,7 @@ func startAudit(ctx context.Context, b *benchEnv) *baoAudit {
 		return a
 	}
 	stanza := fmt.Sprintf("\naudit \"file\" \"bench\" {\n  options {\n    file_path = %q\n  }\n}\n", a.file)
-	if a.err = os.WriteFile(a.cfgFile, append(append([]byte{}, a.original...), stanza...), 0o600); a.err != nil {
+	if a.err = os.WriteFile(a.cfgFile, append(append([]byte{}, a.original...), stanza...), 0o600); a.err != nil { //nolint:gosec // the run's own OpenBao configuration file
 		return a
 	}
 	if a.err = syscall.Kill(a.pid, syscall.SIGHUP); a.err != nil {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -25,96 +23,24 @@ import (
 	"ddupan.top/provider-postgresql-tenant/internal/testenv"
 )
 
-// providerProc is the provider binary running as a separate process.
-type providerProc struct {
-	cmd         *exec.Cmd
-	done        chan error
-	log         string
-	metricsAddr string
-	pprofAddr   string // empty: no pprof endpoint
-}
-
-func startProvider(b *benchEnv, bin, logFile string, poll time.Duration, rate int, pprof bool, extra []string) (*providerProc, error) {
-	port, err := testenv.FreePort()
-	if err != nil {
-		return nil, err
-	}
-	pprofAddr := ""
-	if pprof {
-		pp, err := testenv.FreePort()
-		if err != nil {
-			return nil, err
-		}
-		pprofAddr = "127.0.0.1:" + strconv.Itoa(pp)
-	}
-	hport, err := testenv.FreePort()
-	if err != nil {
-		return nil, err
-	}
-	args := []string{
-		"--kubeconfig=" + b.Kube.KubeconfigFile,
-		"--namespace=" + testenv.ProviderNamespace,
-		"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(port),
-		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(hport),
-		"--openbao-address=" + b.OpenBao.Address,
-		"--openbao-auth-role=" + b.OpenBao.ProviderRole,
-		"--openbao-sa-token-file=" + b.tokenFile,
-		"--ca-bundle=" + b.CA.CertFile,
-		"--poll=" + poll.String(),
-	}
+// startProvider starts the provider (testenv.StartProvider) as the
+// benchmark runs it: its log in logFile, the given poll interval, rate
+// (0: the provider's default) and extra flags, leader election on as in a
+// cluster.
+func startProvider(ctx context.Context, b *benchEnv, bin, logFile string, poll time.Duration, rate int, pprof bool, extra []string) (*testenv.Provider, error) {
+	var args []string
 	if rate > 0 {
 		args = append(args, "--max-reconcile-rate="+strconv.Itoa(rate))
 	}
-	if pprofAddr != "" {
-		args = append(args, "--pprof-bind-address="+pprofAddr)
-	}
-	args = append(args, extra...)
-	lf, err := os.Create(logFile)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = lf, lf
-	if err := cmd.Start(); err != nil {
-		lf.Close() //nolint:errcheck // already failing
-		return nil, err
-	}
-	p := &providerProc{cmd: cmd, done: make(chan error, 1), log: logFile, metricsAddr: "127.0.0.1:" + strconv.Itoa(port), pprofAddr: pprofAddr}
-	go func() {
-		err := cmd.Wait()
-		lf.Close() //nolint:errcheck // best effort
-		p.done <- err
-		close(p.done)
-	}()
-	return p, nil
-}
-
-func (p *providerProc) pid() int { return p.cmd.Process.Pid }
-
-// stop ends the provider (SIGTERM, then SIGKILL after 20 s) and waits.
-func (p *providerProc) stop() {
-	if p == nil {
-		return
-	}
-	testenv.Terminate(p.cmd.Process, p.done, 20*time.Second)
-}
-
-func (p *providerProc) exited() error {
-	select {
-	case err, ok := <-p.done:
-		if !ok {
-			return errors.New("the provider exited")
-		}
-		return fmt.Errorf("the provider exited: %v", err)
-	default:
-		return nil
-	}
+	return testenv.StartProvider(ctx, b.Env, testenv.ProviderOptions{
+		Bin: bin, LogFile: logFile, Poll: poll, Pprof: pprof, LeaderElection: true, Args: append(args, extra...),
+	})
 }
 
 // applyConfig creates the admin Secret and the ClusterProviderConfig from
 // examples/provider, pointed at the local server (as hack/devenv does), and
 // waits until the config is Ready.
-func applyConfig(ctx context.Context, b *benchEnv, p *providerProc) error {
+func applyConfig(ctx context.Context, b *benchEnv, p *testenv.Provider) error {
 	objs, err := testenv.ReadManifests(filepath.Join(testenv.RepoRoot(), "examples", "provider"))
 	if err != nil {
 		return err
@@ -148,14 +74,14 @@ func applyConfig(ctx context.Context, b *benchEnv, p *providerProc) error {
 		if err := b.kube.Get(ctx, client.ObjectKey{Name: "shared"}, cpc); err == nil && cpc.Status.Phase == v1alpha1.ConfigPhaseReady {
 			return nil
 		}
-		if err := p.exited(); err != nil {
+		if err := p.Exited(); err != nil {
 			return err
 		}
 		if err := sleep(ctx, 250*time.Millisecond); err != nil {
 			return err
 		}
 	}
-	return fmt.Errorf("clusterproviderconfig/shared not Ready within 2 minutes; provider log: %s", p.log)
+	return fmt.Errorf("clusterproviderconfig/shared not Ready within 2 minutes; provider log: %s", p.LogFile)
 }
 
 // databaseName is the i-th benchmark Database's name (also its PostgreSQL
@@ -209,7 +135,7 @@ func createDatabases(ctx context.Context, b *benchEnv, n int) error {
 // seen Ready. It watches rather than lists in a loop: listing every 200 ms
 // cost the apiserver as much CPU as the provider's own writes and made the
 // provider look slower than it is.
-func waitAllReady(ctx context.Context, b *benchEnv, p *providerProc, n int, timeout time.Duration, seen map[string]time.Time) (time.Time, error) {
+func waitAllReady(ctx context.Context, b *benchEnv, p *testenv.Provider, n int, timeout time.Duration, seen map[string]time.Time) (time.Time, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	notReady := map[string]string{}
@@ -232,7 +158,7 @@ func waitAllReady(ctx context.Context, b *benchEnv, p *providerProc, n int, time
 	// reports an error (the apiserver may close it), list and watch again.
 	for len(seen) < n {
 		if err := waitWatch(ctx, b, p, n, seen, notReady, note, tick); err != nil {
-			return time.Time{}, fmt.Errorf("%w; provider log: %s", err, p.log)
+			return time.Time{}, fmt.Errorf("%w; provider log: %s", err, p.LogFile)
 		}
 		if len(seen) < n {
 			fmt.Printf("      (the watch ended at %d/%d Ready; listing again)\n", len(seen), n)
@@ -251,7 +177,7 @@ func waitAllReady(ctx context.Context, b *benchEnv, p *providerProc, n int, time
 // waitWatch lists the Databases and watches them from that version until
 // all n are seen Ready (nil), the watch ends or fails (nil: the caller lists
 // again), or ctx ends (an error).
-func waitWatch(ctx context.Context, b *benchEnv, p *providerProc, n int, seen map[string]time.Time, notReady map[string]string, note func(*v1alpha1.Database), tick *time.Ticker) error {
+func waitWatch(ctx context.Context, b *benchEnv, p *testenv.Provider, n int, seen map[string]time.Time, notReady map[string]string, note func(*v1alpha1.Database), tick *time.Ticker) error {
 	late := func() error {
 		return fmt.Errorf("only %d/%d Databases Ready in time (not ready by reason: %v)", len(seen), n, countReasons(notReady))
 	}
@@ -283,7 +209,7 @@ func waitWatch(ctx context.Context, b *benchEnv, p *providerProc, n int, seen ma
 				note(d)
 			}
 		case <-tick.C:
-			if err := p.exited(); err != nil {
+			if err := p.Exited(); err != nil {
 				return err
 			}
 			fmt.Printf("      %d/%d Ready (not ready: %v)\n", len(seen), n, countReasons(notReady))

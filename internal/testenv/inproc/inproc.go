@@ -14,6 +14,7 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/feature"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/logging"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/ratelimiter"
+	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -53,7 +54,16 @@ func Start(e *testenv.Env, co Options) (*Controllers, func(), error) {
 	ctx := context.Background()
 	zl := zap.New(zap.UseDevMode(true), zap.WriteTo(co.Logs))
 	ctrl.SetLogger(zl)
-	mgr, err := ctrl.NewManager(e.Kube.Config, ctrl.Options{
+	// As the provider's service account when Crossplane installed the
+	// provider package (its generated RBAC), else as the harness's admin.
+	cfg := e.Kube.Config
+	var err error
+	if e.Crossplane != nil && e.Crossplane.ProviderKubeconfig != "" {
+		if cfg, err = clientcmd.BuildConfigFromFlags("", e.Crossplane.ProviderKubeconfig); err != nil {
+			return nil, nil, err
+		}
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 testenv.Scheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",

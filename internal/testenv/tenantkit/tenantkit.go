@@ -25,8 +25,9 @@ import (
 )
 
 const (
-	// TenantAPI is the namespaced v2 Tenant's apiVersion; LegacyAPI the claim's.
+	// TenantAPI is the namespaced v2 Tenant's apiVersion.
 	TenantAPI = "database.ayatori.ddupan.top/v1alpha1"
+	// LegacyAPI is the legacy Tenant claim's apiVersion.
 	LegacyAPI = "legacy.database.ayatori.ddupan.top/v1alpha1"
 	// Store is the ClusterSecretStore the Composition reads through.
 	Store = "openbao-tenants"
@@ -117,7 +118,8 @@ func Condition(u *unstructured.Unstructured, typ string) (status, reason, messag
 	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 	for _, c := range conds {
 		if m, ok := c.(map[string]any); ok && m["type"] == typ {
-			return fmt.Sprint(m["status"]), fmt.Sprint(m["reason"]), fmt.Sprint(m["message"])
+			s := func(k string) string { v, _ := m[k].(string); return v }
+			return s("status"), s("reason"), s("message")
 		}
 	}
 	return "", "", ""
