@@ -79,12 +79,16 @@ bench: tools ## benchmark the provider against the floor on real components (BEN
 	$(GO) run ./test/bench $(BENCH_FLAGS)
 
 .PHONY: unit
-unit: ## run only the tests that need no real component
-	$(GO) test -count=1 ./internal/tenancy/... ./internal/scram/... ./internal/options/...
+unit: ## run only the tests that need no real component (-short: the others skip)
+	$(GO) test -short -count=1 ./...
 
 .PHONY: generate
 generate: ## regenerate zz_generated*.go and package/crds
 	hack/generate.sh
+
+.PHONY: apiref
+apiref: ## regenerate the API reference docs/reference/*.md from package/crds and the Tenant XRD (test/docs fails on drift)
+	$(GO) run ./hack/apiref
 
 .PHONY: check-diff
 check-diff: generate ## fail when generated files differ from what is committed
@@ -93,19 +97,26 @@ check-diff: generate ## fail when generated files differ from what is committed
 	  echo "Generated files drifted: run 'make generate' and commit the result."; exit 1; fi
 
 .PHONY: lint
-lint: ## gofmt and go vet
+lint: ## gofmt, go vet, golangci-lint (.golangci.yml) and shellcheck on hack/*.sh (installs the last two when missing)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	hack/install-lint.sh
+	$$(hack/install-lint.sh path) run --allow-serial-runners ./...
+	shellcheck -x hack/*.sh .ci/run
+
+# Platforms of the provider package, space separated (PLATFORMS=linux/amd64
+# make build for one, quickly).
+PLATFORMS ?= linux/amd64 linux/arm64
 
 .PHONY: build
-build: ## build the provider and Configuration packages (_output/*.xpkg, no Docker) and lint them
-	hack/build-package.sh
+build: ## build and lint the provider package of each of PLATFORMS (an OCI index of them) and the Configuration package, without Docker; needs only `make tools`
+	OUTPUT="$(OUTPUT)" PLATFORMS="$(PLATFORMS)" hack/build-package.sh
 	$(MAKE) lint-package
 
 .PHONY: lint-package
-lint-package: ## check the built packages; validate the Configuration and the examples against the CRDs offline
-	$(GO) run ./hack/xpkgcheck provider $(OUTPUT)/provider-postgresql-tenant.xpkg package/crds
-	$(GO) run ./hack/xpkgcheck configuration $(OUTPUT)/configuration-postgresql-tenant.xpkg package/configuration
+lint-package: ## check the built packages (platforms, index, metadata, dependencies, LICENSE); validate the Configuration and the examples against the CRDs offline
+	$(GO) run ./hack/xpkgcheck -output $(OUTPUT) -platforms "$(PLATFORMS)" -crds package/crds \
+	  -configuration package/configuration -license LICENSE
 	bin=$${PPT_BIN:-$${PPT_CACHE:-$$HOME/.cache/provider-postgresql-tenant}/bin}; \
 	  hack/pt-input-schema.sh $$bin/function-patch-and-transform-package/input $(OUTPUT)/validate-schemas/pt-input && \
 	  schemas=package/crds,$$bin/eso-crds,$$bin/crossplane-crds,package/configuration/xrd.yaml,package/configuration/legacy/xrd.yaml,$(OUTPUT)/validate-schemas/pt-input; \

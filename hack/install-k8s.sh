@@ -9,12 +9,13 @@
 # Default: etcd kube-apiserver. Idempotent: a binary that reports the wanted
 # version (or whose stamp matches) is skipped.
 set -euo pipefail
+# shellcheck source=hack/lib.sh
 . "$(dirname "$0")/lib.sh"
 export CGO_ENABLED=0 GOFLAGS=-buildvcs=false
 
 want=("$@")
 [ ${#want[@]} -gt 0 ] || want=(etcd kube-apiserver)
-wanted() { [[ " ${want[*]} " =~ " $1 " ]]; }
+wanted() { [[ " ${want[*]} " == *" $1 "* ]]; }
 mkdir -p "$PPT_BIN" "$PPT_BUILD"
 
 # have BIN WANT ARGS...: BIN exists and "BIN ARGS" prints WANT.

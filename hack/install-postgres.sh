@@ -8,6 +8,7 @@
 # and the client tools the migration drill runs (pg_dump, pg_restore; the npm
 # package has none) from Debian's postgresql-client when none is present.
 set -euo pipefail
+# shellcheck source=hack/lib.sh
 . "$(dirname "$0")/lib.sh"
 [ $# -gt 0 ] || set -- "$PG_MAJOR"
 

@@ -1,4 +1,6 @@
 # Shared settings for hack/ scripts. Source it; do not run it.
+# shellcheck shell=bash
+# shellcheck disable=SC2034 # the settings are read by the scripts that source this file
 #
 # Everything built from the Go module proxy is cached outside the repository,
 # keyed by version (a stamp file per binary records exactly what was built),

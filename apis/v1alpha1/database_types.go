@@ -186,7 +186,7 @@ type DatabasePhase string
 const (
 	DatabasePhasePending           DatabasePhase = "Pending"
 	DatabasePhasePlanned           DatabasePhase = "Planned"
-	DatabasePhaseCredentialCreated DatabasePhase = "CredentialCreated"
+	DatabasePhaseCredentialCreated DatabasePhase = "CredentialCreated" //nolint:gosec // a phase name, not a credential
 	DatabasePhaseRoleCreated       DatabasePhase = "RoleCreated"
 	DatabasePhaseDatabaseCreated   DatabasePhase = "DatabaseCreated"
 	DatabasePhaseReady             DatabasePhase = "Ready"

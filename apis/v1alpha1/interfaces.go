@@ -11,9 +11,9 @@ var (
 	_ resource.ProviderConfig            = &ClusterProviderConfig{}
 	_ resource.TypedProviderConfigUsage  = &ProviderConfigUsage{}
 	_ resource.ProviderConfigUsageList   = &ProviderConfigUsageList{}
-	_ resource.LegacyProviderConfigUsage = &ClusterProviderConfigUsage{}
+	_ resource.LegacyProviderConfigUsage = &ClusterProviderConfigUsage{} //nolint:staticcheck // cluster-scoped on purpose; crossplane-runtime calls cluster-scoped kinds Legacy
 	_ resource.ProviderConfigUsageList   = &ClusterProviderConfigUsageList{}
-	_ resource.LegacyManaged             = &Database{}
+	_ resource.LegacyManaged             = &Database{} //nolint:staticcheck // cluster-scoped on purpose; crossplane-runtime calls cluster-scoped kinds Legacy
 	_ resource.ManagedList               = &DatabaseList{}
 	_ resource.ModernManaged             = &DatabaseBinding{}
 	_ resource.ManagedList               = &DatabaseBindingList{}

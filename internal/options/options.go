@@ -69,7 +69,7 @@ const (
 	// DefaultSATokenFile is where examples/provider/runtime-config.yaml
 	// mounts a projected service-account token with audience
 	// DefaultOpenBaoAudience.
-	DefaultSATokenFile = "/var/run/secrets/openbao/serviceaccount/token"
+	DefaultSATokenFile = "/var/run/secrets/openbao/serviceaccount/token" //nolint:gosec // the path of a mounted token, not a token
 	// DefaultOpenBaoAudience is the audience of that token, and the
 	// audience the OpenBao Kubernetes auth role should require.
 	DefaultOpenBaoAudience = "openbao"

@@ -33,7 +33,7 @@ const (
 	// ReasonCredentialProjectionFailed: the credential could not be copied
 	// to the namespace's delivery path (OpenBao failed, or the Database's
 	// record is not usable).
-	ReasonCredentialProjectionFailed = "CredentialProjectionFailed"
+	ReasonCredentialProjectionFailed = "CredentialProjectionFailed" //nolint:gosec // a condition reason, not a credential
 	// ReasonWrongInstance: a static binding names an instance that is not
 	// the Database's.
 	ReasonWrongInstance = "WrongInstance"
@@ -191,7 +191,7 @@ const (
 	ActionCompleteRecord BindingAction = "CompleteRecord"
 	// ActionCopyCredential copies the Database's record to the delivery
 	// path when DecideDelivery says so.
-	ActionCopyCredential BindingAction = "CopyCredential"
+	ActionCopyCredential BindingAction = "CopyCredential" //nolint:gosec // an action name, not a credential
 	// ActionWait writes nothing: something else must happen first.
 	ActionWait BindingAction = "Wait"
 	// ActionRefuse writes nothing: a human must act (Reason, Message).

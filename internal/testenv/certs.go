@@ -55,7 +55,7 @@ func newCA(dir, name string) (*CA, error) {
 		cert:     cert,
 		key:      key,
 	}
-	return ca, os.WriteFile(ca.CertFile, ca.CertPEM, 0o644)
+	return ca, os.WriteFile(ca.CertFile, ca.CertPEM, 0o644) //nolint:gosec // a certificate, public; the servers under test read it, PostgreSQL as another user
 }
 
 // KeyPair is a certificate and its private key, in PEM files.
@@ -82,7 +82,7 @@ func (ca *CA) issueTLSDir(dir string, dnsNames []string, ips []net.IP, usages ..
 	if err := os.Rename(kp.KeyFile, filepath.Join(dir, "tls.key")); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, "ca.crt"), ca.CertPEM, 0o644)
+	return os.WriteFile(filepath.Join(dir, "ca.crt"), ca.CertPEM, 0o644) //nolint:gosec // a certificate, public; the servers under test read it, PostgreSQL as another user
 }
 
 func (ca *CA) issueFor(dir, name string, dnsNames []string, ips []net.IP, usages ...x509.ExtKeyUsage) (*KeyPair, error) {
@@ -109,7 +109,7 @@ func (ca *CA) issueFor(dir, name string, dnsNames []string, ips []net.IP, usages
 		return nil, err
 	}
 	kp := &KeyPair{CertFile: filepath.Join(dir, name+".crt"), KeyFile: filepath.Join(dir, name+".key")}
-	if err := os.WriteFile(kp.CertFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+	if err := os.WriteFile(kp.CertFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil { //nolint:gosec // a certificate, public; the servers under test read it, PostgreSQL as another user
 		return nil, err
 	}
 	return kp, os.WriteFile(kp.KeyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600)

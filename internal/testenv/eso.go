@@ -44,7 +44,7 @@ func startESO(_ context.Context, root, binDir string, k *Kube) (*ESO, error) {
 
 // Start starts the controller (again, after Stop).
 func (e *ESO) Start() error {
-	cmd := exec.Command(e.bin, e.args...)
+	cmd := exec.Command(e.bin, e.args...) //nolint:gosec,noctx // the pinned binary from the component cache; runs until Stop
 	cmd.Env = e.env
 	var err error
 	if e.proc, err = startProcess("external-secrets", e.logFile, cmd); err != nil {

@@ -61,7 +61,7 @@ func (p *Pool) Check(ctx context.Context) (Health, error) {
 		h.Version = f[0]
 	}
 	h.Major = int(num / 10000)
-	p.major.Store(int32(h.Major))
+	p.major.Store(int64(h.Major))
 	if err := Supported(h.Version, h.Major); err != nil {
 		return h, err
 	}

@@ -103,7 +103,7 @@ type Pool struct {
 	faults func(string) error
 	// major is the server's major version once a connection has told it
 	// (0: not yet known).
-	major atomic.Int32
+	major atomic.Int64
 	// selfGrantOK: the 16+ membership probe passed on this pool.
 	selfGrantOK atomic.Bool
 }
@@ -327,7 +327,7 @@ func (p *Pool) Major(ctx context.Context) (int, error) {
 	if !ok {
 		return 0, &Error{Class: ClassUnavailable, msg: fmt.Sprintf("cannot read the server's major version from server_version %q", v)}
 	}
-	p.major.Store(int32(m))
+	p.major.Store(int64(m))
 	return m, nil
 }
 

@@ -132,7 +132,7 @@ const (
 	qCreateProbeRole    = `CREATE ROLE %s NOLOGIN`
 	// qSetRolePassword replaces a role's password with a SCRAM verifier
 	// (a credential rotation).
-	qSetRolePassword = `ALTER ROLE %s PASSWORD '%s'`
+	qSetRolePassword = `ALTER ROLE %s PASSWORD '%s'` //nolint:gosec // a statement template, not a credential
 )
 
 // qTerminate ends every other session on database $1 and counts them.

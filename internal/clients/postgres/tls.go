@@ -76,19 +76,19 @@ func verify(certs []*x509.Certificate, mode SSLMode, host, hostaddr string, root
 		inter.AddCert(c)
 	}
 	if _, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter}); err != nil {
-		return fmt.Errorf("%w: %v", ErrTLSVerification, err)
+		return fmt.Errorf("%w: %w", ErrTLSVerification, err)
 	}
 	if mode != SSLVerifyFull {
 		return nil
 	}
 	if err := certs[0].VerifyHostname(host); err != nil {
-		return fmt.Errorf("%w: the certificate does not name host %q: %v", ErrTLSVerification, host, err)
+		return fmt.Errorf("%w: the certificate does not name host %q: %w", ErrTLSVerification, host, err)
 	}
 	if hostaddr == "" {
 		return nil
 	}
 	if err := certs[0].VerifyHostname(hostaddr); err != nil {
-		return fmt.Errorf("%w: the certificate does not name hostaddr %s as an IP SAN: %v", ErrTLSVerification, hostaddr, err)
+		return fmt.Errorf("%w: the certificate does not name hostaddr %s as an IP SAN: %w", ErrTLSVerification, hostaddr, err)
 	}
 	return nil
 }

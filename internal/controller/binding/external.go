@@ -352,7 +352,7 @@ func (e *external) projectionFailed(b *v1alpha1.DatabaseBinding, err error) erro
 // only the Kubernetes API; Delete: deletes the Database, whose own
 // finalizer drops what it owns), then deletes the delivery copy if it
 // names this binding. An error keeps the binding's finalizer.
-func (e *external) Delete(ctx context.Context, b *v1alpha1.DatabaseBinding) (managed.ExternalDelete, error) {
+func (e *external) Delete(ctx context.Context, _ *v1alpha1.DatabaseBinding) (managed.ExternalDelete, error) {
 	d := e.decision
 	var errs []error
 	switch d.Release {

@@ -28,6 +28,10 @@ import (
 	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
 )
 
+// conflictRetry is how soon a status update that lost an update conflict
+// is tried again.
+const conflictRetry = 100 * time.Millisecond
+
 // Object is what the status controller and the Database controller use of
 // a ClusterProviderConfig.
 type Object interface {
@@ -149,7 +153,9 @@ func (r *statusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	if changed {
 		if err := r.kube.Status().Update(ctx, obj); err != nil {
 			if kerrors.IsConflict(err) {
-				return reconcile.Result{Requeue: true}, nil
+				// Another writer changed the object since it was read: try
+				// again soon on a fresh read, without logging an error.
+				return reconcile.Result{RequeueAfter: conflictRetry}, nil
 			}
 			return reconcile.Result{}, err
 		}
