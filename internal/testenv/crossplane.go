@@ -417,29 +417,37 @@ func hostOf(pkg string) string {
 func (x *Crossplane) activeRevision(ctx context.Context, k *Kube, kind, pkg string, needObjects bool, timeout time.Duration) (string, error) {
 	name := ""
 	err := WaitFor(ctx, timeout, func(ctx context.Context) error {
-		revs := &unstructured.UnstructuredList{}
-		revs.SetAPIVersion("pkg.crossplane.io/v1")
-		revs.SetKind(kind + "List")
-		if err := k.Client.List(ctx, revs, client.MatchingLabels{"pkg.crossplane.io/package": pkg}); err != nil {
+		rev, err := activeRevisionOf(ctx, k.Client, kind, pkg)
+		if err != nil {
 			return err
 		}
-		for i := range revs.Items {
-			rev := &revs.Items[i]
-			if st, _, _ := unstructured.NestedString(rev.Object, "spec", "desiredState"); st != "Active" {
-				continue
+		if needObjects {
+			refs, _, _ := unstructured.NestedSlice(rev.Object, "status", "objectRefs")
+			if len(refs) == 0 {
+				return fmt.Errorf("revision %s has installed nothing yet (conditions %v)", rev.GetName(), conditionsOf(rev))
 			}
-			if needObjects {
-				refs, _, _ := unstructured.NestedSlice(rev.Object, "status", "objectRefs")
-				if len(refs) == 0 {
-					return fmt.Errorf("revision %s has installed nothing yet (conditions %v)", rev.GetName(), conditionsOf(rev))
-				}
-			}
-			name = rev.GetName()
-			return nil
 		}
-		return errors.New("no active revision yet")
+		name = rev.GetName()
+		return nil
 	})
 	return name, err
+}
+
+// activeRevisionOf returns the package's active revision (kind
+// ProviderRevision or FunctionRevision), or an error while it has none.
+func activeRevisionOf(ctx context.Context, c client.Client, kind, pkg string) (*unstructured.Unstructured, error) {
+	revs := &unstructured.UnstructuredList{}
+	revs.SetAPIVersion("pkg.crossplane.io/v1")
+	revs.SetKind(kind + "List")
+	if err := c.List(ctx, revs, client.MatchingLabels{"pkg.crossplane.io/package": pkg}); err != nil {
+		return nil, err
+	}
+	for i := range revs.Items {
+		if st, _, _ := unstructured.NestedString(revs.Items[i].Object, "spec", "desiredState"); st == "Active" {
+			return &revs.Items[i], nil
+		}
+	}
+	return nil, fmt.Errorf("%s %s has no active revision yet", kind, pkg)
 }
 
 func conditionsOf(u *unstructured.Unstructured) []string {
@@ -554,32 +562,23 @@ func (x *Crossplane) playFunctionRuntime(ctx context.Context, k *Kube, name, add
 		return err
 	}
 	return WaitFor(ctx, 3*time.Minute, func(ctx context.Context) error {
-		revs := &unstructured.UnstructuredList{}
-		revs.SetAPIVersion("pkg.crossplane.io/v1")
-		revs.SetKind("FunctionRevisionList")
-		if err := k.Client.List(ctx, revs, client.MatchingLabels{"pkg.crossplane.io/package": name}); err != nil {
+		rev, err := activeRevisionOf(ctx, k.Client, "FunctionRevision", name)
+		if err != nil {
 			return err
 		}
-		for i := range revs.Items {
-			rev := &revs.Items[i]
-			if st, _, _ := unstructured.NestedString(rev.Object, "spec", "desiredState"); st != "Active" {
-				continue
-			}
-			caps, _, _ := unstructured.NestedStringSlice(rev.Object, "status", "capabilities")
-			if !slices.Contains(caps, "composition") {
-				return fmt.Errorf("revision %s not parsed yet (capabilities %v)", rev.GetName(), caps)
-			}
-			ep, _, _ := unstructured.NestedString(rev.Object, "status", "endpoint")
-			if ep == addr && conditionStatus(rev, "RuntimeHealthy") == "True" {
-				return nil
-			}
-			if err := markRuntimeHealthy(ctx, k.Client, "FunctionRevision", rev.GetName(),
-				map[string]string{"endpoint": addr, "tlsServerSecretName": secret}); err != nil {
-				return err
-			}
-			return errors.New("endpoint set; confirming")
+		caps, _, _ := unstructured.NestedStringSlice(rev.Object, "status", "capabilities")
+		if !slices.Contains(caps, "composition") {
+			return fmt.Errorf("revision %s not parsed yet (capabilities %v)", rev.GetName(), caps)
 		}
-		return errors.New("no active revision yet")
+		ep, _, _ := unstructured.NestedString(rev.Object, "status", "endpoint")
+		if ep == addr && conditionStatus(rev, "RuntimeHealthy") == "True" {
+			return nil
+		}
+		if err := markRuntimeHealthy(ctx, k.Client, "FunctionRevision", rev.GetName(),
+			map[string]string{"endpoint": addr, "tlsServerSecretName": secret}); err != nil {
+			return err
+		}
+		return errors.New("endpoint set; confirming")
 	})
 }
 

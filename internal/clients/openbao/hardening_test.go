@@ -292,7 +292,7 @@ func TestForeignAnswersAreNotEchoed(t *testing.T) {
 }
 
 // The provider logs in with a projected token whose audience is OpenBao's:
-// the role (configured as docs/getting-started.md says, audience=openbao)
+// the role (configured as docs/install.md says, audience=openbao)
 // accepts a TokenRequest token with that audience and refuses the
 // kube-apiserver's default-audience token of the same service account; and
 // the OpenBao-audience token is refused by the kube-apiserver.

@@ -397,7 +397,7 @@ func (c *Client) SetOwner(ctx context.Context, path string, owner map[string]str
 		err = scrub(err)
 		var se *StatusError
 		if errors.As(err, &se) && se.Code == http.StatusForbidden && se.Method == http.MethodPatch {
-			return fmt.Errorf("cannot write the ownership metadata of %s/%s: %w (the provider's OpenBao policy must grant \"patch\" on the metadata of its base path, see docs/getting-started.md)", c.opts.KVMount, path, err)
+			return fmt.Errorf("cannot write the ownership metadata of %s/%s: %w (the provider's OpenBao policy must grant \"patch\" on the metadata of its base path, see docs/install.md)", c.opts.KVMount, path, err)
 		}
 		return fmt.Errorf("cannot write the ownership metadata of %s/%s: %w", c.opts.KVMount, path, err)
 	}
