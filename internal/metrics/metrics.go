@@ -15,9 +15,32 @@ var Failures = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Failed reconciles by resource kind and failure class (the Ready condition's reason).",
 }, []string{"kind", "class"})
 
+// TenantLogins counts the Database controller's Observes by what they did
+// about the role's credential: "login" (logged in as the role) or
+// "skipped" (the last proven login still stood: nothing the catalog or the
+// record shows changed and the periodic check was not due).
+var TenantLogins = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "provider_postgresql_tenant_credential_checks_total",
+	Help: "Observes of a Database's credential by outcome: login (logged in as the role) or skipped (the last proven login still stood).",
+}, []string{"check"})
+
+// ReconcileRate is the global reconcile rate limit in effect, per second:
+// --max-reconcile-rate, or more when the number of resources needs it to
+// observe each once per poll interval.
+var ReconcileRate = prometheus.NewGauge(prometheus.GaugeOpts{
+	Name: "provider_postgresql_tenant_reconcile_rate_limit",
+	Help: "The global reconcile rate limit in effect (per second): --max-reconcile-rate, raised when the number of resources needs more to observe each once per poll interval.",
+})
+
 func init() {
-	metrics.Registry.MustRegister(Failures)
+	metrics.Registry.MustRegister(Failures, TenantLogins, ReconcileRate)
 }
+
+// LoginSkipped records an Observe that relied on the last proven login.
+func LoginSkipped() { TenantLogins.WithLabelValues("skipped").Inc() }
+
+// LoginMade records an Observe that logged in as the role.
+func LoginMade() { TenantLogins.WithLabelValues("login").Inc() }
 
 // Failure records one failure of kind with class.
 func Failure(kind, class string) { Failures.WithLabelValues(kind, class).Inc() }

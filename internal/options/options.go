@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
 )
@@ -56,7 +57,15 @@ type Options struct {
 	// CABundle is a PEM file of CAs trusted for PostgreSQL and OpenBao TLS.
 	CABundle string
 	OpenBao  OpenBao
+	// LoginCheckInterval is how often a Ready Database proves its
+	// credential by logging in as its role when nothing the catalog or the
+	// credential record shows has changed (0: at every poll).
+	LoginCheckInterval time.Duration
 }
+
+// DefaultLoginCheckInterval is LoginCheckInterval's default: one login per
+// Database per hour, where logging in at every poll made 60.
+const DefaultLoginCheckInterval = time.Hour
 
 // Defaults of the flags.
 const (
@@ -98,6 +107,9 @@ func (o *Options) Complete() {
 // flag to fix.
 func (o *Options) Validate() error {
 	var errs []error
+	if o.LoginCheckInterval < 0 {
+		errs = append(errs, errors.New("--login-check-interval must not be negative (0: log in at every poll)"))
+	}
 	if o.Namespace == "" {
 		errs = append(errs, errors.New("--namespace must not be empty (it defaults to $POD_NAMESPACE)"))
 	}

@@ -104,6 +104,9 @@ type Pool struct {
 	// major is the server's major version once a connection has told it
 	// (0: not yet known).
 	major atomic.Int64
+	// verifier is whether the admin may read pg_authid (0: not asked yet,
+	// 1: no, 2: yes).
+	verifier atomic.Int32
 	// selfGrantOK: the 16+ membership probe passed on this pool.
 	selfGrantOK atomic.Bool
 }

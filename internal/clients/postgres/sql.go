@@ -47,7 +47,8 @@ const qProbeMembership16 = `SELECT pg_catalog.pg_has_role(CURRENT_USER, $1::pg_c
 // is the database name, $2 the role name; a missing object gives NULL
 // columns. PUBLIC's CONNECT comes from the ACL (NULL = the default, which
 // grants it); the role's CONNECT must be an explicit grant. @MEMBER@ and
-// @ADMIN@ are replaced per server major (see qObserve).
+// @ADMIN@ are replaced per server major, @VERIFIER@ by whether the admin
+// may read the password verifiers (see qObserve).
 const observeTemplate = `SELECT d.oid, pg_catalog.pg_get_userbyid(d.datdba),
   EXISTS (SELECT 1 FROM pg_catalog.aclexplode(COALESCE(d.datacl, pg_catalog.acldefault('d'::pg_catalog."char", d.datdba))) a
           WHERE a.grantee OPERATOR(pg_catalog.=) 0::pg_catalog.oid
@@ -57,7 +58,9 @@ const observeTemplate = `SELECT d.oid, pg_catalog.pg_get_userbyid(d.datdba),
             AND a.privilege_type OPERATOR(pg_catalog.=) 'CONNECT'::pg_catalog.text),
   r.oid, r.rolcanlogin, r.rolsuper, r.rolcreatedb, r.rolcreaterole, r.rolreplication, r.rolbypassrls, r.rolconnlimit,
   CASE WHEN r.oid IS NULL THEN NULL ELSE @MEMBER@ END,
-  CASE WHEN r.oid IS NULL THEN NULL ELSE @ADMIN@ END
+  CASE WHEN r.oid IS NULL THEN NULL ELSE @ADMIN@ END,
+  r.rolvaliduntil::pg_catalog.text,
+  @VERIFIER@
 FROM (SELECT 1) AS one
 LEFT JOIN pg_catalog.pg_database d ON d.datname OPERATOR(pg_catalog.=) $1::pg_catalog.name
 LEFT JOIN pg_catalog.pg_roles r ON r.rolname OPERATOR(pg_catalog.=) $2::pg_catalog.name
@@ -81,13 +84,32 @@ const (
 	admin16       = `(adm.rolsuper OR (adm.rolcreaterole AND NOT r.rolsuper AND pg_catalog.pg_has_role(CURRENT_USER, r.oid, 'MEMBER WITH ADMIN OPTION'::pg_catalog.text)))`
 )
 
-// qObserve returns the observe query for a server major version.
-func qObserve(major int) string {
-	m, a := memberBefore16, adminBefore16
+// A digest of the role's password verifier, where the admin may read
+// pg_authid (a superuser; never on a managed service): it changes when
+// anyone sets the role's password, the role itself included, so a changed
+// password is seen in the catalog without logging in. The verifier itself
+// never leaves the server. SHA-256, not md5: md5() fails on a server in
+// FIPS mode.
+const (
+	verifierDigest = `(SELECT pg_catalog.sha256(pg_catalog.convert_to(a.rolpassword, 'UTF8'::pg_catalog.name))
+    FROM pg_catalog.pg_authid a WHERE a.oid OPERATOR(pg_catalog.=) r.oid)`
+	noVerifier = `NULL::pg_catalog.bytea`
+)
+
+// qVerifierReadable: may this session read pg_authid?
+const qVerifierReadable = `SELECT pg_catalog.has_table_privilege('pg_catalog.pg_authid'::pg_catalog.text, 'SELECT'::pg_catalog.text)`
+
+// qObserve returns the observe query for a server major version, with the
+// verifier digest when the admin may read it.
+func qObserve(major int, verifier bool) string {
+	m, a, v := memberBefore16, adminBefore16, noVerifier
 	if major >= 16 {
 		m, a = member16, admin16
 	}
-	return strings.NewReplacer("@MEMBER@", m, "@ADMIN@", a).Replace(observeTemplate)
+	if verifier {
+		v = verifierDigest
+	}
+	return strings.NewReplacer("@MEMBER@", m, "@ADMIN@", a, "@VERIFIER@", v).Replace(observeTemplate)
 }
 
 // qAvailableExtensions: for each of $1 the server can install, whether the

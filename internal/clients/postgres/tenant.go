@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -46,6 +47,26 @@ type Catalog struct {
 	// (before 16: CREATEROLE and the role is no superuser; from 16 on, also
 	// ADMIN OPTION on it).
 	AdminCanAdmin bool
+	// ValidUntil is the role's password expiry as the server prints it
+	// ("": none).
+	ValidUntil string
+	// VerifierDigest is a digest of the role's password verifier, when the
+	// admin may read pg_authid (a superuser); "" otherwise. It changes
+	// whenever the role's password is set.
+	VerifierDigest string
+}
+
+// LoginFingerprint is everything the catalog shows that decides whether
+// the role's credential still logs in to its database: the objects'
+// identities, the role's attributes and expiry, the CONNECT privileges,
+// the owner and, where the admin may read it, the password verifier. A
+// login proven under one fingerprint is assumed to still work while the
+// fingerprint is unchanged.
+func (c Catalog) LoginFingerprint() string {
+	return fmt.Sprintf("db=%t/%d/%s/%t/%t role=%t/%d/%t/%t/%t/%t/%t/%t/%d/%q verifier=%s",
+		c.DatabaseExists, c.DatabaseOID, c.Owner, c.PublicConnect, c.RoleConnect,
+		c.RoleExists, c.RoleOID, c.Login, c.Superuser, c.CreateDB, c.CreateRole, c.Replication, c.BypassRLS, c.ConnLimit, c.ValidUntil,
+		c.VerifierDigest)
 }
 
 // RoleAttributesOK reports whether the role has exactly the attributes the
@@ -74,13 +95,20 @@ func (p *Pool) Observe(ctx context.Context, database, role string) (Catalog, err
 	var owner *string
 	var publicConnect, roleConnect, login, super, createDB, createRole, repl, bypass, member, canAdmin *bool
 	var connLimit *int32
+	var validUntil *string
+	var verifier []byte
 	major, err := p.Major(ctx)
 	if err != nil {
 		return Catalog{}, err
 	}
-	err = p.pool.QueryRow(ctx, qObserve(major), database, role).Scan(
+	readable, err := p.verifierReadable(ctx)
+	if err != nil {
+		return Catalog{}, err
+	}
+	err = p.pool.QueryRow(ctx, qObserve(major, readable), database, role).Scan(
 		&dbOID, &owner, &publicConnect, &roleConnect,
-		&roleOID, &login, &super, &createDB, &createRole, &repl, &bypass, &connLimit, &member, &canAdmin)
+		&roleOID, &login, &super, &createDB, &createRole, &repl, &bypass, &connLimit, &member, &canAdmin,
+		&validUntil, &verifier)
 	if err != nil {
 		return Catalog{}, p.classify(err)
 	}
@@ -92,9 +120,33 @@ func (p *Pool) Observe(ctx context.Context, database, role string) (Catalog, err
 		c.RoleExists, c.RoleOID = true, *roleOID
 		c.Login, c.Superuser, c.CreateDB, c.CreateRole = deref(login), deref(super), deref(createDB), deref(createRole)
 		c.Replication, c.BypassRLS, c.ConnLimit, c.AdminMember = deref(repl), deref(bypass), deref(connLimit), deref(member)
-		c.AdminCanAdmin = deref(canAdmin)
+		c.AdminCanAdmin, c.ValidUntil = deref(canAdmin), deref(validUntil)
+		if len(verifier) > 0 {
+			c.VerifierDigest = hex.EncodeToString(verifier)
+		}
 	}
 	return c, nil
+}
+
+// verifierReadable reports whether the admin may read pg_authid, asked
+// once per pool.
+func (p *Pool) verifierReadable(ctx context.Context) (bool, error) {
+	switch p.verifier.Load() {
+	case 1:
+		return false, nil
+	case 2:
+		return true, nil
+	}
+	var ok bool
+	if err := p.pool.QueryRow(ctx, qVerifierReadable).Scan(&ok); err != nil {
+		return false, p.classify(err)
+	}
+	v := int32(1)
+	if ok {
+		v = 2
+	}
+	p.verifier.Store(v)
+	return ok, nil
 }
 
 func deref[T any](p *T) T {

@@ -65,6 +65,8 @@ type external struct {
 	hook    func(string) error
 	record  event.Recorder
 	confirm *confirmer
+	logins  *logins
+	now     func() time.Time
 	kube    client.Client
 	cfgVer  string
 	id      tenancy.Identity
@@ -205,7 +207,7 @@ func (e *external) Observe(ctx context.Context, db *v1alpha1.Database) (managed.
 		o.KV = tenancy.KVState{Present: true, Owner: rec.Owner, Data: rec.Data, Version: rec.Version}
 	}
 	if cat.RoleExists && tenancy.MayLogin(o) {
-		o.Login, o.Installed = e.login(ctx, n, o.KV.Data["password"])
+		o.Login, o.Installed = e.loginIfDue(ctx, db, n, o, cat)
 	}
 	e.obs = o
 	v := tenancy.Decide(o)
@@ -316,6 +318,42 @@ func (e *external) recordOIDs(ctx context.Context, db *v1alpha1.Database, have m
 	return nil
 }
 
+// loginIfDue logs in as the role, unless the last proven login still
+// stands (tenancy.LoginDue): then it reports that login's result, and the
+// server sees no new connection.
+func (e *external) loginIfDue(ctx context.Context, db *v1alpha1.Database, n names, o tenancy.Observation, cat postgres.Catalog) (tenancy.Login, []string) {
+	now := time.Now()
+	if e.now != nil {
+		now = e.now()
+	}
+	check := tenancy.LoginCheck{Fingerprint: fmt.Sprintf("%s kv=%d", cat.LoginFingerprint(), o.KV.Version), Now: now}
+	if e.logins != nil && e.opts.LoginCheckInterval > 0 {
+		check.Last = e.logins.get(db.GetUID())
+	}
+	if tenancy.LoginDue(o, check) == "" {
+		metrics.LoginSkipped()
+		return tenancy.LoginOK, check.Last.Installed
+	}
+	login, installed := e.login(ctx, n, o.KV.Data["password"])
+	metrics.LoginMade()
+	if e.logins != nil {
+		if login == tenancy.LoginOK && e.opts.LoginCheckInterval > 0 {
+			e.logins.put(db.GetUID(), tenancy.ProvenLogin{Fingerprint: check.Fingerprint, Installed: installed,
+				Due: tenancy.NextLoginDue(now, e.opts.LoginCheckInterval, e.logins.spread())})
+		} else {
+			e.logins.forget(db.GetUID())
+		}
+	}
+	return login, installed
+}
+
+// forgetLogin makes the next Observe log in: called before every write.
+func (e *external) forgetLogin(db *v1alpha1.Database) {
+	if e.logins != nil {
+		e.logins.forget(db.GetUID())
+	}
+}
+
 // login connects as the role to its database with the KV password.
 func (e *external) login(ctx context.Context, n names, password string) (tenancy.Login, []string) {
 	c, err := e.pool.ConnectAs(ctx, n.database, postgres.Credential{Username: n.role, Password: password})
@@ -395,6 +433,7 @@ func (e *external) report(db *v1alpha1.Database, v tenancy.Verdict) {
 // Create provisions in the documented order, each step confirmed before the
 // next, resuming after whatever an earlier attempt finished.
 func (e *external) Create(ctx context.Context, db *v1alpha1.Database) (managed.ExternalCreation, error) {
+	e.forgetLogin(db)
 	n, o, v := e.names, e.obs, e.verdict
 	if v.Reason != "" {
 		return managed.ExternalCreation{}, errors.New(v.Message)
@@ -574,6 +613,7 @@ func (e *external) installExtensions(ctx context.Context, db *v1alpha1.Database,
 // takes the credential rotation step of the verdict. A repair never sets a
 // new password.
 func (e *external) Update(ctx context.Context, db *v1alpha1.Database) (managed.ExternalUpdate, error) {
+	e.forgetLogin(db)
 	n, o, v := e.names, e.obs, e.verdict
 	if v.Rotation.Action != tenancy.RotateNone {
 		return managed.ExternalUpdate{}, e.rotate(ctx, db)
@@ -740,6 +780,7 @@ func (e *external) rotate(ctx context.Context, db *v1alpha1.Database) error {
 // keeps the finalizer; the next attempt starts again from the ownership
 // check of Observe.
 func (e *external) Delete(ctx context.Context, db *v1alpha1.Database) (managed.ExternalDelete, error) {
+	e.forgetLogin(db)
 	n, v := e.names, e.verdict
 	if !e.drop {
 		// Never reached (Observe reports nothing to delete); kept so that

@@ -40,6 +40,9 @@ type Options struct {
 	StepHook func(step string) error
 	// Logs receives every log line (development format).
 	Logs io.Writer
+	// LoginCheckInterval is the Database controller's periodic login check
+	// (0: the provider's default; negative: a login at every poll).
+	LoginCheckInterval time.Duration
 }
 
 // Controllers are the provider's controllers running in this process
@@ -94,7 +97,10 @@ func Start(e *testenv.Env, co Options) (*Controllers, func(), error) {
 	opts := options.Options{Namespace: testenv.ProviderNamespace, CABundle: e.CA.CertFile, OpenBao: options.OpenBao{
 		Address: e.OpenBao.Address, ConsumerAddress: e.OpenBao.Address, KVMount: e.OpenBao.KVMount, TenantBasePath: e.OpenBao.TenantBasePath,
 		DatabaseBasePath: options.DefaultDatabaseBasePath,
-	}}
+	}, LoginCheckInterval: options.DefaultLoginCheckInterval}
+	if co.LoginCheckInterval != 0 {
+		opts.LoginCheckInterval = max(co.LoginCheckInterval, 0)
+	}
 	if err := config.Setup(mgr, o); err != nil {
 		return nil, nil, err
 	}
