@@ -4,6 +4,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -24,15 +25,18 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"ddupan.top/provider-postgresql-tenant/apis"
+	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 	"ddupan.top/provider-postgresql-tenant/internal/clients/openbao"
 	"ddupan.top/provider-postgresql-tenant/internal/clients/postgres"
 	pctrl "ddupan.top/provider-postgresql-tenant/internal/controller"
+	"ddupan.top/provider-postgresql-tenant/internal/controller/pace"
 	"ddupan.top/provider-postgresql-tenant/internal/options"
 )
 
@@ -70,7 +74,7 @@ func parse(args []string) (*flags, error) {
 	fs.DurationVar(&f.sync, "sync", time.Hour, "How often all resources are re-listed from the API server.")
 	fs.DurationVar(&f.poll, "poll", time.Minute, "How often each resource is checked for drift from its desired state.")
 	fs.DurationVar(&f.pollStateMetric, "poll-state-metric", 5*time.Second, "How often the managed resource state metrics are recorded.")
-	fs.IntVar(&f.maxReconcileRate, "max-reconcile-rate", 10, "The global maximum rate per second at which resources may be checked for drift.")
+	fs.IntVar(&f.maxReconcileRate, "max-reconcile-rate", 10, "The global rate per second at which resources may be reconciled. Raised automatically to 1.5 × resources ÷ --poll when there are more resources than it can observe once per poll interval (the provider_postgresql_tenant_reconcile_rate_limit metric shows the rate in effect).")
 	fs.IntVar(&f.maxConcurrent, "max-concurrent-reconciles", 0, "Reconciles run at once per controller (default: --max-reconcile-rate). Lower it to spare a small PostgreSQL server during bulk onboarding.")
 	fs.IntVar(&f.maxPoolConns, "max-pool-conns", int(postgres.DefaultOptions.MaxConns), "Maximum admin connections per registered PostgreSQL server.")
 	fs.DurationVar(&f.connectTimeout, "connect-timeout", postgres.DefaultOptions.ConnectTimeout, "Timeout for opening one PostgreSQL connection, TLS included.")
@@ -80,6 +84,7 @@ func parse(args []string) (*flags, error) {
 
 	o := &f.opts
 	fs.StringVar(&o.Namespace, "namespace", options.DefaultNamespaceFromEnv(), "The provider's own namespace (default $POD_NAMESPACE); ClusterProviderConfig admin Secrets must live here.")
+	fs.DurationVar(&o.LoginCheckInterval, "login-check-interval", options.DefaultLoginCheckInterval, "How often a Ready Database proves its credential by logging in as its role while nothing the catalog or its credential record shows has changed (a dropped role or database, revoked CONNECT, changed attributes or expiry, a new record version, and, where the admin may read pg_authid, a changed password are seen at every poll and make it log in at once). 0 logs in at every poll.")
 	fs.StringVar(&o.CABundle, "ca-bundle", "", "PEM file of CAs trusted for PostgreSQL and OpenBao TLS.")
 	fs.StringVar(&o.OpenBao.Address, "openbao-address", "", "OpenBao address the provider uses, e.g. https://openbao.openbao.svc:8200 (https:// only, see --openbao-allow-insecure-http). No BAO_*/VAULT_* environment variable changes it or its TLS.")
 	fs.BoolVar(&o.OpenBao.AllowInsecureHTTP, "openbao-allow-insecure-http", false, "LOCAL DEVELOPMENT ONLY: accept http:// OpenBao addresses (the OpenBao token and tenant credentials then cross the network in clear).")
@@ -192,11 +197,20 @@ func run(args []string) error {
 	stateMetrics := statemetrics.NewMRStateMetrics()
 	metrics.Registry.MustRegister(mrMetrics, stateMetrics)
 
+	// The global rate limit is --max-reconcile-rate, raised as the number
+	// of resources needs to observe each once per poll interval.
+	globalRate := ratelimiter.NewGlobal(f.maxReconcileRate)
+	if err := mgr.Add(&pace.Scaler{
+		Limiter: globalRate.Limiter, Min: f.maxReconcileRate, Poll: f.poll, Every: 30 * time.Second,
+		Count: polledResources(mgr.GetCache()), Log: log.WithValues("controller", "pace"),
+	}); err != nil {
+		return err
+	}
 	o := controller.Options{
 		Logger:                  log,
 		MaxConcurrentReconciles: f.maxConcurrent,
 		PollInterval:            f.poll,
-		GlobalRateLimiter:       ratelimiter.NewGlobal(f.maxReconcileRate),
+		GlobalRateLimiter:       globalRate,
 		Features:                &feature.Flags{},
 		Gate:                    new(gate.Gate[schema.GroupVersionKind]),
 		MetricOptions: &controller.MetricOptions{
@@ -257,5 +271,19 @@ func faultHook(log logging.Logger) func(string) error {
 			select {} // SIGKILL is not deliverable late; never continue the step
 		}
 		return nil
+	}
+}
+
+// polledResources counts the Databases and DatabaseBindings in the cache.
+func polledResources(c client.Reader) func(context.Context) (int, error) {
+	return func(ctx context.Context) (int, error) {
+		dbs, bs := &v1alpha1.DatabaseList{}, &v1alpha1.DatabaseBindingList{}
+		if err := c.List(ctx, dbs, client.UnsafeDisableDeepCopy); err != nil {
+			return 0, err
+		}
+		if err := c.List(ctx, bs, client.UnsafeDisableDeepCopy); err != nil {
+			return 0, err
+		}
+		return len(dbs.Items) + len(bs.Items), nil
 	}
 }

@@ -109,6 +109,7 @@ func Setup(mgr ctrl.Manager, o controller.Options, d Deps) error {
 			deps:    d,
 			record:  recorder,
 			confirm: confirm,
+			logins:  newLogins(),
 		}),
 		managed.WithLogger(o.Logger.WithValues("controller", name)),
 		managed.WithPollInterval(o.PollInterval),
@@ -132,7 +133,7 @@ func Setup(mgr ctrl.Manager, o controller.Options, d Deps) error {
 	}
 	ro = append(ro, mo...)
 
-	r := managed.NewReconciler(mgr, resource.ManagedKind(v1alpha1.DatabaseGroupVersionKind), ro...)
+	r := managed.NewReconciler(quietStatusManager{mgr}, resource.ManagedKind(v1alpha1.DatabaseGroupVersionKind), ro...)
 
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(name).
@@ -153,6 +154,7 @@ type connector struct {
 	deps    Deps
 	record  event.Recorder
 	confirm *confirmer
+	logins  *logins
 }
 
 // Connect records the usage of the config, shows the binding, decides a
@@ -219,6 +221,7 @@ func (c *connector) Connect(ctx context.Context, db *v1alpha1.Database) (managed
 		hook:    c.deps.StepHook,
 		record:  c.record,
 		confirm: c.confirm,
+		logins:  c.logins,
 		kube:    c.kube,
 		cfgVer:  cfg.ConfigStatus().PostgreSQLVersion,
 		drop:    drop,
