@@ -142,7 +142,7 @@ func Setup(mgr ctrl.Manager, o controller.Options, d Deps) error {
 		// A DatabaseBinding that appears, goes or records its Database
 		// changes whether that Database is Bound or Released.
 		Watches(&v1alpha1.DatabaseBinding{}, handler.EnqueueRequestsFromMapFunc(databasesOfBinding), builder.WithPredicates(bindingChanged())).
-		Complete(ratelimiter.NewReconciler(name, r, o.GlobalRateLimiter))
+		Complete(ratelimiter.NewReconciler(name, confirmFirst(r), o.GlobalRateLimiter))
 }
 
 // A connector resolves a Database's ClusterProviderConfig and produces the

@@ -1,0 +1,29 @@
+package database
+
+import (
+	"context"
+
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// confirmPriority is the work queue priority of the Observe that follows a
+// create. controller-runtime's priority queue serves higher priorities
+// first; events are 0, and the initial list and resyncs are lower.
+const confirmPriority = 10
+
+// confirmFirst gives the reconcile that follows a create (the managed
+// reconciler asks for it with an immediate requeue) priority over the
+// Databases still waiting for their first reconcile. Without it, in a wave
+// of N new Databases, the Observe that proves each one Ready queues behind
+// every create not started yet, and the first Database is Ready only when
+// the whole wave is created.
+func confirmFirst(r reconcile.Reconciler) reconcile.Reconciler {
+	return reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+		res, err := r.Reconcile(ctx, req)
+		if err == nil && res.Requeue && res.RequeueAfter == 0 { //nolint:staticcheck // crossplane-runtime asks for the Observe after a create with Requeue
+			res.Priority = ptr.To(confirmPriority)
+		}
+		return res, err
+	})
+}
