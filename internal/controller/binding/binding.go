@@ -7,22 +7,30 @@ package binding
 
 import (
 	"context"
+	"maps"
+	"slices"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/controller"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
-	"github.com/crossplane/crossplane-runtime/v2/pkg/event"
+	xpevent "github.com/crossplane/crossplane-runtime/v2/pkg/event"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/logging"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/meta"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/ratelimiter"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/reconciler/managed"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/resource"
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
@@ -73,7 +81,7 @@ func Setup(mgr ctrl.Manager, o controller.Options, d Deps) error {
 	if d.KV == nil {
 		return errors.New("the DatabaseBinding controller needs the OpenBao client")
 	}
-	recorder := event.NewAPIRecorder(mgr.GetEventRecorderFor(name)) //nolint:staticcheck // crossplane-runtime's event package still takes the legacy recorder.
+	recorder := xpevent.NewAPIRecorder(mgr.GetEventRecorderFor(name)) //nolint:staticcheck // crossplane-runtime's event package still takes the legacy recorder.
 	log := o.Logger.WithValues("controller", name)
 	ro := []managed.ReconcilerOption{
 		managed.WithTypedExternalConnector[*v1alpha1.DatabaseBinding](&connector{
@@ -97,6 +105,13 @@ func Setup(mgr ctrl.Manager, o controller.Options, d Deps) error {
 		// The Kubernetes API is read-your-writes through the API reader;
 		// a stale cache only makes a retry lose a conflict.
 		managed.WithCreationGracePeriod(0),
+		// The external-create-succeeded annotation guards a create whose
+		// result (an external name) could be lost; a binding's create is
+		// decided afresh from what exists (above), so the annotation
+		// protects nothing. Not writing it saves a write of the binding per
+		// Tenant, and every write of a composed binding makes Crossplane
+		// render its Tenant again.
+		managed.WithCriticalAnnotationUpdater(managed.CriticalAnnotationUpdateFn(func(context.Context, client.Object) error { return nil })),
 	}
 	mo, err := metrics.ManagedOptions(mgr, o, "DatabaseBinding", &v1alpha1.DatabaseBindingList{})
 	if err != nil {
@@ -109,9 +124,68 @@ func Setup(mgr ctrl.Manager, o controller.Options, d Deps) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(name).
 		WithOptions(o.ForControllerRuntime()).
-		For(&v1alpha1.DatabaseBinding{}).
-		Watches(&v1alpha1.Database{}, handler.EnqueueRequestsFromMapFunc(bindingsOf(mgr.GetClient(), log))).
+		For(&v1alpha1.DatabaseBinding{}, builder.WithPredicates(bindingChanged())).
+		Watches(&v1alpha1.Database{}, handler.EnqueueRequestsFromMapFunc(bindingsOf(mgr.GetClient(), log)), builder.WithPredicates(databaseChanged())).
 		Complete(ratelimiter.NewReconciler(name, r, o.GlobalRateLimiter))
+}
+
+// bindingChanged passes the DatabaseBinding events that can change what a
+// reconcile decides: anything but a status write, and the status write that
+// records the bound Database (the next step, the copy, may already be due).
+// The binding's other status writes are its own progress reports; each
+// reconcile that follows one only decides the same again, and takes a
+// token of the global rate limiter. Each step that needs a next one
+// requeues itself, or is started by its Database's events (below).
+func bindingChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*v1alpha1.DatabaseBinding)
+		n, ok2 := e.ObjectNew.(*v1alpha1.DatabaseBinding)
+		if !ok1 || !ok2 {
+			return true
+		}
+		return o.GetGeneration() != n.GetGeneration() ||
+			meta.WasDeleted(o) != meta.WasDeleted(n) ||
+			!maps.Equal(o.GetLabels(), n.GetLabels()) ||
+			!maps.Equal(desiredAnnotations(o), desiredAnnotations(n)) ||
+			!slices.Equal(o.GetFinalizers(), n.GetFinalizers()) ||
+			o.Status.AtProvider.DatabaseName != n.Status.AtProvider.DatabaseName ||
+			o.Status.AtProvider.DatabaseUID != n.Status.AtProvider.DatabaseUID
+	}}
+}
+
+// desiredAnnotations are an object's annotations without the ones the
+// managed reconciler writes about its own create (it requeues by itself).
+func desiredAnnotations(o client.Object) map[string]string {
+	a := maps.Clone(o.GetAnnotations())
+	for _, k := range []string{meta.AnnotationKeyExternalCreatePending, meta.AnnotationKeyExternalCreateSucceeded, meta.AnnotationKeyExternalCreateFailed} {
+		delete(a, k)
+	}
+	return a
+}
+
+// databaseChanged passes the Database events a binding's decision can
+// depend on: creation, deletion, and updates of what observeDatabase
+// reads — the spec (generation: claimRef, reclaim policy, names, instance),
+// the deletion mark, the claim protection, the Ready condition, the
+// binding status and the record path. A Database being created writes
+// itself six or more times (finalizer, annotations, status); each of those
+// would otherwise reconcile every binding naming it, and each reconcile
+// takes a token of the global rate limiter the Databases' creates need.
+func databaseChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*v1alpha1.Database)
+		n, ok2 := e.ObjectNew.(*v1alpha1.Database)
+		if !ok1 || !ok2 {
+			return true
+		}
+		or, nr := o.GetCondition(xpv2.TypeReady), n.GetCondition(xpv2.TypeReady)
+		return o.GetGeneration() != n.GetGeneration() ||
+			meta.WasDeleted(o) != meta.WasDeleted(n) ||
+			controllerutil.ContainsFinalizer(o, tenancy.ClaimProtectionFinalizer) != controllerutil.ContainsFinalizer(n, tenancy.ClaimProtectionFinalizer) ||
+			or.Status != nr.Status || or.Reason != nr.Reason || or.Message != nr.Message ||
+			!equality.Semantic.DeepEqual(o.Status.Binding, n.Status.Binding) ||
+			o.Status.AtProvider.Credential.Path != n.Status.AtProvider.Credential.Path
+	}}
 }
 
 // bindingsOf maps a Database to the bindings that name it (databaseRef or

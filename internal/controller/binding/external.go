@@ -335,7 +335,13 @@ func (e *external) Update(ctx context.Context, b *v1alpha1.DatabaseBinding) (man
 		if err := e.kv.SetOwner(ctx, p, v.Owner); err != nil {
 			return managed.ExternalUpdate{}, e.projectionFailed(b, err)
 		}
+		// The copy now holds exactly what Observe decided it should: the
+		// binding is Ready in this reconcile's status write, rather than
+		// a Delivering write first and a Ready one after the next Observe
+		// (each write of a composed binding re-renders its Tenant).
 		e.setCredential(b)
+		b.Status.AtProvider.Phase = v1alpha1.BindingPhaseReady
+		b.SetConditions(xpv2.Available())
 		return managed.ExternalUpdate{}, nil
 	}
 	return managed.ExternalUpdate{}, nil
