@@ -5,6 +5,7 @@ package config
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/controller"
@@ -55,6 +56,7 @@ func Setup(mgr ctrl.Manager, o controller.Options) error {
 		kube:   mgr.GetClient(),
 		log:    o.Logger.WithValues("controller", name),
 		record: event.NewAPIRecorder(mgr.GetEventRecorderFor(name)), //nolint:staticcheck // crossplane-runtime's event package still takes the legacy recorder.
+		pace:   newCountPacer(usageCountEvery),
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(name).
@@ -69,6 +71,44 @@ type usageReconciler struct {
 	kube   client.Client
 	log    logging.Logger
 	record event.Recorder
+	pace   *countPacer
+}
+
+// usageCountEvery is how often, at most, the usages of one config are
+// counted. Every Database and binding that starts using a config writes a
+// usage, and each usage event would otherwise count all of them again: a
+// wave of 10,000 new Databases made 10,000 counts of up to 10,000 objects,
+// which starved the Databases' own reconciles. Counting at most every 2 s
+// delays the in-use finalizer and status.users by that much, and nothing
+// else.
+const usageCountEvery = 2 * time.Second
+
+// countPacer spaces out the counts of each config.
+type countPacer struct {
+	mu    sync.Mutex
+	every time.Duration
+	last  map[string]time.Time
+	now   func() time.Time
+}
+
+func newCountPacer(every time.Duration) *countPacer {
+	return &countPacer{every: every, last: map[string]time.Time{}, now: time.Now}
+}
+
+// wait returns how long to wait before counting the config's usages
+// (0: count now, which is recorded as its last count).
+func (p *countPacer) wait(config string) time.Duration {
+	if p == nil {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	if last, ok := p.last[config]; ok && now.Sub(last) < p.every {
+		return p.every - now.Sub(last)
+	}
+	p.last[config] = now
+	return 0
 }
 
 // usageRetry is the wait after a failed list, delete or update.
@@ -76,6 +116,9 @@ const usageRetry = 30 * time.Second
 
 func (r *usageReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	log := r.log.WithValues("config", req.Name)
+	if d := r.pace.wait(req.Name); d > 0 {
+		return reconcile.Result{RequeueAfter: d}, nil
+	}
 	pc := &v1alpha1.ClusterProviderConfig{}
 	if err := r.kube.Get(ctx, req.NamespacedName, pc); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
