@@ -27,10 +27,12 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -53,6 +55,8 @@ type cfg struct {
 	out        string
 	pprof      time.Duration
 	extra      []string
+	tenants    tenantCfg
+	steadyN    int
 }
 
 func main() {
@@ -69,6 +73,14 @@ func main() {
 	flag.StringVar(&c.out, "out", "", "Also write the results table to this file (default <logs>/results.md).")
 	flag.DurationVar(&c.pprof, "pprof", 0, "Profile the provider for this long from the moment the Databases are created: a CPU profile and a goroutine dump halfway, in the -logs directory (0: off). Read them with `go tool pprof -top`.")
 	extraFlags := flag.String("provider-flags", "", "Extra flags for the provider, space-separated (e.g. to try a setting).")
+	flag.IntVar(&c.steadyN, "steady-n", 0, "Also create this many Databases with the provider's default flags and poll and measure the steady state (e.g. 10000; needs about 9 MiB of disk per Database in TMPDIR; 0: off).")
+	databases := flag.Bool("databases", true, "Run the Database-level measurements (-n, -rates); -databases=false with -tenants runs only the Tenant ones.")
+	flag.BoolVar(&c.tenants.enabled, "tenants", false, "Also measure Tenants on the full stack (Crossplane core and functions, ESO, OpenBao, PostgreSQL, the provider): latency one at a time, and -tenant-n at once against a floor.")
+	flag.IntVar(&c.tenants.runs, "tenant-runs", 20, "Tenants timed one at a time (-tenants).")
+	tenantN := flag.String("tenant-n", "200", "Comma-separated numbers of Tenants created at once (-tenants); 0: none.")
+	tenantsLarge := flag.Bool("tenants-large", false, "Also create 1000 Tenants at once (-tenants).")
+	flag.BoolVar(&c.tenants.floor, "tenant-floor", true, "Run the Tenant floor for each -tenant-n.")
+	flag.DurationVar(&c.tenants.poll, "tenant-poll", time.Minute, "The provider's --poll in Tenant runs (default: the provider's default).")
 	flag.Parse()
 	c.extra = strings.Fields(*extraFlags)
 	var err error
@@ -83,6 +95,17 @@ func main() {
 	}
 	if c.largeRates, err = ints(*largeRates); err != nil {
 		fatal(err)
+	}
+	if *tenantN != "0" {
+		if c.tenants.ns, err = ints(*tenantN); err != nil {
+			fatal(err)
+		}
+	}
+	if *tenantsLarge {
+		c.tenants.ns = append(c.tenants.ns, 1000)
+	}
+	if !*databases {
+		c.ns = nil
 	}
 	if c.window == 0 {
 		c.window = 2 * c.poll
@@ -152,6 +175,9 @@ type steadyResult struct {
 	CPU          time.Duration
 	RSS, HWM     int64
 	Reconciles   float64
+	// Ctrl is the provider's metrics over the window (apiserver requests,
+	// credential checks, the rate limit in effect).
+	Ctrl ctrlSample
 }
 
 func (s *steadyResult) polls() float64 { return s.Window.Seconds() / s.Poll.Seconds() }
@@ -203,7 +229,21 @@ func run(ctx context.Context, c cfg) error {
 			fmt.Println(line)
 		}
 	}
-	report := table(c, floors, provs, time.Since(started))
+	if c.steadyN > 0 {
+		p, err := runScale(ctx, c, bin, logDir, c.steadyN)
+		if err != nil {
+			return fmt.Errorf("provider at scale N=%d: %w", c.steadyN, err)
+		}
+		provs = append(provs, p)
+		fmt.Printf("    all Ready after %s\n", p.Ready.Round(time.Millisecond))
+	}
+	var tenantReport string
+	if c.tenants.enabled {
+		if tenantReport, err = runTenants(ctx, c, bin, logDir); err != nil {
+			return err
+		}
+	}
+	report := table(c, floors, provs, time.Since(started)) + tenantReport
 	fmt.Println()
 	fmt.Println(report)
 	return os.WriteFile(c.out, []byte(report), 0o644) //nolint:gosec // the report, meant to be read and shared
@@ -308,17 +348,18 @@ func runProvider(ctx context.Context, c cfg, b *benchEnv, bin, logDir string, n,
 	if err != nil {
 		return nil, err
 	}
-	rec0 := reconciles(p.Metrics)
+	ctrlW := scrapeController(p.Metrics)
 	if err := sleep(ctx, c.window); err != nil {
 		return nil, err
 	}
+	s.Ctrl = scrapeController(p.Metrics).sub(ctrlW)
 	pgEnd := fileSize(b.Postgres.LogFile())
 	audit.mark()
 	p1, err := readProc(p.Pid())
 	if err != nil {
 		return nil, err
 	}
-	s.Reconciles = reconciles(p.Metrics) - rec0
+	s.Reconciles = s.Ctrl.Reconciles()
 	s.Bao, s.BaoErr = audit.stop()
 	if err := b.setServer(ctx, map[string]string{"log_statement": "none"}); err != nil {
 		return nil, err
@@ -343,8 +384,12 @@ func mib(b int64) float64 { return float64(b) / (1 << 20) }
 func table(c cfg, floors map[int]*floorResult, provs []*provResult, took time.Duration) string {
 	var w strings.Builder
 	host, _ := os.Hostname()
-	fmt.Fprintf(&w, "Measured %s on %s (%d CPUs, %s), --poll=%s, steady-state window %s; the run took %s.\n\n",
-		time.Now().UTC().Format("2006-01-02 15:04 MST"), host, runtime.NumCPU(), runtime.Version(), c.poll, c.window, took.Round(time.Second))
+	scale := ""
+	if c.steadyN > 0 {
+		scale = fmt.Sprintf(" (the N=%d run: the provider's default flags, --poll=1m, a 2m window)", c.steadyN)
+	}
+	fmt.Fprintf(&w, "Measured %s on %s (%d CPUs, %s), --poll=%s, steady-state window %s%s; the run took %s.\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), host, runtime.NumCPU(), runtime.Version(), c.poll, c.window, scale, took.Round(time.Second))
 
 	if len(floors) > 0 {
 		fmt.Fprintf(&w, "Floor (sequential, one tenant after another)\n\n")
@@ -409,7 +454,45 @@ func table(c cfg, floors map[int]*floorResult, provs []*provResult, took time.Du
 	for _, d := range details {
 		fmt.Fprintf(&w, "- %s\n", d)
 	}
+	fmt.Fprintln(&w)
+	steadyScaleTable(&w, provs)
 	return w.String()
+}
+
+// steadyScaleTable is the second steady-state table: whether every
+// Database was observed in each poll interval, the load on the server, the
+// apiserver and the rate limit in effect.
+func steadyScaleTable(w *strings.Builder, provs []*provResult) {
+	fmt.Fprintf(w, "Steady state, per Database and per poll (same windows)\n\n")
+	fmt.Fprintf(w, "| N | --poll | Observes per Database in the window: min / max (never observed) | tenant logins on the server / min | login checks: logged in / skipped | provider apiserver requests / poll | reconcile rate limit in effect |\n|---|---|---|---|---|---|---|\n")
+	for _, p := range provs {
+		s := p.Steady
+		if s == nil {
+			continue
+		}
+		lo, hi := -1, 0
+		for i := 0; i < p.N; i++ {
+			n := s.PG.ObservesOf[databaseName(i)]
+			if lo < 0 || n < lo {
+				lo = n
+			}
+			hi = max(hi, n)
+		}
+		never := 0
+		for i := 0; i < p.N; i++ {
+			if s.PG.ObservesOf[databaseName(i)] == 0 {
+				never++
+			}
+		}
+		var req float64
+		for _, v := range s.Ctrl.Requests {
+			req += v
+		}
+		fmt.Fprintf(w, "| %d | %s | %d / %d (%d) | %.1f | %.0f / %.0f | %.1f (%s) | %.0f/s |\n",
+			p.N, s.Poll, lo, hi, never, float64(s.PG.TenantConns)/s.Window.Minutes(),
+			s.Ctrl.Checks["login"], s.Ctrl.Checks["skipped"], req/s.polls(), byMethod(s.Ctrl.Requests, s.polls()), s.Ctrl.RateLimit)
+	}
+	fmt.Fprintln(w)
 }
 
 // cpuCell is "total (by component); machine busy% of 2 cores".
@@ -442,6 +525,20 @@ func perDatabase(m map[string]float64, n int) string {
 		parts = append(parts, fmt.Sprintf("%s %.1f", k, m[k]/float64(n)))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// byMethod is "METHOD x.x, ..." of the non-zero counts divided by d.
+func byMethod(m map[string]float64, d float64) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if m[k] > 0 {
+			parts = append(parts, fmt.Sprintf("%s %.1f", k, m[k]/d))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // resultList is "N result, ..." for the non-zero results.

@@ -71,13 +71,18 @@ func readProc(pid int) (procSample, error) {
 type ctrlSample struct {
 	ByResult             map[string]float64
 	Requests             map[string]float64 // the provider's apiserver requests by method (all controllers)
+	Checks               map[string]float64 // credential checks by outcome (login, skipped)
+	RateLimit            float64            // the global reconcile rate limit in effect (a gauge: not subtracted)
 	QueueSum, QueueCount float64
 	WorkSum, WorkCount   float64
 }
 
 func (a ctrlSample) sub(b ctrlSample) ctrlSample {
-	d := ctrlSample{ByResult: map[string]float64{}, Requests: map[string]float64{}, QueueSum: a.QueueSum - b.QueueSum, QueueCount: a.QueueCount - b.QueueCount,
-		WorkSum: a.WorkSum - b.WorkSum, WorkCount: a.WorkCount - b.WorkCount}
+	d := ctrlSample{ByResult: map[string]float64{}, Requests: map[string]float64{}, Checks: map[string]float64{}, QueueSum: a.QueueSum - b.QueueSum, QueueCount: a.QueueCount - b.QueueCount,
+		WorkSum: a.WorkSum - b.WorkSum, WorkCount: a.WorkCount - b.WorkCount, RateLimit: a.RateLimit}
+	for k, v := range a.Checks {
+		d.Checks[k] = v - b.Checks[k]
+	}
 	for k, v := range a.ByResult {
 		d.ByResult[k] = v - b.ByResult[k]
 	}
@@ -112,7 +117,7 @@ func label(line, k string) string {
 // scrapeController reads the Database controller's metrics from the
 // provider's metrics endpoint (zero values when it cannot).
 func scrapeController(addr string) ctrlSample {
-	out := ctrlSample{ByResult: map[string]float64{}, Requests: map[string]float64{}}
+	out := ctrlSample{ByResult: map[string]float64{}, Requests: map[string]float64{}, Checks: map[string]float64{}}
 	resp, err := http.Get("http://" + addr + "/metrics") //nolint:noctx // loopback, short
 	if err != nil {
 		return out
@@ -131,6 +136,10 @@ func scrapeController(addr string) ctrlSample {
 		switch {
 		case strings.HasPrefix(l, "controller_runtime_reconcile_total{") && strings.HasPrefix(label(l, "controller"), ctrl):
 			out.ByResult[label(l, "result")] += v
+		case strings.HasPrefix(l, "provider_postgresql_tenant_credential_checks_total{"):
+			out.Checks[label(l, "check")] += v
+		case strings.HasPrefix(l, "provider_postgresql_tenant_reconcile_rate_limit "):
+			out.RateLimit = v
 		case strings.HasPrefix(l, "rest_client_requests_total{"):
 			out.Requests[label(l, "method")] += v
 		case strings.HasPrefix(l, "workqueue_queue_duration_seconds_sum{") && strings.HasPrefix(label(l, "name"), ctrl):
@@ -145,9 +154,6 @@ func scrapeController(addr string) ctrlSample {
 	}
 	return out
 }
-
-// reconciles is the Database controller's reconcile count.
-func reconciles(addr string) float64 { return scrapeController(addr).Reconciles() }
 
 // profile saves the provider's CPU profile of the next d and, halfway
 // through, its goroutines (where the workers wait), into dir.
@@ -270,19 +276,35 @@ type pgCounts struct {
 	Observes int
 	// ByText counts statements by their first line (for the report).
 	ByText map[string]int
+	// ObservesOf counts the Observe catalog queries per database name
+	// (from the statement's parameters).
+	ObservesOf map[string]int
 }
 
 var (
 	reConnAuth = regexp.MustCompile(`LOG:  connection authorized: user=(\S+)`)
 	reStmt     = regexp.MustCompile(`\] (\S*)@\S* LOG:  (?:statement|execute [^:]*): (.*)$`)
+	// reParams is the parameters line after an extended-protocol
+	// execution, with the server process's pid.
+	reParams = regexp.MustCompile(`\[(\d+)\] \S* DETAIL:  [Pp]arameters: \$1 = '([^']*)'`)
+	rePid    = regexp.MustCompile(`\[(\d+)\] `)
 )
 
 // observeQueryStart is how qObserve's first line starts in the log.
 const observeQueryStart = "SELECT d.oid, pg_catalog.pg_get_userbyid(d.datdba)"
 
 func countPG(lines []string, admin, super string) pgCounts {
-	c := pgCounts{ByText: map[string]int{}}
+	c := pgCounts{ByText: map[string]int{}, ObservesOf: map[string]int{}}
+	// observing: server processes whose last statement was an Observe.
+	observing := map[string]bool{}
 	for _, l := range lines {
+		if m := reParams.FindStringSubmatch(l); m != nil {
+			if observing[m[1]] {
+				c.ObservesOf[m[2]]++
+				delete(observing, m[1])
+			}
+			continue
+		}
 		if m := reConnAuth.FindStringSubmatch(l); m != nil {
 			switch m[1] {
 			case admin:
@@ -311,6 +333,9 @@ func countPG(lines []string, admin, super string) pgCounts {
 			c.AdminStmts++
 			if strings.HasPrefix(m[2], observeQueryStart) {
 				c.Observes++
+				if p := rePid.FindStringSubmatch(l); p != nil {
+					observing[p[1]] = true
+				}
 			}
 		} else {
 			c.TenantStmts++

@@ -51,8 +51,8 @@ func applyConfig(ctx context.Context, b *benchEnv, p *testenv.Provider) error {
 	sort.SliceStable(objs, func(i, j int) bool { return objs[i].GetKind() == "Secret" && objs[j].GetKind() != "Secret" })
 	for _, o := range objs {
 		switch o.GetKind() {
-		case "DeploymentRuntimeConfig":
-			continue // how Crossplane runs the provider in a cluster; here it is a process
+		case "DeploymentRuntimeConfig", "ManagedResourceActivationPolicy":
+			continue // how Crossplane runs and activates the provider in a cluster; here it is a process
 		case "Secret":
 			sd := map[string]any{"username": b.Postgres.AdminUser, "password": b.Postgres.AdminPassword}
 			if err := unstructured.SetNestedMap(o.Object, sd, "stringData"); err != nil {

@@ -1,0 +1,31 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// The server log as PostgreSQL 17 writes it with log_statement=all and
+// log_connections (PostgreSQL 14 to 16 write "parameters:" in lower case).
+func TestCountPG(t *testing.T) {
+	lines := []string{
+		"2026-12-01 02:48:56.061 UTC [100] adm@postgres LOG:  connection authorized: user=adm database=postgres SSL enabled",
+		"2026-12-01 02:48:56.061 UTC [101] t0001@t0001 LOG:  connection authorized: user=t0001 database=t0001 SSL enabled",
+		"2026-12-01 02:48:57.067 UTC [100] adm@postgres LOG:  execute stmtcache_1: " + observeQueryStart + ",",
+		"  EXISTS (SELECT 1 FROM pg_catalog.aclexplode(...)",
+		"2026-12-01 02:48:57.067 UTC [100] adm@postgres DETAIL:  Parameters: $1 = 't0001', $2 = 't0001'",
+		"2026-12-01 02:48:57.068 UTC [100] adm@postgres LOG:  execute stmtcache_2: SELECT other($1)",
+		"2026-12-01 02:48:57.068 UTC [100] adm@postgres DETAIL:  Parameters: $1 = 't0002'",
+		"2026-12-01 02:48:57.069 UTC [102] adm@postgres LOG:  execute stmtcache_1: " + observeQueryStart + ",",
+		"2026-12-01 02:48:57.069 UTC [102] adm@postgres DETAIL:  parameters: $1 = 't0003', $2 = 't0003'",
+		"2026-12-01 02:48:57.070 UTC [101] t0001@t0001 LOG:  statement: SELECT extname FROM pg_catalog.pg_extension",
+	}
+	c := countPG(lines, "adm", "su")
+	want := pgCounts{AdminConns: 1, TenantConns: 1, AdminStmts: 3, TenantStmts: 1, Observes: 2,
+		ObservesOf: map[string]int{"t0001": 1, "t0003": 1}}
+	c.ByText = nil
+	if diff := cmp.Diff(want, c); diff != "" {
+		t.Errorf("countPG (-want +got):\n%s", diff)
+	}
+}
