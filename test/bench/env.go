@@ -30,10 +30,18 @@ type benchEnv struct {
 	tokenFile string
 }
 
-func startEnv(ctx context.Context) (*benchEnv, error) {
-	sctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+// dbStack is what the Database measurements need; fullStack adds what a
+// Tenant needs: ESO, and Crossplane core with the provider and
+// Configuration packages installed.
+var (
+	dbStack   = testenv.Options{Postgres: true, OpenBao: true, Kube: true}
+	fullStack = testenv.Options{Postgres: true, OpenBao: true, Kube: true, ESO: true, Crossplane: true}
+)
+
+func startEnv(ctx context.Context, o testenv.Options) (*benchEnv, error) {
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	e, err := testenv.Start(sctx, testenv.Options{Postgres: true, OpenBao: true, Kube: true})
+	e, err := testenv.Start(sctx, o)
 	if err != nil {
 		return nil, err
 	}
@@ -46,6 +54,10 @@ func startEnv(ctx context.Context) (*benchEnv, error) {
 	}
 	if b.super, err = e.Postgres.SuperConn(sctx, "postgres"); err != nil {
 		return fail(err)
+	}
+	if o.Crossplane {
+		// The provider runs as the service account Crossplane made for it.
+		return b, nil
 	}
 	if b.tokenFile, err = e.ProviderTokenFile(sctx); err != nil {
 		return fail(err)

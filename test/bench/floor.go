@@ -45,43 +45,12 @@ type floorResult struct {
 //
 // Afterwards it times N CREATE DATABASE statements alone (and drops them).
 func runFloor(ctx context.Context, b *benchEnv, n int) (*floorResult, error) {
-	pools := postgres.NewManager(postgres.Options{CABundleFile: b.CA.CertFile})
-	defer pools.Close()
-	pg := b.Postgres
-	pool, _, err := pools.Get("bench/floor", types.UID("floor"), postgres.Target{
-		Host: pg.Host, Hostaddr: pg.Hostaddr, Port: pg.Port, Database: "postgres", SSLMode: postgres.SSLVerifyFull,
-	}, postgres.Credential{Username: pg.AdminUser, Password: pg.AdminPassword})
+	pool, kv, closeFloor, err := floorClients(ctx, b)
 	if err != nil {
 		return nil, err
 	}
-	kv, err := openbao.New(openbao.Options{
-		Address: b.OpenBao.Address, CABundleFile: b.CA.CertFile,
-		AuthMount: b.OpenBao.AuthMount, AuthRole: b.OpenBao.ProviderRole,
-		ServiceAccountTokenFile: b.tokenFile, KVMount: b.OpenBao.KVMount,
-	})
-	if err != nil {
-		return nil, err
-	}
-	// Warm up what every later call reuses (one admin connection, the
-	// OpenBao token), as a running provider has them.
-	if _, err := pool.Observe(ctx, "warmup", "warmup"); err != nil {
-		return nil, err
-	}
-	if _, err := kv.Read(ctx, tenancy.CredentialPath(options.DefaultDatabaseBasePath, "warmup")); err != nil {
-		return nil, err
-	}
-
+	defer closeFloor()
 	r := &floorResult{N: n, Steps: map[string]time.Duration{}}
-	// Warm the server's caches for CREATE DATABASE (a provider run's first
-	// creates are cold too, but the floor should not be inflated by them).
-	for i := 0; i < 3; i++ {
-		if err := pool.CreateDatabase(ctx, "warmup", pg.AdminUser); err != nil {
-			return nil, err
-		}
-		if err := pool.DropDatabase(ctx, "warmup"); err != nil {
-			return nil, err
-		}
-	}
 
 	cpu0 := sampleCPU()
 	start := time.Now()
@@ -96,7 +65,7 @@ func runFloor(ctx context.Context, b *benchEnv, n int) (*floorResult, error) {
 	// CREATE DATABASE alone.
 	start = time.Now()
 	for i := 0; i < n; i++ {
-		if err := pool.CreateDatabase(ctx, fmt.Sprintf("c%04d", i), pg.AdminUser); err != nil {
+		if err := pool.CreateDatabase(ctx, fmt.Sprintf("c%04d", i), b.Postgres.AdminUser); err != nil {
 			return nil, fmt.Errorf("create database alone: %w", err)
 		}
 	}
@@ -177,4 +146,48 @@ func floorTenant(ctx context.Context, pool *postgres.Pool, kv *openbao.Client, b
 	}
 	lap("verify login")
 	return nil
+}
+
+// floorClients are the floor's clients, built as the provider builds them
+// (the admin pool and the KV client with the provider's Kubernetes-auth
+// login) and warmed up as a running provider has them: one admin
+// connection, the OpenBao token, and three CREATE/DROP DATABASE pairs for
+// the server's caches (a provider run's first creates are cold too, but
+// the floor should not be inflated by them).
+func floorClients(ctx context.Context, b *benchEnv) (*postgres.Pool, *openbao.Client, func(), error) {
+	pools := postgres.NewManager(postgres.Options{CABundleFile: b.CA.CertFile})
+	fail := func(err error) (*postgres.Pool, *openbao.Client, func(), error) {
+		pools.Close()
+		return nil, nil, nil, err
+	}
+	pg := b.Postgres
+	pool, _, err := pools.Get("bench/floor", types.UID("floor"), postgres.Target{
+		Host: pg.Host, Hostaddr: pg.Hostaddr, Port: pg.Port, Database: "postgres", SSLMode: postgres.SSLVerifyFull,
+	}, postgres.Credential{Username: pg.AdminUser, Password: pg.AdminPassword})
+	if err != nil {
+		return fail(err)
+	}
+	kv, err := openbao.New(openbao.Options{
+		Address: b.OpenBao.Address, CABundleFile: b.CA.CertFile,
+		AuthMount: b.OpenBao.AuthMount, AuthRole: b.OpenBao.ProviderRole,
+		ServiceAccountTokenFile: b.tokenFile, KVMount: b.OpenBao.KVMount,
+	})
+	if err != nil {
+		return fail(err)
+	}
+	if _, err := pool.Observe(ctx, "warmup", "warmup"); err != nil {
+		return fail(err)
+	}
+	if _, err := kv.Read(ctx, tenancy.CredentialPath(options.DefaultDatabaseBasePath, "warmup")); err != nil {
+		return fail(err)
+	}
+	for i := 0; i < 3; i++ {
+		if err := pool.CreateDatabase(ctx, "warmup", pg.AdminUser); err != nil {
+			return fail(err)
+		}
+		if err := pool.DropDatabase(ctx, "warmup"); err != nil {
+			return fail(err)
+		}
+	}
+	return pool, kv, pools.Close, nil
 }

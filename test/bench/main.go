@@ -41,6 +41,8 @@ import (
 
 	"github.com/go-logr/logr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"ddupan.top/provider-postgresql-tenant/internal/testenv"
 )
 
 type cfg struct {
@@ -201,7 +203,7 @@ func run(ctx context.Context, c cfg) error {
 	for _, n := range c.ns {
 		if c.floor {
 			fmt.Printf("==> floor, N=%d (fresh components)\n", n)
-			f, err := withEnv(ctx, func(b *benchEnv) (*floorResult, error) { return runFloor(ctx, b, n) })
+			f, err := withEnv(ctx, dbStack, func(b *benchEnv) (*floorResult, error) { return runFloor(ctx, b, n) })
 			if err != nil {
 				return fmt.Errorf("floor N=%d: %w", n, err)
 			}
@@ -215,7 +217,7 @@ func run(ctx context.Context, c cfg) error {
 		}
 		for i, rate := range rates {
 			fmt.Printf("==> provider, N=%d, --max-reconcile-rate=%s, --poll=%s (fresh components)\n", n, rateLabel(rate), c.poll)
-			p, err := withEnv(ctx, func(b *benchEnv) (*provResult, error) {
+			p, err := withEnv(ctx, dbStack, func(b *benchEnv) (*provResult, error) {
 				return runProvider(ctx, c, b, bin, logDir, n, rate, i == 0)
 			})
 			if err != nil {
@@ -250,9 +252,9 @@ func run(ctx context.Context, c cfg) error {
 }
 
 // withEnv runs fn against fresh components and stops them afterwards.
-func withEnv[T any](ctx context.Context, fn func(*benchEnv) (T, error)) (T, error) {
+func withEnv[T any](ctx context.Context, o testenv.Options, fn func(*benchEnv) (T, error)) (T, error) {
 	var zero T
-	b, err := startEnv(ctx)
+	b, err := startEnv(ctx, o)
 	if err != nil {
 		return zero, err
 	}

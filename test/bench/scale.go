@@ -28,7 +28,7 @@ func runScale(ctx context.Context, c cfg, bin, logDir string, n int) (*provResul
 	sc.window = 2 * sc.poll
 	sc.extra = nil
 	fmt.Printf("==> provider at scale, N=%d, default flags (--poll=%s) (fresh components)\n", n, sc.poll)
-	return withEnv(ctx, func(b *benchEnv) (*provResult, error) {
+	return withEnv(ctx, dbStack, func(b *benchEnv) (*provResult, error) {
 		return runProvider(ctx, sc, b, bin, logDir, n, defaultRate, true)
 	})
 }

@@ -336,42 +336,6 @@ func login(ctx context.Context, b *benchEnv, d map[string]string) error {
 	return nil
 }
 
-// startFullEnv is startEnv with the whole Tenant stack: ESO, and Crossplane
-// core with the provider and Configuration packages installed.
-func startFullEnv(ctx context.Context) (*benchEnv, error) {
-	sctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-	defer cancel()
-	e, err := testenv.Start(sctx, testenv.Options{Postgres: true, OpenBao: true, Kube: true, ESO: true, Crossplane: true})
-	if err != nil {
-		return nil, err
-	}
-	b := &benchEnv{Env: e}
-	fail := func(err error) (*benchEnv, error) { b.stop(); return nil, err }
-	cfg := *e.Kube.Config
-	cfg.QPS, cfg.Burst = 1000, 2000
-	if b.kube, err = client.NewWithWatch(&cfg, client.Options{Scheme: testenv.Scheme()}); err != nil {
-		return fail(err)
-	}
-	if b.super, err = e.Postgres.SuperConn(sctx, "postgres"); err != nil {
-		return fail(err)
-	}
-	return b, nil
-}
-
-// withFullEnv is withEnv on the whole Tenant stack.
-func withFullEnv[T any](ctx context.Context, fn func(*benchEnv) (T, error)) (T, error) {
-	var zero T
-	b, err := startFullEnv(ctx)
-	if err != nil {
-		return zero, err
-	}
-	defer b.stop()
-	if err := sleep(ctx, 5*time.Second); err != nil {
-		return zero, err
-	}
-	return fn(b)
-}
-
 // tenantStack is a running provider with the platform registered and the
 // watches on.
 type tenantStack struct {
@@ -826,7 +790,7 @@ func runTenants(ctx context.Context, c cfg, bin, logDir string) (string, error) 
 	if c.tenants.runs > 0 {
 		fmt.Printf("==> Tenant latency: %d Tenants one at a time (after one cold Tenant), provider flags: defaults%s, --poll=%s (fresh components)\n", c.tenants.runs, extraLabel(c.extra), c.tenants.poll)
 		var err error
-		if lat, err = withFullEnv(ctx, func(b *benchEnv) (*latencyResult, error) { return runTenantLatency(ctx, c, b, bin, logDir) }); err != nil {
+		if lat, err = withEnv(ctx, fullStack, func(b *benchEnv) (*latencyResult, error) { return runTenantLatency(ctx, c, b, bin, logDir) }); err != nil {
 			return "", fmt.Errorf("tenant latency: %w", err)
 		}
 	}
@@ -835,7 +799,7 @@ func runTenants(ctx context.Context, c cfg, bin, logDir string) (string, error) 
 	for _, n := range c.tenants.ns {
 		if c.tenants.floor {
 			fmt.Printf("==> Tenant floor, N=%d (fresh components)\n", n)
-			f, err := withEnv(ctx, func(b *benchEnv) (*tenantFloorResult, error) { return runTenantFloor(ctx, b, n) })
+			f, err := withEnv(ctx, dbStack, func(b *benchEnv) (*tenantFloorResult, error) { return runTenantFloor(ctx, b, n) })
 			if err != nil {
 				return "", fmt.Errorf("tenant floor N=%d: %w", n, err)
 			}
@@ -843,7 +807,7 @@ func runTenants(ctx context.Context, c cfg, bin, logDir string) (string, error) 
 			fmt.Printf("    floor %s (%.1f ms/tenant)\n", f.Total.Round(time.Millisecond), ms(f.Total)/float64(n))
 		}
 		fmt.Printf("==> %d Tenants at once, provider flags: defaults%s (fresh components)\n", n, extraLabel(c.extra))
-		r, err := withFullEnv(ctx, func(b *benchEnv) (*bulkResult, error) { return runTenantBulk(ctx, c, b, bin, logDir, n) })
+		r, err := withEnv(ctx, fullStack, func(b *benchEnv) (*bulkResult, error) { return runTenantBulk(ctx, c, b, bin, logDir, n) })
 		if err != nil {
 			return "", fmt.Errorf("tenants N=%d: %w", n, err)
 		}

@@ -5,10 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
-
 	"ddupan.top/provider-postgresql-tenant/internal/clients/openbao"
-	"ddupan.top/provider-postgresql-tenant/internal/clients/postgres"
 	"ddupan.top/provider-postgresql-tenant/internal/options"
 	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
 )
@@ -33,37 +30,11 @@ type tenantFloorResult struct {
 // check-and-set, and record its ownership. Kubernetes, Crossplane and ESO
 // are left out: they are the stack's own cost and count against it.
 func runTenantFloor(ctx context.Context, b *benchEnv, n int) (*tenantFloorResult, error) {
-	pools := postgres.NewManager(postgres.Options{CABundleFile: b.CA.CertFile})
-	defer pools.Close()
-	pg := b.Postgres
-	pool, _, err := pools.Get("bench/floor", types.UID("floor"), postgres.Target{
-		Host: pg.Host, Hostaddr: pg.Hostaddr, Port: pg.Port, Database: "postgres", SSLMode: postgres.SSLVerifyFull,
-	}, postgres.Credential{Username: pg.AdminUser, Password: pg.AdminPassword})
+	pool, kv, closeFloor, err := floorClients(ctx, b)
 	if err != nil {
 		return nil, err
 	}
-	kv, err := openbao.New(openbao.Options{
-		Address: b.OpenBao.Address, CABundleFile: b.CA.CertFile,
-		AuthMount: b.OpenBao.AuthMount, AuthRole: b.OpenBao.ProviderRole,
-		ServiceAccountTokenFile: b.tokenFile, KVMount: b.OpenBao.KVMount,
-	})
-	if err != nil {
-		return nil, err
-	}
-	if _, err := pool.Observe(ctx, "warmup", "warmup"); err != nil {
-		return nil, err
-	}
-	if _, err := kv.Read(ctx, tenancy.CredentialPath(options.DefaultDatabaseBasePath, "warmup")); err != nil {
-		return nil, err
-	}
-	for i := 0; i < 3; i++ {
-		if err := pool.CreateDatabase(ctx, "warmup", pg.AdminUser); err != nil {
-			return nil, err
-		}
-		if err := pool.DropDatabase(ctx, "warmup"); err != nil {
-			return nil, err
-		}
-	}
+	defer closeFloor()
 	r := &tenantFloorResult{N: n, Steps: map[string]time.Duration{}}
 	cpu0 := sampleCPU()
 	start := time.Now()
