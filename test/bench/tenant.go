@@ -339,10 +339,19 @@ func login(ctx context.Context, b *benchEnv, d map[string]string) error {
 // tenantStack is a running provider with the platform registered and the
 // watches on.
 type tenantStack struct {
-	b    *benchEnv
-	p    *testenv.Provider
-	t    *tracker
-	tmpl *unstructured.Unstructured
+	b     *benchEnv
+	p     *testenv.Provider
+	t     *tracker
+	tmpl  *unstructured.Unstructured
+	trace *os.File
+}
+
+// stop stops the provider and closes the trace.
+func (s *tenantStack) stop() {
+	s.p.Stop()
+	if s.trace != nil {
+		_ = s.trace.Close() // a log
+	}
 }
 
 // startTenantStack starts the provider with its default flags (plus
@@ -350,7 +359,7 @@ type tenantStack struct {
 // Secret, the ClusterProviderConfigs, the ClusterSecretStore), waits until
 // the instance is Ready and the controllers run, and starts the watches and
 // the login worker. Stop the provider when done.
-func startTenantStack(ctx context.Context, c cfg, b *benchEnv, bin, logFile string) (*tenantStack, error) {
+func startTenantStack(ctx context.Context, c cfg, b *benchEnv, bin, logFile, traceFile string) (*tenantStack, error) {
 	objs, err := testenv.ReadManifests(filepath.Join(testenv.RepoRoot(), "examples", "tenant", "tenant.yaml"))
 	if err != nil {
 		return nil, err
@@ -363,7 +372,12 @@ func startTenantStack(ctx context.Context, c cfg, b *benchEnv, bin, logFile stri
 		return nil, err
 	}
 	s := &tenantStack{b: b, p: p, t: newTracker(), tmpl: objs[0]}
-	fail := func(err error) (*tenantStack, error) { p.Stop(); return nil, err }
+	fail := func(err error) (*tenantStack, error) { s.stop(); return nil, err }
+	trace, err := os.Create(traceFile) //nolint:gosec // the run's own log directory
+	if err != nil {
+		return fail(err)
+	}
+	s.t.trace, s.trace = trace, trace
 	if err := tenantkit.Platform(ctx, b.Env); err != nil {
 		return fail(err)
 	}
@@ -498,19 +512,11 @@ type latencyResult struct {
 func runTenantLatency(ctx context.Context, c cfg, b *benchEnv, bin, logDir string) (*latencyResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	s, err := startTenantStack(ctx, c, b, bin, filepath.Join(logDir, "provider-tenant-latency.log"))
+	s, err := startTenantStack(ctx, c, b, bin, filepath.Join(logDir, "provider-tenant-latency.log"), filepath.Join(logDir, "tenant-trace.log"))
 	if err != nil {
 		return nil, err
 	}
-	defer s.p.Stop()
-	trace, err := os.Create(filepath.Join(logDir, "tenant-trace.log")) //nolint:gosec // the run's own log directory
-	if err != nil {
-		return nil, err
-	}
-	defer trace.Close() //nolint:errcheck // a log
-	s.t.mu.Lock()
-	s.t.trace = trace
-	s.t.mu.Unlock()
+	defer s.stop()
 	n := c.tenants.runs
 	if err := s.prepare(ctx, 0, n+1); err != nil {
 		return nil, err
@@ -593,19 +599,11 @@ type bulkResult struct {
 func runTenantBulk(ctx context.Context, c cfg, b *benchEnv, bin, logDir string, n int) (*bulkResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	s, err := startTenantStack(ctx, c, b, bin, filepath.Join(logDir, fmt.Sprintf("provider-tenants-n%d.log", n)))
+	s, err := startTenantStack(ctx, c, b, bin, filepath.Join(logDir, fmt.Sprintf("provider-tenants-n%d.log", n)), filepath.Join(logDir, fmt.Sprintf("tenant-trace-n%d.log", n)))
 	if err != nil {
 		return nil, err
 	}
-	defer s.p.Stop()
-	trace, err := os.Create(filepath.Join(logDir, fmt.Sprintf("tenant-trace-n%d.log", n))) //nolint:gosec // the run's own log directory
-	if err != nil {
-		return nil, err
-	}
-	defer trace.Close() //nolint:errcheck // a log
-	s.t.mu.Lock()
-	s.t.trace = trace
-	s.t.mu.Unlock()
+	defer s.stop()
 	if err := s.prepare(ctx, 0, n); err != nil {
 		return nil, err
 	}
