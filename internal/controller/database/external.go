@@ -66,7 +66,6 @@ type external struct {
 	record  event.Recorder
 	confirm *confirmer
 	logins  *logins
-	now     func() time.Time
 	kube    client.Client
 	cfgVer  string
 	id      tenancy.Identity
@@ -323,9 +322,6 @@ func (e *external) recordOIDs(ctx context.Context, db *v1alpha1.Database, have m
 // server sees no new connection.
 func (e *external) loginIfDue(ctx context.Context, db *v1alpha1.Database, n names, o tenancy.Observation, cat postgres.Catalog) (tenancy.Login, []string) {
 	now := time.Now()
-	if e.now != nil {
-		now = e.now()
-	}
 	check := tenancy.LoginCheck{Fingerprint: fmt.Sprintf("%s kv=%d", cat.LoginFingerprint(), o.KV.Version), Now: now}
 	if e.logins != nil && e.opts.LoginCheckInterval > 0 {
 		check.Last = e.logins.get(db.GetUID())
