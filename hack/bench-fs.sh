@@ -6,7 +6,7 @@
 # Needs root, a loop device and btrfs-progs (apt-get install btrfs-progs).
 #
 #   sudo hack/bench-fs.sh [DIR [SIZE]]     # default /var/tmp/ppt-bench, 60G
-#   TMPDIR=/var/tmp/ppt-bench/tmp go run ./test/bench -steady-n 10000 ...
+#   go run ./test/bench -steady-n 10000 -steady-tmpdir /var/tmp/ppt-bench/tmp ...
 #   sudo hack/bench-fs.sh --remove [DIR]   # unmount and delete it
 set -euo pipefail
 
@@ -34,4 +34,4 @@ fi
 # as the postgres user.
 mkdir -p "$dir/tmp"
 chmod 1777 "$dir/tmp"
-echo "TMPDIR=$dir/tmp"
+echo "-steady-tmpdir $dir/tmp"

@@ -25,6 +25,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"maps"
@@ -59,6 +60,7 @@ type cfg struct {
 	extra      []string
 	tenants    tenantCfg
 	steadyN    int
+	steadyTmp  string
 }
 
 func main() {
@@ -76,6 +78,7 @@ func main() {
 	flag.DurationVar(&c.pprof, "pprof", 0, "Profile the provider for this long from the moment the Databases are created: a CPU profile and a goroutine dump halfway, in the -logs directory (0: off). Read them with `go tool pprof -top`.")
 	extraFlags := flag.String("provider-flags", "", "Extra flags for the provider, space-separated (e.g. to try a setting).")
 	flag.IntVar(&c.steadyN, "steady-n", 0, "Also create this many Databases with the provider's default flags and poll and measure the steady state (e.g. 10000; needs about 9 MiB of disk per Database in TMPDIR; 0: off).")
+	flag.StringVar(&c.steadyTmp, "steady-tmpdir", "", "Keep the -steady-n run's components in this directory instead of TMPDIR (e.g. the compressed filesystem hack/bench-fs.sh makes), so the other runs stay on the plain disk.")
 	databases := flag.Bool("databases", true, "Run the Database-level measurements (-n, -rates); -databases=false with -tenants runs only the Tenant ones.")
 	flag.BoolVar(&c.tenants.enabled, "tenants", false, "Also measure Tenants on the full stack (Crossplane core and functions, ESO, OpenBao, PostgreSQL, the provider): latency one at a time, and -tenant-n at once against a floor.")
 	flag.IntVar(&c.tenants.runs, "tenant-runs", 20, "Tenants timed one at a time (-tenants).")
@@ -231,24 +234,38 @@ func run(ctx context.Context, c cfg) error {
 			fmt.Println(line)
 		}
 	}
+	// Each stage writes the report so far, so a later stage that fails
+	// (or a run stopped during the long one at scale) loses nothing.
+	var tenantReport string
+	report := func(failed error) error {
+		r := table(c, floors, provs, time.Since(started)) + tenantReport
+		if failed != nil {
+			r += fmt.Sprintf("\n**The run stopped early:** %v\n", failed)
+		}
+		return os.WriteFile(c.out, []byte(r), 0o644) //nolint:gosec // the report, meant to be read and shared
+	}
+	if c.tenants.enabled {
+		var terr error
+		tenantReport, terr = runTenants(ctx, c, bin, logDir)
+		if terr != nil {
+			return errors.Join(terr, report(terr))
+		}
+		if err := report(nil); err != nil {
+			return err
+		}
+	}
 	if c.steadyN > 0 {
 		p, err := runScale(ctx, c, bin, logDir, c.steadyN)
 		if err != nil {
-			return fmt.Errorf("provider at scale N=%d: %w", c.steadyN, err)
+			err = fmt.Errorf("provider at scale N=%d: %w", c.steadyN, err)
+			return errors.Join(err, report(err))
 		}
 		provs = append(provs, p)
 		fmt.Printf("    all Ready after %s\n", p.Ready.Round(time.Millisecond))
 	}
-	var tenantReport string
-	if c.tenants.enabled {
-		if tenantReport, err = runTenants(ctx, c, bin, logDir); err != nil {
-			return err
-		}
-	}
-	report := table(c, floors, provs, time.Since(started)) + tenantReport
 	fmt.Println()
-	fmt.Println(report)
-	return os.WriteFile(c.out, []byte(report), 0o644) //nolint:gosec // the report, meant to be read and shared
+	fmt.Println(table(c, floors, provs, time.Since(started)) + tenantReport)
+	return report(nil)
 }
 
 // withEnv runs fn against fresh components and stops them afterwards.

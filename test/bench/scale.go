@@ -20,6 +20,13 @@ const btrfsMagic = 0x9123683E
 // state over two poll intervals: the run that answers what n Databases
 // cost in the steady state.
 func runScale(ctx context.Context, c cfg, bin, logDir string, n int) (*provResult, error) {
+	if c.steadyTmp != "" {
+		// Every component's directory comes from os.TempDir, and the
+		// processes started from here inherit it.
+		if err := os.Setenv("TMPDIR", c.steadyTmp); err != nil {
+			return nil, err
+		}
+	}
 	if err := checkDisk(n); err != nil {
 		return nil, err
 	}

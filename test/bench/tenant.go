@@ -623,7 +623,7 @@ func runTenantBulk(ctx context.Context, c cfg, b *benchEnv, bin, logDir string, 
 	if err := parallel(0, n, func(i int) error { return s.create(ctx, i) }); err != nil {
 		return nil, err
 	}
-	if err := s.waitEvent(ctx, 0, n, evSecret, 5*time.Minute+time.Duration(n)*time.Second); err != nil {
+	if err := s.waitEvent(ctx, 0, n, evSecret, 5*time.Minute+2*time.Duration(n)*time.Second); err != nil {
 		return nil, fmt.Errorf("%w; provider log: %s", err, s.p.LogFile)
 	}
 	var last time.Time
@@ -799,7 +799,7 @@ func runTenants(ctx context.Context, c cfg, bin, logDir string) (string, error) 
 			fmt.Printf("==> Tenant floor, N=%d (fresh components)\n", n)
 			f, err := withEnv(ctx, dbStack, func(b *benchEnv) (*tenantFloorResult, error) { return runTenantFloor(ctx, b, n) })
 			if err != nil {
-				return "", fmt.Errorf("tenant floor N=%d: %w", n, err)
+				return tenantTables(c, lat, floors, bulks), fmt.Errorf("tenant floor N=%d: %w", n, err)
 			}
 			floors[n] = f
 			fmt.Printf("    floor %s (%.1f ms/tenant)\n", f.Total.Round(time.Millisecond), ms(f.Total)/float64(n))
@@ -807,7 +807,7 @@ func runTenants(ctx context.Context, c cfg, bin, logDir string) (string, error) 
 		fmt.Printf("==> %d Tenants at once, provider flags: defaults%s (fresh components)\n", n, extraLabel(c.extra))
 		r, err := withEnv(ctx, fullStack, func(b *benchEnv) (*bulkResult, error) { return runTenantBulk(ctx, c, b, bin, logDir, n) })
 		if err != nil {
-			return "", fmt.Errorf("tenants N=%d: %w", n, err)
+			return tenantTables(c, lat, floors, bulks), fmt.Errorf("tenants N=%d: %w", n, err)
 		}
 		line := fmt.Sprintf("    all Secrets after %s", r.Ready.Round(time.Millisecond))
 		if f := floors[n]; f != nil {
