@@ -35,6 +35,7 @@ import (
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 	"ddupan.top/provider-postgresql-tenant/internal/clients/openbao"
+	"ddupan.top/provider-postgresql-tenant/internal/controller/requeue"
 	"ddupan.top/provider-postgresql-tenant/internal/metrics"
 	"ddupan.top/provider-postgresql-tenant/internal/options"
 	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
@@ -119,14 +120,15 @@ func Setup(mgr ctrl.Manager, o controller.Options, d Deps) error {
 	}
 	ro = append(ro, mo...)
 
-	r := managed.NewReconciler(mgr, resource.ManagedKind(v1alpha1.DatabaseBindingGroupVersionKind), ro...)
+	lost := requeue.NewLost()
+	r := managed.NewReconciler(requeue.Manager{Manager: mgr, Lost: lost}, resource.ManagedKind(v1alpha1.DatabaseBindingGroupVersionKind), ro...)
 
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(name).
 		WithOptions(o.ForControllerRuntime()).
 		For(&v1alpha1.DatabaseBinding{}, builder.WithPredicates(bindingChanged())).
 		Watches(&v1alpha1.Database{}, handler.EnqueueRequestsFromMapFunc(bindingsOf(mgr.GetClient(), log)), builder.WithPredicates(databaseChanged())).
-		Complete(ratelimiter.NewReconciler(name, r, o.GlobalRateLimiter))
+		Complete(ratelimiter.NewReconciler(name, requeue.Reconciler(r, lost), o.GlobalRateLimiter))
 }
 
 // bindingChanged passes the DatabaseBinding events that can change what a

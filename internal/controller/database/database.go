@@ -29,6 +29,7 @@ import (
 	"ddupan.top/provider-postgresql-tenant/internal/clients/openbao"
 	"ddupan.top/provider-postgresql-tenant/internal/clients/postgres"
 	"ddupan.top/provider-postgresql-tenant/internal/controller/config"
+	"ddupan.top/provider-postgresql-tenant/internal/controller/requeue"
 	"ddupan.top/provider-postgresql-tenant/internal/metrics"
 	"ddupan.top/provider-postgresql-tenant/internal/options"
 	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
@@ -133,7 +134,8 @@ func Setup(mgr ctrl.Manager, o controller.Options, d Deps) error {
 	}
 	ro = append(ro, mo...)
 
-	r := managed.NewReconciler(quietStatusManager{mgr}, resource.ManagedKind(v1alpha1.DatabaseGroupVersionKind), ro...)
+	lost := requeue.NewLost()
+	r := managed.NewReconciler(requeue.Manager{Manager: quietStatusManager{mgr}, Lost: lost}, resource.ManagedKind(v1alpha1.DatabaseGroupVersionKind), ro...)
 
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(name).
@@ -142,7 +144,7 @@ func Setup(mgr ctrl.Manager, o controller.Options, d Deps) error {
 		// A DatabaseBinding that appears, goes or records its Database
 		// changes whether that Database is Bound or Released.
 		Watches(&v1alpha1.DatabaseBinding{}, handler.EnqueueRequestsFromMapFunc(databasesOfBinding), builder.WithPredicates(bindingChanged())).
-		Complete(ratelimiter.NewReconciler(name, confirmFirst(r), o.GlobalRateLimiter))
+		Complete(ratelimiter.NewReconciler(name, requeue.Reconciler(r, lost), o.GlobalRateLimiter))
 }
 
 // A connector resolves a Database's ClusterProviderConfig and produces the
