@@ -20,8 +20,13 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/reconciler/customresourcesgate"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/reconciler/managed"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/statemetrics"
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	clientrest "k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -161,7 +166,13 @@ func run(args []string) error {
 	}
 
 	leaseDuration, renewDeadline := 60*time.Second, 50*time.Second
-	mgr, err := ctrl.NewManager(ratelimiter.LimitRESTConfig(cfg, f.maxReconcileRate), ctrl.Options{
+	// One limiter for every apiserver request the provider sends, sized as
+	// crossplane-runtime sizes the client for the flag; the pace scaler
+	// raises it with the reconcile rate.
+	rest := pace.NewRESTLimiter(f.maxReconcileRate)
+	limited := clientrest.CopyConfig(cfg)
+	limited.RateLimiter = rest
+	mgr, err := ctrl.NewManager(limited, ctrl.Options{
 		Cache: cache.Options{
 			SyncPeriod: &f.sync,
 			// Nothing in the provider reads managedFields, and they are a
@@ -207,9 +218,28 @@ func run(args []string) error {
 	// The global rate limit is --max-reconcile-rate, raised as the number
 	// of resources needs to observe each once per poll interval.
 	globalRate := ratelimiter.NewGlobal(f.maxReconcileRate)
+	// A Database or DatabaseBinding added to the cache (a creation, or the
+	// initial list) wakes the scaler, so a wave of new resources raises the
+	// rate within a second instead of at the next recount.
+	wake := make(chan struct{}, 1)
+	for _, obj := range []client.Object{&v1alpha1.Database{}, &v1alpha1.DatabaseBinding{}} {
+		inf, err := mgr.GetCache().GetInformer(context.Background(), obj)
+		if err != nil {
+			return fmt.Errorf("cannot watch %T for the pace: %w", obj, err)
+		}
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: func(any) {
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
+		}}); err != nil {
+			return fmt.Errorf("cannot watch %T for the pace: %w", obj, err)
+		}
+	}
 	if err := mgr.Add(&pace.Scaler{
-		Limiter: globalRate.Limiter, Min: f.maxReconcileRate, Poll: f.poll, Every: 30 * time.Second,
-		Count: polledResources(mgr.GetCache()), Log: log.WithValues("controller", "pace"),
+		Limiter: globalRate.Limiter, REST: rest.L, Min: f.maxReconcileRate, Poll: f.poll,
+		Every: 30 * time.Second, Busy: time.Second, Wake: wake,
+		Count: polledResources(mgr.GetCache(), time.Now), Log: log.WithValues("controller", "pace"),
 	}); err != nil {
 		return err
 	}
@@ -281,16 +311,36 @@ func faultHook(log logging.Logger) func(string) error {
 	}
 }
 
-// polledResources counts the Databases and DatabaseBindings in the cache.
-func polledResources(c client.Reader) func(context.Context) (int, error) {
-	return func(ctx context.Context) (int, error) {
+// polledResources counts the Databases and DatabaseBindings in the cache,
+// and those of them arriving (new and not Ready yet).
+func polledResources(c client.Reader, now func() time.Time) func(context.Context) (pace.Load, error) {
+	return func(ctx context.Context) (pace.Load, error) {
 		dbs, bs := &v1alpha1.DatabaseList{}, &v1alpha1.DatabaseBindingList{}
 		if err := c.List(ctx, dbs, client.UnsafeDisableDeepCopy); err != nil {
-			return 0, err
+			return pace.Load{}, err
 		}
 		if err := c.List(ctx, bs, client.UnsafeDisableDeepCopy); err != nil {
-			return 0, err
+			return pace.Load{}, err
 		}
-		return len(dbs.Items) + len(bs.Items), nil
+		t := now()
+		l := pace.Load{Resources: len(dbs.Items) + len(bs.Items)}
+		for i := range dbs.Items {
+			if arriving(&dbs.Items[i], t) {
+				l.Arriving++
+			}
+		}
+		for i := range bs.Items {
+			if arriving(&bs.Items[i], t) {
+				l.Arriving++
+			}
+		}
+		return l, nil
 	}
+}
+
+func arriving(o interface {
+	GetCreationTimestamp() metav1.Time
+	GetCondition(xpv2.ConditionType) xpv2.Condition
+}, now time.Time) bool {
+	return pace.Arriving(o.GetCreationTimestamp().Time, o.GetCondition(xpv2.TypeReady).Status == corev1.ConditionTrue, now)
 }
