@@ -65,12 +65,19 @@ func (l *Lost) take(key types.NamespacedName) bool {
 
 // Reconciler wraps r: an immediate requeue after a lost write comes back
 // after ConflictRetry, not through the backoff; every immediate requeue
-// goes ahead of the queue. Requeues after failures keep their backoff.
+// goes ahead of the queue, and every other requeue (a poll, a failure's
+// backoff) goes back to the ordinary priority. Requeues after failures
+// keep their backoff.
 func Reconciler(r reconcile.Reconciler, lost *Lost) reconcile.Reconciler {
 	return reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 		res, err := r.Reconcile(ctx, req)
 		lostWrite := lost.take(req.NamespacedName)
 		if err != nil || !res.Requeue || res.RequeueAfter != 0 { //nolint:staticcheck // crossplane-runtime asks for immediate requeues with Requeue
+			// controller-runtime requeues with the priority the request
+			// had unless the result names one: without this, a resource
+			// once requeued ahead would poll ahead forever, and with
+			// enough Ready resources their polls starve new ones.
+			res.Priority = ptr.To(0)
 			return res, err
 		}
 		res.Priority = ptr.To(Priority)

@@ -118,12 +118,12 @@ func TestReconciler(t *testing.T) {
 		},
 		"a write that failed otherwise: the error, for the backoff": {
 			apiErr: kerrors.NewInternalError(errors.New("etcd")), write: statusUpdate, res: reconcile.Result{RequeueAfter: time.Minute}, wantErr: true,
-			want: reconcile.Result{RequeueAfter: time.Minute}, // controller-runtime ignores it next to an error
+			want: reconcile.Result{RequeueAfter: time.Minute, Priority: ptr.To(0)}, // controller-runtime ignores it next to an error
 		},
-		"a poll: untouched": {
-			write: statusUpdate, res: reconcile.Result{RequeueAfter: time.Minute}, want: reconcile.Result{RequeueAfter: time.Minute},
+		"a poll: back to the ordinary priority, not the one the request had": {
+			write: statusUpdate, res: reconcile.Result{RequeueAfter: time.Minute}, want: reconcile.Result{RequeueAfter: time.Minute, Priority: ptr.To(0)},
 		},
-		"nothing to requeue": {res: reconcile.Result{}, want: reconcile.Result{}},
+		"nothing to requeue": {res: reconcile.Result{}, want: reconcile.Result{Priority: ptr.To(0)}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
