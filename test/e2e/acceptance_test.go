@@ -133,6 +133,16 @@ func TestDependencyOutagesMidProvisioning(t *testing.T) {
 			start: env.Postgres.Start,
 			blocked: func(ctx context.Context, ns, name string) bool {
 				st, reason := dbCondition(ctx, ns, name)
+				if st == "" {
+					// The config may already be known not Ready when the
+					// binding first runs: then no Database is created, and
+					// the binding shows the outage.
+					b, err := tenantkit.Get(ctx, env.Kube.Client, api, "DatabaseBinding", ns, name)
+					if err != nil {
+						return false
+					}
+					st, reason, _ = tenantkit.Condition(b, "Ready")
+				}
 				return st == "False" && (reason == "InstanceNotReady" || reason == "DependencyUnavailable")
 			},
 		},
