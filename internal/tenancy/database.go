@@ -488,7 +488,7 @@ func decide(o Observation) Verdict {
 	case o.R.Elevated:
 		v.Message = fmt.Sprintf("the role %q has been given SUPERUSER, REPLICATION or BYPASSRLS by someone; only a superuser can take that away", o.Role)
 	case !v.UpToDate:
-		v.Message = "repairing drift: " + joinRepairs(v.Repairs)
+		v.Message = "repairing drift: " + JoinRepairs(v.Repairs)
 	case o.Login != LoginOK:
 		v.Reason = ReasonProvisioningFailed
 		v.Message = fmt.Sprintf("the credential at %s does not log in as %q: someone changed the role's password or its login rights; the provider sets a new password on an existing role only in a credential rotation, which starts from a working one, so restore the password from the record (or delete and re-create the tenant)", o.Path, o.Role)
@@ -564,7 +564,7 @@ func decideImport(o Observation) Verdict {
 	v.Message = "imported read-only; nothing was changed. Differences: " + strings.Join(d, "; ")
 	if len(v.Repairs) > 0 {
 		v.Reason = ""
-		v.Message = "imported with Update allowed: repairing " + joinRepairs(v.Repairs) + ". Differences: " + strings.Join(d, "; ")
+		v.Message = "imported with Update allowed: repairing " + JoinRepairs(v.Repairs) + ". Differences: " + strings.Join(d, "; ")
 	}
 	return v
 }
@@ -662,7 +662,8 @@ func Missing(requested, installed []string) []string {
 	return out
 }
 
-func joinRepairs(r []Repair) string {
+// JoinRepairs names the repairs, comma-separated, for messages and logs.
+func JoinRepairs(r []Repair) string {
 	s := make([]string, len(r))
 	for i := range r {
 		s[i] = string(r[i])

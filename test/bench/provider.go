@@ -213,6 +213,11 @@ func waitWatch(ctx context.Context, b *benchEnv, p *testenv.Provider, n int, see
 				return err
 			}
 			fmt.Printf("      %d/%d Ready (not ready: %v)\n", len(seen), n, countReasons(notReady))
+			if len(notReady) > 0 && len(notReady) <= stragglers {
+				// The last few: what their status says, so that one that
+				// hangs can be told from one that is slow.
+				fmt.Println(describeNotReady(ctx, b))
+			}
 		case <-ctx.Done():
 			return late()
 		}
@@ -237,7 +242,12 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// describeNotReady lists up to 5 Databases that are not Ready, for errors.
+// stragglers is how many Databases not Ready yet are described at each
+// progress line.
+const stragglers = 5
+
+// describeNotReady describes up to stragglers Databases that are not Ready:
+// age, phase, both conditions and when they last changed.
 func describeNotReady(ctx context.Context, b *benchEnv) string {
 	l := &v1alpha1.DatabaseList{}
 	if err := b.kube.List(ctx, l); err != nil {
@@ -245,9 +255,13 @@ func describeNotReady(ctx context.Context, b *benchEnv) string {
 	}
 	var out []string
 	for i := range l.Items {
-		c := l.Items[i].GetCondition(xpv2.TypeReady)
-		if c.Status != corev1.ConditionTrue && len(out) < 5 {
-			out = append(out, fmt.Sprintf("%s: %s %s", l.Items[i].Name, c.Reason, c.Message))
+		d := &l.Items[i]
+		r, s := d.GetCondition(xpv2.TypeReady), d.GetCondition(xpv2.TypeSynced)
+		if r.Status != corev1.ConditionTrue && len(out) < stragglers {
+			out = append(out, fmt.Sprintf("        %s (age %s, phase %s): Ready=%s %s %q (since %s); Synced=%s %s %q (since %s)",
+				d.Name, time.Since(d.CreationTimestamp.Time).Round(time.Second), d.Status.AtProvider.Phase,
+				r.Status, r.Reason, r.Message, r.LastTransitionTime.Format(time.TimeOnly),
+				s.Status, s.Reason, s.Message, s.LastTransitionTime.Format(time.TimeOnly)))
 		}
 	}
 	return strings.Join(out, "\n")

@@ -405,7 +405,7 @@ func (e *external) report(db *v1alpha1.Database, v tenancy.Verdict) {
 		reason = string(xpv2.Available().Reason)
 	}
 	if string(prev.Reason) != reason || prev.Status == corev1.ConditionTrue != v.Ready || ap.Phase != e.prevPhase {
-		e.log.Info("Database observed", "phase", v.Phase, "ready", v.Ready, "reason", v.Reason, "kvOurs", v.KVOurs, "roleOurs", v.RoleOurs, "databaseOurs", v.DBOurs, "repairs", len(v.Repairs))
+		e.log.Info("Database observed", "phase", v.Phase, "ready", v.Ready, "reason", v.Reason, "kvOurs", v.KVOurs, "roleOurs", v.RoleOurs, "databaseOurs", v.DBOurs, "repairs", tenancy.JoinRepairs(v.Repairs))
 	}
 	switch {
 	case v.Ready:
@@ -617,6 +617,9 @@ func (e *external) Update(ctx context.Context, db *v1alpha1.Database) (managed.E
 	if len(v.Repairs) == 0 || v.Reason == tenancy.ReasonConflict || refusesDelete(v.Reason) || v.Reason == tenancy.ReasonDatabaseVanished || (o.Import && !o.ImportUpdate) {
 		return managed.ExternalUpdate{}, nil
 	}
+	// Every attempt is logged: a repair that does not hold shows up as
+	// the same repair again at each poll.
+	e.log.Info("Repairing drift", "repairs", tenancy.JoinRepairs(v.Repairs))
 	if err := e.step(StepRepair); err != nil {
 		return managed.ExternalUpdate{}, failFrom(db, StepRepair, err)
 	}
@@ -648,7 +651,7 @@ func (e *external) Update(ctx context.Context, db *v1alpha1.Database) (managed.E
 		}
 	}
 	if len(v.Repairs) > 0 {
-		e.record.Event(db, event.Normal("DriftRepaired", "repaired: "+joinRepairs(v.Repairs)))
+		e.record.Event(db, event.Normal("DriftRepaired", "repaired: "+tenancy.JoinRepairs(v.Repairs)))
 		if e.confirm != nil {
 			e.confirm.Repaired(db.GetUID())
 		}
@@ -891,14 +894,6 @@ func requirementsFirst(names []string, info map[string]postgres.Extension) []str
 		visit(n, 0)
 	}
 	return out
-}
-
-func joinRepairs(r []tenancy.Repair) string {
-	s := make([]string, len(r))
-	for i := range r {
-		s[i] = string(r[i])
-	}
-	return strings.Join(s, ", ")
 }
 
 // passwords is the shape of every tenant password: 32 characters of
