@@ -24,6 +24,14 @@ var TenantLogins = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Observes of a Database's credential by outcome: login (logged in as the role) or skipped (the last proven login still stood).",
 }, []string{"check"})
 
+// StaleAdminSessions counts the admin sessions closed because the server
+// refused a statement for lack of privileges that the catalog shows the
+// admin holds: the session acted on an outdated list of its memberships.
+var StaleAdminSessions = prometheus.NewCounter(prometheus.CounterOpts{
+	Name: "provider_postgresql_tenant_stale_admin_sessions_total",
+	Help: "Admin sessions closed because the server refused a statement for lack of a membership the catalog shows the admin holds (a session acting on an outdated list of its memberships).",
+})
+
 // ReconcileRate is the global reconcile rate limit in effect, per second:
 // --max-reconcile-rate, or more when the number of resources needs it to
 // observe each once per poll interval.
@@ -33,7 +41,7 @@ var ReconcileRate = prometheus.NewGauge(prometheus.GaugeOpts{
 })
 
 func init() {
-	metrics.Registry.MustRegister(Failures, TenantLogins, ReconcileRate)
+	metrics.Registry.MustRegister(Failures, TenantLogins, ReconcileRate, StaleAdminSessions)
 }
 
 // LoginSkipped records an Observe that relied on the last proven login.
@@ -41,6 +49,10 @@ func LoginSkipped() { TenantLogins.WithLabelValues("skipped").Inc() }
 
 // LoginMade records an Observe that logged in as the role.
 func LoginMade() { TenantLogins.WithLabelValues("login").Inc() }
+
+// StaleAdminSession records an admin session closed for acting on an
+// outdated list of its memberships.
+func StaleAdminSession() { StaleAdminSessions.Inc() }
 
 // Failure records one failure of kind with class.
 func Failure(kind, class string) { Failures.WithLabelValues(kind, class).Inc() }

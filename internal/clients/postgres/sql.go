@@ -48,7 +48,10 @@ const qProbeMembership16 = `SELECT pg_catalog.pg_has_role(CURRENT_USER, $1::pg_c
 // columns. PUBLIC's CONNECT comes from the ACL (NULL = the default, which
 // grants it); the role's CONNECT must be an explicit grant. @MEMBER@ and
 // @ADMIN@ are replaced per server major, @VERIFIER@ by whether the admin
-// may read the password verifiers (see qObserve).
+// may read the password verifiers (see qObserve). @GRANTED@ is the same
+// membership read from pg_auth_members instead of through the session's
+// cached list of its memberships (see asMember): the two differ only in a
+// session acting on an outdated list.
 const observeTemplate = `SELECT d.oid, pg_catalog.pg_get_userbyid(d.datdba),
   EXISTS (SELECT 1 FROM pg_catalog.aclexplode(COALESCE(d.datacl, pg_catalog.acldefault('d'::pg_catalog."char", d.datdba))) a
           WHERE a.grantee OPERATOR(pg_catalog.=) 0::pg_catalog.oid
@@ -60,7 +63,8 @@ const observeTemplate = `SELECT d.oid, pg_catalog.pg_get_userbyid(d.datdba),
   CASE WHEN r.oid IS NULL THEN NULL ELSE @MEMBER@ END,
   CASE WHEN r.oid IS NULL THEN NULL ELSE @ADMIN@ END,
   r.rolvaliduntil::pg_catalog.text,
-  @VERIFIER@
+  @VERIFIER@,
+  CASE WHEN r.oid IS NULL THEN NULL ELSE @GRANTED@ END
 FROM (SELECT 1) AS one
 LEFT JOIN pg_catalog.pg_database d ON d.datname OPERATOR(pg_catalog.=) $1::pg_catalog.name
 LEFT JOIN pg_catalog.pg_roles r ON r.rolname OPERATOR(pg_catalog.=) $2::pg_catalog.name
@@ -84,6 +88,16 @@ const (
 	admin16       = `(adm.rolsuper OR (adm.rolcreaterole AND NOT r.rolsuper AND pg_catalog.pg_has_role(CURRENT_USER, r.oid, 'MEMBER WITH ADMIN OPTION'::pg_catalog.text)))`
 )
 
+// The admin's membership in the tenant role r as pg_auth_members holds it
+// (adm is the admin), with the options provisioning grants from 16 on.
+const (
+	grantedBefore16 = `(adm.rolinherit AND EXISTS (SELECT 1 FROM pg_catalog.pg_auth_members m
+    WHERE m.roleid OPERATOR(pg_catalog.=) r.oid AND m.member OPERATOR(pg_catalog.=) adm.oid))`
+	granted16 = `EXISTS (SELECT 1 FROM pg_catalog.pg_auth_members m
+    WHERE m.roleid OPERATOR(pg_catalog.=) r.oid AND m.member OPERATOR(pg_catalog.=) adm.oid
+      AND m.inherit_option AND m.set_option)`
+)
+
 // A digest of the role's password verifier, where the admin may read
 // pg_authid (a superuser; never on a managed service): it changes when
 // anyone sets the role's password, the role itself included, so a changed
@@ -102,14 +116,14 @@ const qVerifierReadable = `SELECT pg_catalog.has_table_privilege('pg_catalog.pg_
 // qObserve returns the observe query for a server major version, with the
 // verifier digest when the admin may read it.
 func qObserve(major int, verifier bool) string {
-	m, a, v := memberBefore16, adminBefore16, noVerifier
+	m, a, v, g := memberBefore16, adminBefore16, noVerifier, grantedBefore16
 	if major >= 16 {
-		m, a = member16, admin16
+		m, a, g = member16, admin16, granted16
 	}
 	if verifier {
 		v = verifierDigest
 	}
-	return strings.NewReplacer("@MEMBER@", m, "@ADMIN@", a, "@VERIFIER@", v).Replace(observeTemplate)
+	return strings.NewReplacer("@MEMBER@", m, "@ADMIN@", a, "@VERIFIER@", v, "@GRANTED@", g).Replace(observeTemplate)
 }
 
 // qAvailableExtensions: for each of $1 the server can install, whether the
@@ -185,3 +199,45 @@ const qMayReadSystemIdentifier = `SELECT pg_catalog.has_function_privilege('pg_c
 // a promoted replica): what tells one server from another behind the same
 // address.
 const qSystemIdentifier = `SELECT s.system_identifier::pg_catalog.text FROM pg_catalog.pg_control_system() s`
+
+// qMembershipGranted (inside the admin's session, read from the catalog
+// table with a plain query): does pg_auth_members hold the admin's
+// membership in role $1 as provisioning grants it? Unlike pg_has_role and
+// every privilege check, this does not go through the session's cached
+// list of its memberships. Before 16 a membership always allows SET ROLE
+// and inherits by the admin's own attribute; from 16 on, both are options
+// of the grant.
+const (
+	qMembershipGrantedBefore16 = `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_auth_members m
+  JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) m.roleid
+  JOIN pg_catalog.pg_roles a ON a.oid OPERATOR(pg_catalog.=) m.member
+  WHERE r.rolname OPERATOR(pg_catalog.=) $1::pg_catalog.name AND a.rolname OPERATOR(pg_catalog.=) CURRENT_USER
+    AND a.rolinherit)`
+	qMembershipGranted16 = `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_auth_members m
+  JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) m.roleid
+  JOIN pg_catalog.pg_roles a ON a.oid OPERATOR(pg_catalog.=) m.member
+  WHERE r.rolname OPERATOR(pg_catalog.=) $1::pg_catalog.name AND a.rolname OPERATOR(pg_catalog.=) CURRENT_USER
+    AND m.inherit_option AND m.set_option)`
+)
+
+// qConnectRestricted (in RestrictConnect's transaction, after the REVOKE
+// and the GRANT): is CONNECT on database $1 now held by role $2 and no
+// longer by PUBLIC? The server answers a REVOKE or GRANT the session may
+// not make with a warning, not an error, and changes nothing.
+const qConnectRestricted = `SELECT
+  NOT EXISTS (SELECT 1 FROM pg_catalog.aclexplode(COALESCE(d.datacl, pg_catalog.acldefault('d'::pg_catalog."char", d.datdba))) a
+              WHERE a.grantee OPERATOR(pg_catalog.=) 0::pg_catalog.oid
+                AND a.privilege_type OPERATOR(pg_catalog.=) 'CONNECT'::pg_catalog.text)
+  AND EXISTS (SELECT 1 FROM pg_catalog.aclexplode(COALESCE(d.datacl, pg_catalog.acldefault('d'::pg_catalog."char", d.datdba))) a
+              WHERE a.grantee OPERATOR(pg_catalog.=) r.oid
+                AND a.privilege_type OPERATOR(pg_catalog.=) 'CONNECT'::pg_catalog.text)
+FROM pg_catalog.pg_database d, pg_catalog.pg_roles r
+WHERE d.datname OPERATOR(pg_catalog.=) $1::pg_catalog.name AND r.rolname OPERATOR(pg_catalog.=) $2::pg_catalog.name`
+
+// qMembershipGranted returns the membership query for a server major.
+func qMembershipGranted(major int) string {
+	if major >= 16 {
+		return qMembershipGranted16
+	}
+	return qMembershipGrantedBefore16
+}

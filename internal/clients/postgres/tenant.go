@@ -105,12 +105,25 @@ func (p *Pool) Observe(ctx context.Context, database, role string) (Catalog, err
 	if err != nil {
 		return Catalog{}, err
 	}
-	err = p.pool.QueryRow(ctx, qObserve(major, readable), database, role).Scan(
-		&dbOID, &owner, &publicConnect, &roleConnect,
-		&roleOID, &login, &super, &createDB, &createRole, &repl, &bypass, &connLimit, &member, &canAdmin,
-		&validUntil, &verifier)
-	if err != nil {
-		return Catalog{}, p.classify(err)
+	var granted *bool
+	for attempt := int32(0); ; attempt++ {
+		c, err := p.pool.Acquire(ctx)
+		if err != nil {
+			return Catalog{}, p.classify(err)
+		}
+		err = c.Conn().QueryRow(ctx, qObserve(major, readable), database, role).Scan(
+			&dbOID, &owner, &publicConnect, &roleConnect,
+			&roleOID, &login, &super, &createDB, &createRole, &repl, &bypass, &connLimit, &member, &canAdmin,
+			&validUntil, &verifier, &granted)
+		if err == nil && outdatedMemberships(member, granted) && attempt < p.pool.Config().MaxConns {
+			p.discard(ctx, c)
+			continue
+		}
+		c.Release()
+		if err != nil {
+			return Catalog{}, p.classify(err)
+		}
+		break
 	}
 	if dbOID != nil {
 		c.DatabaseExists, c.DatabaseOID, c.Owner = true, *dbOID, deref(owner)
@@ -315,11 +328,11 @@ func (p *Pool) TerminateRoleSessions(ctx context.Context, role string) (int, err
 	if _, err := ident("role", role); err != nil {
 		return 0, err
 	}
-	ctx, cancel := p.withTimeout(ctx)
-	defer cancel()
 	var n int
-	err := p.pool.QueryRow(ctx, qTerminateRole, role).Scan(&n)
-	return n, p.classify(err)
+	err := p.asMember(ctx, role, func(ctx context.Context, c *pgx.Conn) error {
+		return c.QueryRow(ctx, qTerminateRole, role).Scan(&n)
+	})
+	return n, err
 }
 
 // dbAndRole validates and quotes a database and a role name.
@@ -338,7 +351,7 @@ func (p *Pool) CreateDatabase(ctx context.Context, database, owner string) error
 	if err != nil {
 		return err
 	}
-	return p.exec(ctx, fmt.Sprintf(qCreateDatabase, d, o))
+	return p.asMember(ctx, owner, execOn(fmt.Sprintf(qCreateDatabase, d, o)))
 }
 
 // SetDatabaseOwner gives database to owner.
@@ -347,26 +360,44 @@ func (p *Pool) SetDatabaseOwner(ctx context.Context, database, owner string) err
 	if err != nil {
 		return err
 	}
-	return p.exec(ctx, fmt.Sprintf(qAlterDatabaseOwner, d, o))
+	return p.asMember(ctx, owner, execOn(fmt.Sprintf(qAlterDatabaseOwner, d, o)))
 }
 
 // RestrictConnect revokes CONNECT and TEMPORARY from PUBLIC and grants
-// CONNECT to role, in one transaction.
+// CONNECT to role, in one transaction that reads the result back before
+// it commits: the server takes a REVOKE or GRANT the admin may not make
+// with a warning and changes nothing, and that is an error here.
 func (p *Pool) RestrictConnect(ctx context.Context, database, role string) error {
 	d, r, err := dbAndRole(database, role)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := p.withTimeout(ctx)
-	defer cancel()
-	err = pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, fmt.Sprintf(qRevokePublic, d)); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, fmt.Sprintf(qGrantConnect, d, r))
-		return err
+	return p.asMember(ctx, role, func(ctx context.Context, c *pgx.Conn) error {
+		return pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, fmt.Sprintf(qRevokePublic, d)); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, fmt.Sprintf(qGrantConnect, d, r)); err != nil {
+				return err
+			}
+			var done bool
+			if err := tx.QueryRow(ctx, qConnectRestricted, database, role).Scan(&done); err != nil {
+				return err
+			}
+			if !done {
+				return &Error{Class: ClassPrivileges, SQLState: stateNotApplied, msg: fmt.Sprintf("the server did not apply REVOKE CONNECT FROM PUBLIC and GRANT CONNECT TO %q on the database %q (it warned that no privileges could be revoked or granted): the admin role needs the privileges of the database's owner (membership in it with INHERIT)", role, database)}
+			}
+			return nil
+		})
 	})
-	return p.classify(err)
+}
+
+// execOn returns a function that runs sql on a session.
+func execOn(sql string) func(context.Context, *pgx.Conn) error {
+	return func(ctx context.Context, c *pgx.Conn) error {
+		_, err := c.Exec(ctx, sql)
+		return err
+	}
 }
 
 // BlockLogins makes role NOLOGIN with CONNECTION LIMIT 0, so no new session
