@@ -185,7 +185,7 @@ func floorClients(ctx context.Context, b *benchEnv) (*postgres.Pool, *openbao.Cl
 		if err := pool.CreateDatabase(ctx, "warmup", pg.AdminUser); err != nil {
 			return fail(err)
 		}
-		if err := pool.DropDatabase(ctx, "warmup"); err != nil {
+		if err := pool.DropDatabase(ctx, "warmup", pg.AdminUser); err != nil {
 			return fail(err)
 		}
 	}

@@ -119,10 +119,10 @@ func TestAdminPreflightOnThisServer(t *testing.T) {
 		if err != nil || !c.AdminMember || !c.AdminCanAdmin {
 			t.Fatalf("Observe = %+v, %v", c, err)
 		}
-		if _, err := p.TerminateSessions(ctx, name); err != nil {
+		if _, err := p.TerminateSessions(ctx, name, name); err != nil {
 			t.Fatal(err)
 		}
-		if err := p.DropDatabase(ctx, name); err != nil {
+		if err := p.DropDatabase(ctx, name, name); err != nil {
 			t.Fatal(err)
 		}
 		if c, _ := p.Observe(ctx, name, name); c.DatabaseExists {

@@ -155,8 +155,8 @@ BEGIN INSERT INTO public.hijack_log VALUES (CASE WHEN current_user::text OPERATO
 		{"RestrictConnect", func() error { return p.RestrictConnect(ctx, "victim", "victim") }},
 		{"Observe", func() error { _, err := p.Observe(ctx, "victim", "victim"); return err }},
 		{"BlockLogins", func() error { return p.BlockLogins(ctx, "victim") }},
-		{"TerminateSessions", func() error { _, err := p.TerminateSessions(ctx, "victim"); return err }},
-		{"DropDatabase", func() error { return p.DropDatabase(ctx, "victim") }},
+		{"TerminateSessions", func() error { _, err := p.TerminateSessions(ctx, "victim", "victim"); return err }},
+		{"DropDatabase", func() error { return p.DropDatabase(ctx, "victim", "victim") }},
 		{"DropRole", func() error { return p.DropRole(ctx, "victim") }},
 	} {
 		if err := step.fn(); err != nil {

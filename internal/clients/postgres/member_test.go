@@ -61,18 +61,16 @@ func TestStaleSessionIsClosedAndTheStatementRetried(t *testing.T) {
 		{"TerminateRoleSessions", func() error { _, err := p.TerminateRoleSessions(ctx, "stale_role"); return err }},
 	}
 	for _, s := range steps {
-		before := testutil.ToFloat64(metrics.StaleAdminSessions)
-		stale(1)
-		if err := s.do(); err != nil {
-			t.Fatalf("%s with one stale session: %v; want it done on another session", s.name, err)
-		}
-		if got := testutil.ToFloat64(metrics.StaleAdminSessions) - before; got != 1 {
-			t.Errorf("%s: %v sessions closed, want 1", s.name, got)
-		}
+		doneDespiteOneStale(t, stale, s.name, s.do)
 	}
 	c, err := p.Observe(ctx, "stale_role", "stale_role")
 	if err != nil || !c.DatabaseExists || c.Owner != "stale_role" || c.PublicConnect || !c.RoleConnect {
 		t.Fatalf("after the steps: %+v, %v; want the database owned by the role, CONNECT only for it", c, err)
+	}
+	doneDespiteOneStale(t, stale, "TerminateSessions", func() error { _, err := p.TerminateSessions(ctx, "stale_role", "stale_role"); return err })
+	doneDespiteOneStale(t, stale, "DropDatabase", func() error { return p.DropDatabase(ctx, "stale_role", "stale_role") })
+	if c, err := p.Observe(ctx, "stale_role", "stale_role"); err != nil || c.DatabaseExists {
+		t.Fatalf("after DropDatabase: %+v, %v; want no database", c, err)
 	}
 
 	// Every session stale: the attempts end (one more than the pool has
@@ -82,6 +80,20 @@ func TestStaleSessionIsClosedAndTheStatementRetried(t *testing.T) {
 	err = p.CreateDatabase(ctx, "stale_role_2", "stale_role")
 	if postgres.ClassOf(err) != postgres.ClassPrivileges {
 		t.Fatalf("CreateDatabase with every session stale = %v; want InsufficientPrivileges", err)
+	}
+}
+
+// doneDespiteOneStale runs do with one stale session armed: it must
+// succeed, and close exactly that session.
+func doneDespiteOneStale(t *testing.T, stale func(int32), name string, do func() error) {
+	t.Helper()
+	before := testutil.ToFloat64(metrics.StaleAdminSessions)
+	stale(1)
+	if err := do(); err != nil {
+		t.Fatalf("%s with one stale session: %v; want it done on another session", name, err)
+	}
+	if got := testutil.ToFloat64(metrics.StaleAdminSessions) - before; got != 1 {
+		t.Errorf("%s: %v sessions closed, want 1", name, got)
 	}
 }
 

@@ -188,7 +188,7 @@ func TestPermanentFailuresAreNamed(t *testing.T) {
 	// 2BP01: the role owns objects in another database.
 	superExec(t, "postgres", "CREATE TABLE public.owned_elsewhere (id int)", "ALTER TABLE public.owned_elsewhere OWNER TO twice")
 	t.Cleanup(func() { superExec(t, "postgres", "DROP TABLE IF EXISTS public.owned_elsewhere") })
-	if err := p.DropDatabase(ctx, "twice"); err != nil {
+	if err := p.DropDatabase(ctx, "twice", "twice"); err != nil {
 		t.Fatal(err)
 	}
 	check(t, "2BP01", p.DropRole(ctx, "twice"), postgres.ClassDependentObjects, "REASSIGN OWNED")

@@ -410,27 +410,27 @@ func (p *Pool) BlockLogins(ctx context.Context, role string) error {
 	return p.exec(ctx, fmt.Sprintf(qBlockLogins, r))
 }
 
-// TerminateSessions ends every session connected to database and returns
-// how many were signalled.
-func (p *Pool) TerminateSessions(ctx context.Context, database string) (int, error) {
-	if _, err := ident("database", database); err != nil {
+// TerminateSessions ends every session connected to database, which owner
+// owns, and returns how many were signalled.
+func (p *Pool) TerminateSessions(ctx context.Context, database, owner string) (int, error) {
+	if _, _, err := dbAndRole(database, owner); err != nil {
 		return 0, err
 	}
-	ctx, cancel := p.withTimeout(ctx)
-	defer cancel()
 	var n int
-	err := p.pool.QueryRow(ctx, qTerminate, database).Scan(&n)
-	return n, p.classify(err)
+	err := p.asMember(ctx, owner, func(ctx context.Context, c *pgx.Conn) error {
+		return c.QueryRow(ctx, qTerminate, database).Scan(&n)
+	})
+	return n, err
 }
 
-// DropDatabase drops database, ending its sessions (WITH (FORCE)). Absent is
-// success.
-func (p *Pool) DropDatabase(ctx context.Context, database string) error {
-	d, err := ident("database", database)
+// DropDatabase drops database, which owner owns, ending its sessions (WITH
+// (FORCE)). Absent is success.
+func (p *Pool) DropDatabase(ctx context.Context, database, owner string) error {
+	d, _, err := dbAndRole(database, owner)
 	if err != nil {
 		return err
 	}
-	return p.exec(ctx, fmt.Sprintf(qDropDatabase, d))
+	return p.asMember(ctx, owner, execOn(fmt.Sprintf(qDropDatabase, d)))
 }
 
 // DropRole drops role. Absent is success.

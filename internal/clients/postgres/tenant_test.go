@@ -147,18 +147,18 @@ func TestTenantLifecycleAsNonSuperuserAdmin(t *testing.T) {
 		_ = c.Close(ctx)
 		t.Error("a new login succeeded after BlockLogins")
 	}
-	n, err := p.TerminateSessions(ctx, name)
+	n, err := p.TerminateSessions(ctx, name, name)
 	if err != nil || n < 1 {
 		t.Errorf("TerminateSessions = %d, %v; want the live session ended", n, err)
 	}
-	if err := p.DropDatabase(ctx, name); err != nil {
+	if err := p.DropDatabase(ctx, name, name); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.DropRole(ctx, name); err != nil {
 		t.Fatal(err)
 	}
 	// Absent is success.
-	if err := p.DropDatabase(ctx, name); err != nil {
+	if err := p.DropDatabase(ctx, name, name); err != nil {
 		t.Errorf("second DropDatabase: %v", err)
 	}
 	c, err = p.Observe(ctx, name, name)

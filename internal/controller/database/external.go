@@ -822,10 +822,10 @@ func (e *external) Delete(ctx context.Context, db *v1alpha1.Database) (managed.E
 		}
 	}
 	if v.DBOurs {
-		if err := e.do(db, StepTerminate, func() error { _, err := e.pool.TerminateSessions(ctx, n.database); return err }); err != nil {
+		if err := e.do(db, StepTerminate, func() error { _, err := e.pool.TerminateSessions(ctx, n.database, n.role); return err }); err != nil {
 			return managed.ExternalDelete{}, err
 		}
-		if err := e.do(db, StepDropDatabase, func() error { return e.pool.DropDatabase(ctx, n.database) }); err != nil {
+		if err := e.do(db, StepDropDatabase, func() error { return e.pool.DropDatabase(ctx, n.database, n.role) }); err != nil {
 			return managed.ExternalDelete{}, err
 		}
 	}
