@@ -178,8 +178,10 @@ type steadyResult struct {
 	Bao          baoCounts
 	BaoErr       error
 	CPU          time.Duration
-	RSS, HWM     int64
-	Reconciles   float64
+	// All is the CPU each component used in the window.
+	All        cpuShare
+	RSS, HWM   int64
+	Reconciles float64
 	// Ctrl is the provider's metrics over the window (apiserver requests,
 	// credential checks, the rate limit in effect).
 	Ctrl ctrlSample
@@ -368,9 +370,11 @@ func runProvider(ctx context.Context, c cfg, b *benchEnv, bin, logDir string, n,
 		return nil, err
 	}
 	ctrlW := scrapeController(p.Metrics)
+	cpuW := sampleCPU()
 	if err := sleep(ctx, c.window); err != nil {
 		return nil, err
 	}
+	s.All = sampleCPU().sub(cpuW)
 	s.Ctrl = scrapeController(p.Metrics).sub(ctrlW)
 	pgEnd := fileSize(b.Postgres.LogFile())
 	audit.mark()
@@ -466,7 +470,7 @@ func table(c cfg, floors map[int]*floorResult, provs []*provResult, took time.Du
 			float64(s.PG.AdminConns)/polls, float64(s.PG.TenantConns)/polls/float64(p.N),
 			per(s.PG.AdminStmts+s.PG.TenantStmts), per(s.PG.AdminStmts), per(s.PG.TenantStmts),
 			bao, s.CPU.Seconds()/polls, mib(s.RSS), mib(s.HWM))
-		d := fmt.Sprintf("N=%d: %.0f reconciles in the window; statements: %s; OpenBao: %s", p.N, s.Reconciles, countList(s.PG.ByText), countList(s.Bao.ByOp))
+		d := fmt.Sprintf("N=%d: %.0f reconciles in the window; CPU s in the window: %s; statements: %s; OpenBao: %s", p.N, s.Reconciles, cpuCell(s.All, s.Window), countList(s.PG.ByText), countList(s.Bao.ByOp))
 		details = append(details, d)
 	}
 	fmt.Fprintln(&w)
