@@ -57,22 +57,28 @@ func (p *Pool) asMember(ctx context.Context, role string, fn func(context.Contex
 	if err != nil {
 		return err
 	}
-	// One more attempt than the pool has sessions: every stale one is
-	// closed, so the last attempt runs on a new one.
-	for attempt := int32(0); ; attempt++ {
+	return p.onCurrentSession(ctx, func(c *pgxpool.Conn) (bool, error) {
+		err := p.hook(HookMember)
+		if err == nil {
+			err = fn(ctx, c.Conn())
+		}
+		return err != nil && refusedForPrivileges(err) && p.membershipGranted(ctx, c, major, role), err
+	})
+}
+
+// onCurrentSession runs attempt on a pooled session. When attempt says the
+// session acts on an outdated list of its memberships, the session is
+// closed and attempt runs again on another one, at most once more than
+// the pool has sessions (every stale one is closed, so the last attempt
+// runs on a new one). attempt's error is returned classified.
+func (p *Pool) onCurrentSession(ctx context.Context, attempt func(*pgxpool.Conn) (stale bool, err error)) error {
+	for n := int32(0); ; n++ {
 		c, err := p.pool.Acquire(ctx)
 		if err != nil {
 			return p.classify(err)
 		}
-		err = p.hook(HookMember)
-		if err == nil {
-			err = fn(ctx, c.Conn())
-		}
-		if err == nil || !refusedForPrivileges(err) || attempt >= p.pool.Config().MaxConns {
-			c.Release()
-			return p.classify(err)
-		}
-		if !p.membershipGranted(ctx, c, major, role) {
+		stale, err := attempt(c)
+		if !stale || n >= p.pool.Config().MaxConns {
 			c.Release()
 			return p.classify(err)
 		}

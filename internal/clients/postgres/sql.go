@@ -53,12 +53,8 @@ const qProbeMembership16 = `SELECT pg_catalog.pg_has_role(CURRENT_USER, $1::pg_c
 // cached list of its memberships (see asMember): the two differ only in a
 // session acting on an outdated list.
 const observeTemplate = `SELECT d.oid, pg_catalog.pg_get_userbyid(d.datdba),
-  EXISTS (SELECT 1 FROM pg_catalog.aclexplode(COALESCE(d.datacl, pg_catalog.acldefault('d'::pg_catalog."char", d.datdba))) a
-          WHERE a.grantee OPERATOR(pg_catalog.=) 0::pg_catalog.oid
-            AND a.privilege_type OPERATOR(pg_catalog.=) 'CONNECT'::pg_catalog.text),
-  EXISTS (SELECT 1 FROM pg_catalog.aclexplode(COALESCE(d.datacl, pg_catalog.acldefault('d'::pg_catalog."char", d.datdba))) a
-          WHERE a.grantee OPERATOR(pg_catalog.=) r.oid
-            AND a.privilege_type OPERATOR(pg_catalog.=) 'CONNECT'::pg_catalog.text),
+  ` + publicConnect + `,
+  ` + roleConnect + `,
   r.oid, r.rolcanlogin, r.rolsuper, r.rolcreatedb, r.rolcreaterole, r.rolreplication, r.rolbypassrls, r.rolconnlimit,
   CASE WHEN r.oid IS NULL THEN NULL ELSE @MEMBER@ END,
   CASE WHEN r.oid IS NULL THEN NULL ELSE @ADMIN@ END,
@@ -69,6 +65,16 @@ FROM (SELECT 1) AS one
 LEFT JOIN pg_catalog.pg_database d ON d.datname OPERATOR(pg_catalog.=) $1::pg_catalog.name
 LEFT JOIN pg_catalog.pg_roles r ON r.rolname OPERATOR(pg_catalog.=) $2::pg_catalog.name
 LEFT JOIN pg_catalog.pg_roles adm ON adm.rolname OPERATOR(pg_catalog.=) CURRENT_USER`
+
+// Who holds CONNECT on the database d: PUBLIC, and the role r.
+const (
+	publicConnect = `EXISTS (SELECT 1 FROM pg_catalog.aclexplode(COALESCE(d.datacl, pg_catalog.acldefault('d'::pg_catalog."char", d.datdba))) a
+          WHERE a.grantee OPERATOR(pg_catalog.=) 0::pg_catalog.oid
+            AND a.privilege_type OPERATOR(pg_catalog.=) 'CONNECT'::pg_catalog.text)`
+	roleConnect = `EXISTS (SELECT 1 FROM pg_catalog.aclexplode(COALESCE(d.datacl, pg_catalog.acldefault('d'::pg_catalog."char", d.datdba))) a
+          WHERE a.grantee OPERATOR(pg_catalog.=) r.oid
+            AND a.privilege_type OPERATOR(pg_catalog.=) 'CONNECT'::pg_catalog.text)`
+)
 
 // The admin's membership in a tenant role, as provisioning needs it:
 // CREATE DATABASE ... OWNER needs to be able to SET ROLE to it; ending its
@@ -202,42 +208,26 @@ const qSystemIdentifier = `SELECT s.system_identifier::pg_catalog.text FROM pg_c
 
 // qMembershipGranted (inside the admin's session, read from the catalog
 // table with a plain query): does pg_auth_members hold the admin's
-// membership in role $1 as provisioning grants it? Unlike pg_has_role and
-// every privilege check, this does not go through the session's cached
-// list of its memberships. Before 16 a membership always allows SET ROLE
-// and inherits by the admin's own attribute; from 16 on, both are options
-// of the grant.
-const (
-	qMembershipGrantedBefore16 = `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_auth_members m
-  JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) m.roleid
-  JOIN pg_catalog.pg_roles a ON a.oid OPERATOR(pg_catalog.=) m.member
-  WHERE r.rolname OPERATOR(pg_catalog.=) $1::pg_catalog.name AND a.rolname OPERATOR(pg_catalog.=) CURRENT_USER
-    AND a.rolinherit)`
-	qMembershipGranted16 = `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_auth_members m
-  JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) m.roleid
-  JOIN pg_catalog.pg_roles a ON a.oid OPERATOR(pg_catalog.=) m.member
-  WHERE r.rolname OPERATOR(pg_catalog.=) $1::pg_catalog.name AND a.rolname OPERATOR(pg_catalog.=) CURRENT_USER
-    AND m.inherit_option AND m.set_option)`
-)
+// membership in role $1 as provisioning grants it (granted16,
+// grantedBefore16)? Unlike pg_has_role and every privilege check, this
+// does not go through the session's cached list of its memberships. No
+// row when the role does not exist.
+const qMembershipGrantedTemplate = `SELECT @GRANTED@ FROM pg_catalog.pg_roles r, pg_catalog.pg_roles adm
+WHERE r.rolname OPERATOR(pg_catalog.=) $1::pg_catalog.name AND adm.rolname OPERATOR(pg_catalog.=) CURRENT_USER`
 
 // qConnectRestricted (in RestrictConnect's transaction, after the REVOKE
 // and the GRANT): is CONNECT on database $1 now held by role $2 and no
 // longer by PUBLIC? The server answers a REVOKE or GRANT the session may
 // not make with a warning, not an error, and changes nothing.
-const qConnectRestricted = `SELECT
-  NOT EXISTS (SELECT 1 FROM pg_catalog.aclexplode(COALESCE(d.datacl, pg_catalog.acldefault('d'::pg_catalog."char", d.datdba))) a
-              WHERE a.grantee OPERATOR(pg_catalog.=) 0::pg_catalog.oid
-                AND a.privilege_type OPERATOR(pg_catalog.=) 'CONNECT'::pg_catalog.text)
-  AND EXISTS (SELECT 1 FROM pg_catalog.aclexplode(COALESCE(d.datacl, pg_catalog.acldefault('d'::pg_catalog."char", d.datdba))) a
-              WHERE a.grantee OPERATOR(pg_catalog.=) r.oid
-                AND a.privilege_type OPERATOR(pg_catalog.=) 'CONNECT'::pg_catalog.text)
+const qConnectRestricted = `SELECT NOT ` + publicConnect + ` AND ` + roleConnect + `
 FROM pg_catalog.pg_database d, pg_catalog.pg_roles r
 WHERE d.datname OPERATOR(pg_catalog.=) $1::pg_catalog.name AND r.rolname OPERATOR(pg_catalog.=) $2::pg_catalog.name`
 
 // qMembershipGranted returns the membership query for a server major.
 func qMembershipGranted(major int) string {
+	g := grantedBefore16
 	if major >= 16 {
-		return qMembershipGranted16
+		g = granted16
 	}
-	return qMembershipGrantedBefore16
+	return strings.Replace(qMembershipGrantedTemplate, "@GRANTED@", g, 1)
 }

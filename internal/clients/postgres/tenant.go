@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"ddupan.top/provider-postgresql-tenant/internal/scram"
 	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
@@ -106,24 +107,15 @@ func (p *Pool) Observe(ctx context.Context, database, role string) (Catalog, err
 		return Catalog{}, err
 	}
 	var granted *bool
-	for attempt := int32(0); ; attempt++ {
-		c, err := p.pool.Acquire(ctx)
-		if err != nil {
-			return Catalog{}, p.classify(err)
-		}
-		err = c.Conn().QueryRow(ctx, qObserve(major, readable), database, role).Scan(
+	err = p.onCurrentSession(ctx, func(c *pgxpool.Conn) (bool, error) {
+		err := c.Conn().QueryRow(ctx, qObserve(major, readable), database, role).Scan(
 			&dbOID, &owner, &publicConnect, &roleConnect,
 			&roleOID, &login, &super, &createDB, &createRole, &repl, &bypass, &connLimit, &member, &canAdmin,
 			&validUntil, &verifier, &granted)
-		if err == nil && outdatedMemberships(member, granted) && attempt < p.pool.Config().MaxConns {
-			p.discard(ctx, c)
-			continue
-		}
-		c.Release()
-		if err != nil {
-			return Catalog{}, p.classify(err)
-		}
-		break
+		return err == nil && outdatedMemberships(member, granted), err
+	})
+	if err != nil {
+		return Catalog{}, err
 	}
 	if dbOID != nil {
 		c.DatabaseExists, c.DatabaseOID, c.Owner = true, *dbOID, deref(owner)
