@@ -32,6 +32,14 @@ var StaleAdminSessions = prometheus.NewCounter(prometheus.CounterOpts{
 	Help: "Admin sessions closed because the server refused a statement for lack of a membership the catalog shows the admin holds (a session acting on an outdated list of its memberships).",
 })
 
+// RecordReads counts the Database controller's Observes by where the
+// credential record came from: "openbao" (read) or "memory" (the record
+// kept with the last proven login, while that login stands).
+var RecordReads = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "provider_postgresql_tenant_credential_record_reads_total",
+	Help: "Observes of a Database by where its credential record came from: openbao (read) or memory (kept with the last proven login while that login stands).",
+}, []string{"source"})
+
 // ReconcileRate is the global reconcile rate limit in effect, per second:
 // --max-reconcile-rate, or more when the number of resources needs it to
 // observe each once per poll interval.
@@ -41,7 +49,7 @@ var ReconcileRate = prometheus.NewGauge(prometheus.GaugeOpts{
 })
 
 func init() {
-	metrics.Registry.MustRegister(Failures, TenantLogins, ReconcileRate, StaleAdminSessions)
+	metrics.Registry.MustRegister(Failures, TenantLogins, RecordReads, ReconcileRate, StaleAdminSessions)
 }
 
 // LoginSkipped records an Observe that relied on the last proven login.
@@ -49,6 +57,13 @@ func LoginSkipped() { TenantLogins.WithLabelValues("skipped").Inc() }
 
 // LoginMade records an Observe that logged in as the role.
 func LoginMade() { TenantLogins.WithLabelValues("login").Inc() }
+
+// RecordRead records an Observe that read the credential record from OpenBao.
+func RecordRead() { RecordReads.WithLabelValues("openbao").Inc() }
+
+// RecordRemembered records an Observe that used the record kept with the
+// last proven login.
+func RecordRemembered() { RecordReads.WithLabelValues("memory").Inc() }
 
 // StaleAdminSession records an admin session closed for acting on an
 // outdated list of its memberships.

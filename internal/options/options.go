@@ -57,9 +57,9 @@ type Options struct {
 	// CABundle is a PEM file of CAs trusted for PostgreSQL and OpenBao TLS.
 	CABundle string
 	OpenBao  OpenBao
-	// LoginCheckInterval is how often a Ready Database proves its
-	// credential by logging in as its role when nothing the catalog or the
-	// credential record shows has changed (0: at every poll).
+	// LoginCheckInterval is how often a Ready Database reads its
+	// credential record and proves it by logging in as its role when
+	// nothing the catalog shows has changed (0: at every poll).
 	LoginCheckInterval time.Duration
 }
 

@@ -2,6 +2,7 @@ package tenancy
 
 import (
 	"fmt"
+	"maps"
 	"time"
 )
 
@@ -15,6 +16,58 @@ type ProvenLogin struct {
 	Installed []string
 	// Due is when the credential must be proven by a login again.
 	Due time.Time
+	// Record is the credential record the login was made with, its
+	// password withheld (WithoutPassword): what an Observe uses instead of
+	// reading OpenBao while the login stands (RememberedRecord). nil: the
+	// record is read at every Observe.
+	Record *KVState
+}
+
+// withheldPassword stands in a remembered record for the password that
+// was read and proven but is not kept in memory. It can never be a
+// password the provider generates or a login would send: RememberedRecord
+// hands a remembered record out only while no login is due.
+const withheldPassword = "\x00password withheld"
+
+// WithoutPassword returns a copy of the record whose password, when it has
+// one, is replaced by a marker that is not the password: enough for every
+// decision that needs to know a password is there, useless for a login.
+func (k KVState) WithoutPassword() KVState {
+	c := KVState{Present: k.Present, Version: k.Version, Owner: maps.Clone(k.Owner), Data: maps.Clone(k.Data)}
+	if c.Data["password"] != "" {
+		c.Data["password"] = withheldPassword
+	}
+	return c
+}
+
+// RememberedRecord returns the record an Observe may use instead of
+// reading OpenBao: the one kept with the last proven login, as long as that
+// login still stands (LoginDue returns "" with it). fingerprint gives the
+// login fingerprint of the catalog's state now with a record version. nil:
+// read the record. The record is then read as often as the role logs in:
+// at the periodic check, after every write, whenever the catalog changes,
+// and at every Observe of a Database not in the steady state. An Observe
+// that used it and finds anything to do reads the record again before it
+// acts (Steady).
+func RememberedRecord(o Observation, c LoginCheck, fingerprint func(version int) string) *KVState {
+	if c.Last == nil || c.Last.Record == nil {
+		return nil
+	}
+	rec := c.Last.Record.WithoutPassword()
+	o.KV = rec
+	c.Fingerprint = fingerprint(rec.Version)
+	if LoginDue(o, c) != "" {
+		return nil
+	}
+	return &rec
+}
+
+// Steady reports whether a verdict leaves nothing to do: the Database is
+// Ready, exists, is up to date, and no repair, rotation or attention is
+// needed. Only such a verdict may stand on a remembered record.
+func Steady(v Verdict) bool {
+	return v.Ready && v.Exists && v.UpToDate && v.Reason == "" && v.Conflict == "" &&
+		len(v.Repairs) == 0 && len(v.Differences) == 0 && v.Rotation.Action == RotateNone
 }
 
 // LoginCheck is what decides whether an Observe logs in as the role.

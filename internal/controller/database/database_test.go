@@ -42,7 +42,10 @@ var (
 )
 
 const (
-	poll       = 500 * time.Millisecond
+	poll = 500 * time.Millisecond
+	// loginCheck is the periodic login check: long against the poll, short
+	// enough for a test to wait for it.
+	loginCheck = 20 * time.Second
 	configName = "shared"
 )
 
@@ -66,7 +69,8 @@ func TestMain(m *testing.M) { testenv.Main(m, testenv.All, &env, start) }
 
 func start(e *testenv.Env) (func(), error) {
 	ctx := context.Background()
-	_, stop, err := inproc.Start(e, inproc.Options{Poll: poll, ConfigInterval: 5 * time.Second, ConfigRetry: time.Second, StepHook: hook, Logs: logs})
+	_, stop, err := inproc.Start(e, inproc.Options{Poll: poll, ConfigInterval: 5 * time.Second, ConfigRetry: time.Second, StepHook: hook, Logs: logs,
+		LoginCheckInterval: loginCheck, WrapKV: func(kv database.KV) database.KV { kvCounter.KV = kv; return kvCounter }})
 	if err != nil {
 		return nil, err
 	}

@@ -177,7 +177,10 @@ func (e *external) wantData(n names) map[string]string {
 // Observe reads the catalog (one query), the KV record (one request) and,
 // when there is a role and a credential, logs in as the role to its
 // database (one connection, which also lists the installed extensions),
-// then lets the decision core judge.
+// then lets the decision core judge. While the last proven login stands,
+// it neither logs in nor reads the record: it uses the record kept with
+// that login (tenancy.RememberedRecord), and reads it after all when the
+// verdict finds anything to do.
 func (e *external) Observe(ctx context.Context, db *v1alpha1.Database) (managed.ExternalObservation, error) {
 	n, err := e.resolve(db)
 	if err != nil {
@@ -187,10 +190,6 @@ func (e *external) Observe(ctx context.Context, db *v1alpha1.Database) (managed.
 	cat, err := e.pool.Observe(ctx, n.database, n.role)
 	if err != nil {
 		return managed.ExternalObservation{}, failFrom(db, "observe", err)
-	}
-	rec, err := e.kv.Read(ctx, n.path)
-	if err != nil {
-		return managed.ExternalObservation{}, fail(db, tenancy.ReasonDependencyUnavailable, err.Error())
 	}
 	o := tenancy.Observation{
 		Identity: e.id, Import: n.importing, ImportUpdate: n.importing && policies(db).ShouldUpdate(), Deleting: meta.WasDeleted(db),
@@ -202,14 +201,35 @@ func (e *external) Observe(ctx context.Context, db *v1alpha1.Database) (managed.
 		R: tenancy.RoleState{Exists: cat.RoleExists, OID: cat.RoleOID, AttributesOK: cat.RoleAttributesOK(), AdminMember: cat.AdminMember, AdminCanAdmin: cat.AdminCanAdmin,
 			Elevated: cat.Superuser || cat.Replication || cat.BypassRLS},
 	}
-	if rec != nil {
-		o.KV = tenancy.KVState{Present: true, Owner: rec.Owner, Data: rec.Data, Version: rec.Version}
+	now := time.Now()
+	var v tenancy.Verdict
+	last := e.lastLogin(db)
+	remembered := e.rememberedRecord(o, cat, last, now)
+	if remembered != nil {
+		// The last proven login stands with this record: what it proved
+		// stands too.
+		o.KV, o.Login, o.Installed = *remembered, tenancy.LoginOK, last.Installed
+		if v = tenancy.Decide(o); tenancy.Steady(v) {
+			metrics.RecordRemembered()
+			metrics.LoginSkipped()
+		}
 	}
-	if cat.RoleExists && tenancy.MayLogin(o) {
-		o.Login, o.Installed = e.loginIfDue(ctx, db, n, o, cat)
+	if remembered == nil || !tenancy.Steady(v) {
+		rec, err := e.kv.Read(ctx, n.path)
+		if err != nil {
+			return managed.ExternalObservation{}, fail(db, tenancy.ReasonDependencyUnavailable, err.Error())
+		}
+		metrics.RecordRead()
+		o.KV, o.Login, o.Installed = tenancy.KVState{}, tenancy.LoginNotTried, nil
+		if rec != nil {
+			o.KV = tenancy.KVState{Present: true, Owner: rec.Owner, Data: rec.Data, Version: rec.Version}
+		}
+		if cat.RoleExists && tenancy.MayLogin(o) {
+			o.Login, o.Installed = e.loginIfDue(ctx, db, n, o, cat, now)
+		}
+		v = tenancy.Decide(o)
 	}
 	e.obs = o
-	v := tenancy.Decide(o)
 	if !meta.WasDeleted(db) && v.Reason == "" && !o.Import && (!v.Exists || slices.Contains(v.Repairs, tenancy.RepairExtensions)) {
 		// Every requested extension must be one the owner can create
 		// before any write. A failed query is DependencyUnavailable, never
@@ -317,15 +337,36 @@ func (e *external) recordOIDs(ctx context.Context, db *v1alpha1.Database, have m
 	return nil
 }
 
+// loginFingerprint is the state a login is made under: the catalog's and
+// the record's version.
+func loginFingerprint(cat postgres.Catalog, version int) string {
+	return fmt.Sprintf("%s kv=%d", cat.LoginFingerprint(), version)
+}
+
+// lastLogin is the Database's last proven login, nil when none is known or
+// the periodic check is off (every Observe logs in and reads the record).
+func (e *external) lastLogin(db *v1alpha1.Database) *tenancy.ProvenLogin {
+	if e.logins == nil || e.opts.LoginCheckInterval <= 0 {
+		return nil
+	}
+	return e.logins.get(db.GetUID())
+}
+
+// rememberedRecord is the record kept with the last proven login while that
+// login stands, nil when the record must be read from OpenBao.
+func (e *external) rememberedRecord(o tenancy.Observation, cat postgres.Catalog, last *tenancy.ProvenLogin, now time.Time) *tenancy.KVState {
+	if !cat.RoleExists {
+		return nil
+	}
+	return tenancy.RememberedRecord(o, tenancy.LoginCheck{Last: last, Now: now},
+		func(version int) string { return loginFingerprint(cat, version) })
+}
+
 // loginIfDue logs in as the role, unless the last proven login still
 // stands (tenancy.LoginDue): then it reports that login's result, and the
 // server sees no new connection.
-func (e *external) loginIfDue(ctx context.Context, db *v1alpha1.Database, n names, o tenancy.Observation, cat postgres.Catalog) (tenancy.Login, []string) {
-	now := time.Now()
-	check := tenancy.LoginCheck{Fingerprint: fmt.Sprintf("%s kv=%d", cat.LoginFingerprint(), o.KV.Version), Now: now}
-	if e.logins != nil && e.opts.LoginCheckInterval > 0 {
-		check.Last = e.logins.get(db.GetUID())
-	}
+func (e *external) loginIfDue(ctx context.Context, db *v1alpha1.Database, n names, o tenancy.Observation, cat postgres.Catalog, now time.Time) (tenancy.Login, []string) {
+	check := tenancy.LoginCheck{Fingerprint: loginFingerprint(cat, o.KV.Version), Now: now, Last: e.lastLogin(db)}
 	if tenancy.LoginDue(o, check) == "" {
 		metrics.LoginSkipped()
 		return tenancy.LoginOK, check.Last.Installed
@@ -334,7 +375,8 @@ func (e *external) loginIfDue(ctx context.Context, db *v1alpha1.Database, n name
 	metrics.LoginMade()
 	if e.logins != nil {
 		if login == tenancy.LoginOK && e.opts.LoginCheckInterval > 0 {
-			e.logins.put(db.GetUID(), tenancy.ProvenLogin{Fingerprint: check.Fingerprint, Installed: installed,
+			rec := o.KV.WithoutPassword()
+			e.logins.put(db.GetUID(), tenancy.ProvenLogin{Fingerprint: check.Fingerprint, Installed: installed, Record: &rec,
 				Due: tenancy.NextLoginDue(now, e.opts.LoginCheckInterval, e.logins.spread())})
 		} else {
 			e.logins.forget(db.GetUID())

@@ -43,6 +43,9 @@ type Options struct {
 	// LoginCheckInterval is the Database controller's periodic login check
 	// (0: the provider's default; negative: a login at every poll).
 	LoginCheckInterval time.Duration
+	// WrapKV, when set, wraps the real OpenBao client the Database
+	// controller uses (to count or fail its calls).
+	WrapKV func(database.KV) database.KV
 }
 
 // Controllers are the provider's controllers running in this process
@@ -107,7 +110,11 @@ func Start(e *testenv.Env, co Options) (*Controllers, func(), error) {
 	if err := config.SetupStatus(mgr, o, config.StatusOptions{Namespace: opts.Namespace, Pools: pools, Interval: co.ConfigInterval, RetryInterval: co.ConfigRetry}); err != nil {
 		return nil, nil, err
 	}
-	if err := database.Setup(mgr, o, database.Deps{Options: opts, Pools: pools, KV: kv, StepHook: co.StepHook}); err != nil {
+	var dkv database.KV = kv
+	if co.WrapKV != nil {
+		dkv = co.WrapKV(kv)
+	}
+	if err := database.Setup(mgr, o, database.Deps{Options: opts, Pools: pools, KV: dkv, StepHook: co.StepHook}); err != nil {
 		return nil, nil, err
 	}
 	if err := binding.Setup(mgr, o, binding.Deps{Options: opts, KV: kv}); err != nil {
