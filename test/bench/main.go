@@ -487,7 +487,7 @@ func table(c cfg, floors map[int]*floorResult, provs []*provResult, took time.Du
 // apiserver and the rate limit in effect.
 func steadyScaleTable(w *strings.Builder, provs []*provResult) {
 	fmt.Fprintf(w, "Steady state, per Database and per poll (same windows)\n\n")
-	fmt.Fprintf(w, "| N | --poll | Observes per Database in the window: min / max (never observed) | tenant logins on the server / min | login checks: logged in / skipped | provider apiserver requests / poll | reconcile rate limit in effect |\n|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(w, "| N | --poll | Observes per Database in the window: min / max (never observed) | tenant logins on the server / min | login checks: logged in / skipped | credential record: read from OpenBao / kept in memory | provider apiserver requests / poll | reconcile rate limit in effect |\n|---|---|---|---|---|---|---|---|\n")
 	for _, p := range provs {
 		s := p.Steady
 		if s == nil {
@@ -511,9 +511,9 @@ func steadyScaleTable(w *strings.Builder, provs []*provResult) {
 		for _, v := range s.Ctrl.Requests {
 			req += v
 		}
-		fmt.Fprintf(w, "| %d | %s | %d / %d (%d) | %.1f | %.0f / %.0f | %.1f (%s) | %.0f/s |\n",
+		fmt.Fprintf(w, "| %d | %s | %d / %d (%d) | %.1f | %.0f / %.0f | %.0f / %.0f | %.1f (%s) | %.0f/s |\n",
 			p.N, s.Poll, lo, hi, never, float64(s.PG.TenantConns)/s.Window.Minutes(),
-			s.Ctrl.Checks["login"], s.Ctrl.Checks["skipped"], req/s.polls(), byMethod(s.Ctrl.Requests, s.polls()), s.Ctrl.RateLimit)
+			s.Ctrl.Checks["login"], s.Ctrl.Checks["skipped"], s.Ctrl.Records["openbao"], s.Ctrl.Records["memory"], req/s.polls(), byMethod(s.Ctrl.Requests, s.polls()), s.Ctrl.RateLimit)
 	}
 	fmt.Fprintln(w)
 }

@@ -72,16 +72,20 @@ type ctrlSample struct {
 	ByResult             map[string]float64
 	Requests             map[string]float64 // the provider's apiserver requests by method (all controllers)
 	Checks               map[string]float64 // credential checks by outcome (login, skipped)
+	Records              map[string]float64 // where each Observe's credential record came from (openbao, memory)
 	RateLimit            float64            // the global reconcile rate limit in effect (a gauge: not subtracted)
 	QueueSum, QueueCount float64
 	WorkSum, WorkCount   float64
 }
 
 func (a ctrlSample) sub(b ctrlSample) ctrlSample {
-	d := ctrlSample{ByResult: map[string]float64{}, Requests: map[string]float64{}, Checks: map[string]float64{}, QueueSum: a.QueueSum - b.QueueSum, QueueCount: a.QueueCount - b.QueueCount,
+	d := ctrlSample{ByResult: map[string]float64{}, Requests: map[string]float64{}, Checks: map[string]float64{}, Records: map[string]float64{}, QueueSum: a.QueueSum - b.QueueSum, QueueCount: a.QueueCount - b.QueueCount,
 		WorkSum: a.WorkSum - b.WorkSum, WorkCount: a.WorkCount - b.WorkCount, RateLimit: a.RateLimit}
 	for k, v := range a.Checks {
 		d.Checks[k] = v - b.Checks[k]
+	}
+	for k, v := range a.Records {
+		d.Records[k] = v - b.Records[k]
 	}
 	for k, v := range a.ByResult {
 		d.ByResult[k] = v - b.ByResult[k]
@@ -117,7 +121,7 @@ func label(line, k string) string {
 // scrapeController reads the Database controller's metrics from the
 // provider's metrics endpoint (zero values when it cannot).
 func scrapeController(addr string) ctrlSample {
-	out := ctrlSample{ByResult: map[string]float64{}, Requests: map[string]float64{}, Checks: map[string]float64{}}
+	out := ctrlSample{ByResult: map[string]float64{}, Requests: map[string]float64{}, Checks: map[string]float64{}, Records: map[string]float64{}}
 	resp, err := http.Get("http://" + addr + "/metrics") //nolint:noctx // loopback, short
 	if err != nil {
 		return out
@@ -138,6 +142,8 @@ func scrapeController(addr string) ctrlSample {
 			out.ByResult[label(l, "result")] += v
 		case strings.HasPrefix(l, "provider_postgresql_tenant_credential_checks_total{"):
 			out.Checks[label(l, "check")] += v
+		case strings.HasPrefix(l, "provider_postgresql_tenant_credential_record_reads_total{"):
+			out.Records[label(l, "source")] += v
 		case strings.HasPrefix(l, "provider_postgresql_tenant_reconcile_rate_limit "):
 			out.RateLimit = v
 		case strings.HasPrefix(l, "rest_client_requests_total{"):
