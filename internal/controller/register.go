@@ -23,10 +23,13 @@ func SetupGated(mgr ctrl.Manager, o controller.Options, opts options.Options, po
 	if err := config.SetupGated(mgr, o, so); err != nil {
 		return err
 	}
-	if err := database.SetupGated(mgr, o, database.Deps{Options: opts, Pools: pools, KV: kv, StepHook: stepHook}); err != nil {
+	// One memory of proven logins: the binder reads a delivery only when
+	// the Database's proven record version moved or its check is due.
+	logins := database.NewLogins()
+	if err := database.SetupGated(mgr, o, database.Deps{Options: opts, Pools: pools, KV: kv, StepHook: stepHook, Logins: logins}); err != nil {
 		return err
 	}
-	return binding.SetupGated(mgr, o, binding.Deps{Options: opts, KV: kv, StepHook: stepHook})
+	return binding.SetupGated(mgr, o, binding.Deps{Options: opts, KV: kv, StepHook: stepHook, Records: logins})
 }
 
 // KV is what the Database and DatabaseBinding controllers need of OpenBao

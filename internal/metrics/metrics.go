@@ -40,6 +40,14 @@ var RecordReads = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Observes of a Database by where its credential record came from: openbao (read) or memory (kept with the last proven login while that login stands).",
 }, []string{"source"})
 
+// DeliveryChecks counts the DatabaseBinding controller's checks of a bound
+// Database's delivery copy: "read" (the Database's record and the copy
+// read from OpenBao) or "skipped" (the last reading in sync still stood).
+var DeliveryChecks = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "provider_postgresql_tenant_delivery_checks_total",
+	Help: "Observes of a bound Database's delivery copy by outcome: read (the record and the copy read from OpenBao) or skipped (the last reading in sync still stood).",
+}, []string{"check"})
+
 // ReconcileRate is the global reconcile rate limit in effect, per second:
 // --max-reconcile-rate, or more when the number of resources needs it to
 // observe each once per poll interval.
@@ -49,7 +57,7 @@ var ReconcileRate = prometheus.NewGauge(prometheus.GaugeOpts{
 })
 
 func init() {
-	metrics.Registry.MustRegister(Failures, TenantLogins, RecordReads, ReconcileRate, StaleAdminSessions)
+	metrics.Registry.MustRegister(Failures, TenantLogins, RecordReads, DeliveryChecks, ReconcileRate, StaleAdminSessions)
 }
 
 // LoginSkipped records an Observe that relied on the last proven login.
@@ -64,6 +72,13 @@ func RecordRead() { RecordReads.WithLabelValues("openbao").Inc() }
 // RecordRemembered records an Observe that used the record kept with the
 // last proven login.
 func RecordRemembered() { RecordReads.WithLabelValues("memory").Inc() }
+
+// DeliveryRead records a binding Observe that read the record and the copy.
+func DeliveryRead() { DeliveryChecks.WithLabelValues("read").Inc() }
+
+// DeliveryRemembered records a binding Observe that relied on the last
+// reading of its delivery in sync.
+func DeliveryRemembered() { DeliveryChecks.WithLabelValues("skipped").Inc() }
 
 // StaleAdminSession records an admin session closed for acting on an
 // outdated list of its memberships.

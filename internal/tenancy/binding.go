@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -646,4 +647,54 @@ func DatabaseRecordPath(base, database string, credentialPath *string) (path str
 		return *credentialPath, true
 	}
 	return CredentialPath(base, database), false
+}
+
+// DeliveryProof is what the binder's last reading of a delivery in sync
+// proved: the copy at CopyPath held the record at SourcePath of the
+// Database with DatabaseUID at SourceVersion. It is kept in memory so that
+// not every poll reads both from OpenBao.
+type DeliveryProof struct {
+	DatabaseUID, SourcePath, CopyPath string
+	SourceVersion                     int
+	// Due is when both must be read again.
+	Due time.Time
+}
+
+// DeliveryCheck is what decides whether the binder reads the Database's
+// record and the delivery copy.
+type DeliveryCheck struct {
+	// Last is the last proof, nil when none is known (a new binding, a
+	// write since, the provider restarted).
+	Last *DeliveryProof
+	// Now is the delivery as the binder would read it now: the Database's
+	// UID and the two paths.
+	Now DeliveryProof
+	// RecordVersion is the version of the Database's record that the
+	// Database controller's last proven login used, while that login
+	// stands; RecordProven is false when there is none (the Database
+	// reads its record at every poll then, and so does the binder).
+	RecordVersion int
+	RecordProven  bool
+	Time          time.Time
+}
+
+// DeliveryCheckDue returns why the binder must read the record and the copy
+// now, or "" when the last proof stands: nothing the binder can see without
+// reading them changed, the Database controller still proves the same
+// record version, and the periodic check is not due.
+func DeliveryCheckDue(c DeliveryCheck) string {
+	l := c.Last
+	switch {
+	case l == nil:
+		return "no delivery in sync proven since the provider started or the last write"
+	case l.DatabaseUID != c.Now.DatabaseUID || l.SourcePath != c.Now.SourcePath || l.CopyPath != c.Now.CopyPath:
+		return "the Database or a path changed"
+	case !c.RecordProven:
+		return "the Database's record is not proven by a standing login"
+	case c.RecordVersion != l.SourceVersion:
+		return "the Database's record has a new version"
+	case !c.Time.Before(l.Due):
+		return "the periodic check is due"
+	}
+	return ""
 }

@@ -3,6 +3,7 @@ package tenancy
 import (
 	"strings"
 	"testing"
+	"time"
 
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	"github.com/google/go-cmp/cmp"
@@ -749,6 +750,38 @@ func TestBindingDefaultIdentifier(t *testing.T) {
 			}
 			if err != nil || got != tc.want {
 				t.Errorf("DefaultIdentifier(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestDeliveryCheckDue(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	cur := DeliveryProof{DatabaseUID: "db-1", SourcePath: "postgresql-databases/shop", CopyPath: "postgresql-tenants/app/shop"}
+	cases := map[string]struct {
+		c     func(*DeliveryCheck)
+		skips bool
+	}{
+		"in sync, the record proven at the same version, not due: no read": {skips: true},
+		"nothing proven since the provider started or the last write":      {c: func(c *DeliveryCheck) { c.Last = nil }},
+		"another Database (a new UID)":                                     {c: func(c *DeliveryCheck) { c.Now.DatabaseUID = "db-2" }},
+		"another record path":                                              {c: func(c *DeliveryCheck) { c.Now.SourcePath = "legacy/shop" }},
+		"another delivery path":                                            {c: func(c *DeliveryCheck) { c.Now.CopyPath = "postgresql-tenants/app/other" }},
+		"the Database's record is not proven by a standing login":          {c: func(c *DeliveryCheck) { c.RecordProven, c.RecordVersion = false, 0 }},
+		"the Database's record has a new version (a rotation, a repair)":   {c: func(c *DeliveryCheck) { c.RecordVersion = 4 }},
+		"the periodic check is due":                                        {c: func(c *DeliveryCheck) { c.Time = c.Last.Due }},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			last := cur
+			last.SourceVersion, last.Due = 3, now.Add(time.Minute)
+			c := DeliveryCheck{Last: &last, Now: cur, RecordVersion: 3, RecordProven: true, Time: now}
+			if tc.c != nil {
+				tc.c(&c)
+			}
+			why := DeliveryCheckDue(c)
+			if (why == "") != tc.skips {
+				t.Errorf("DeliveryCheckDue(...) = %q, want a skip: %v", why, tc.skips)
 			}
 		})
 	}

@@ -59,6 +59,11 @@ type Deps struct {
 	// StepHook, when set, runs before the binder's write steps with the
 	// step's name; an error fails the step (fault injection for tests).
 	StepHook func(step string) error
+	// Records, when set, is the Database controller's memory of proven
+	// logins: while it proves the record version the delivery copy was
+	// last found in sync with, the binder reads neither from OpenBao
+	// until the periodic check (Options.LoginCheckInterval) is due.
+	Records RecordVersions
 }
 
 // StepRecordBinding is the step that records, in the binding's status, a
@@ -91,6 +96,7 @@ func Setup(mgr ctrl.Manager, o controller.Options, d Deps) error {
 			reader: mgr.GetAPIReader(),
 			usage:  resource.NewProviderConfigUsageTracker(mgr.GetClient(), &v1alpha1.ProviderConfigUsage{}),
 			deps:   d,
+			proofs: newProofs(),
 		}),
 		managed.WithLogger(log),
 		managed.WithPollInterval(o.PollInterval),
@@ -229,6 +235,7 @@ type connector struct {
 	reader client.Reader
 	usage  resource.ModernTracker
 	deps   Deps
+	proofs *proofs
 }
 
 // Connect records the usage of the instance the binding names, when it
@@ -241,13 +248,16 @@ func (c *connector) Connect(ctx context.Context, b *v1alpha1.DatabaseBinding) (m
 		}
 	}
 	return &external{
-		log:    c.log.WithValues("namespace", b.GetNamespace(), "name", b.GetName()),
-		kube:   c.kube,
-		reader: c.reader,
-		kv:     c.deps.KV,
-		opts:   c.deps.Options,
-		spec:   specOf(b),
-		hook:   c.deps.StepHook,
+		log:     c.log.WithValues("namespace", b.GetNamespace(), "name", b.GetName()),
+		kube:    c.kube,
+		reader:  c.reader,
+		kv:      c.deps.KV,
+		opts:    c.deps.Options,
+		spec:    specOf(b),
+		hook:    c.deps.StepHook,
+		uid:     b.GetUID(),
+		proofs:  c.proofs,
+		records: c.deps.Records,
 	}, nil
 }
 

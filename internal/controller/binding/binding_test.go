@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/openbao/openbao/api/v2"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,6 +34,7 @@ import (
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 	"ddupan.top/provider-postgresql-tenant/internal/clients/openbao"
+	"ddupan.top/provider-postgresql-tenant/internal/metrics"
 	"ddupan.top/provider-postgresql-tenant/internal/options"
 	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
 	"ddupan.top/provider-postgresql-tenant/internal/testenv"
@@ -51,7 +54,31 @@ var (
 	// admin is the harness's OpenBao client (root token).
 	admin *openbao.Client
 	opts  options.Options
+	// proven stands in for the Database controller's memory of proven
+	// logins: the record version each Database's standing login used.
+	proven = &provenVersions{v: map[types.UID]int{}}
 )
+
+// provenVersions is what the Database controller would prove: the version
+// the harness wrote last, at once (the binder never sees a Database
+// between a write and its next proven login here).
+type provenVersions struct {
+	mu sync.Mutex
+	v  map[types.UID]int
+}
+
+func (p *provenVersions) RecordVersion(uid types.UID, _ time.Time) (int, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	v, ok := p.v[uid]
+	return v, ok
+}
+
+func (p *provenVersions) set(uid types.UID, version int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.v[uid] = version
+}
 
 const (
 	poll    = 500 * time.Millisecond
@@ -131,7 +158,10 @@ func start(e *testenv.Env) (func(), error) {
 		Features:                &feature.Flags{},
 	}
 	o.Features.Enable(feature.EnableBetaManagementPolicies)
-	if err := Setup(mgr, o, Deps{Options: opts, KV: binderKV}); err != nil {
+	// The binder reads a delivery in sync again only when the Database's
+	// proven record version moves (or after an hour).
+	opts.LoginCheckInterval = time.Hour
+	if err := Setup(mgr, o, Deps{Options: opts, KV: binderKV, Records: proven}); err != nil {
 		return nil, err
 	}
 	cctx, cancel := context.WithCancel(ctx)
@@ -197,9 +227,11 @@ func makeReady(t *testing.T, db *v1alpha1.Database, password string) {
 	if err := admin.SetOwner(ctx, p, map[string]string{tenancy.MetaManagedBy: tenancy.ManagedBy, tenancy.MetaName: db.GetName(), tenancy.MetaUID: string(db.GetUID())}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := admin.Write(ctx, p, credential(db.Spec.ForProvider.Database, password), 0); err != nil {
+	ver, err := admin.Write(ctx, p, credential(db.Spec.ForProvider.Database, password), 0)
+	if err != nil {
 		t.Fatal(err)
 	}
+	proven.set(db.GetUID(), ver)
 	if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(db), db); err != nil {
 		t.Fatal(err)
 	}
@@ -448,9 +480,20 @@ func TestDynamicProvisioning(t *testing.T) {
 
 	// An admin rotates the Database's credential: a new version of its
 	// record is copied.
-	if _, err := admin.Write(ctx, recordPath(db.GetName()), credential("shop", "second-secret-2"), 1); err != nil {
+	// In sync, the binder stops reading the record and the copy.
+	skipped := testutil.ToFloat64(metrics.DeliveryChecks.WithLabelValues("skipped"))
+	time.Sleep(4 * poll)
+	if testutil.ToFloat64(metrics.DeliveryChecks.WithLabelValues("skipped")) == skipped {
+		t.Fatal("the binder never relied on its last reading of the delivery: the rotation below would prove nothing")
+	}
+	// The Database proves the new version before the binder's next poll:
+	// the binder must see the version move, not only a Database between
+	// a write and its next login.
+	ver, err := admin.Write(ctx, recordPath(db.GetName()), credential("shop", "second-secret-2"), 1)
+	if err != nil {
 		t.Fatal(err)
 	}
+	proven.set(db.GetUID(), ver)
 	rec = awaitCopy(t, cp, "the new version is copied", func(r *openbao.Record) bool {
 		return r != nil && r.Owner[tenancy.MetaSourceVersion] == "2"
 	})

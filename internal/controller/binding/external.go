@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/logging"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/meta"
@@ -34,6 +35,11 @@ type external struct {
 	opts   options.Options
 	spec   tenancy.BindingSpec
 	hook   func(step string) error
+	uid    types.UID
+	// proofs and records decide whether the delivery is read
+	// (tenancy.DeliveryCheckDue); nil proofs or records: at every Observe.
+	proofs  *proofs
+	records RecordVersions
 
 	// db is the Database as read by Observe (nil when absent).
 	db       *v1alpha1.Database
@@ -70,6 +76,10 @@ func (e *external) Observe(ctx context.Context, b *v1alpha1.DatabaseBinding) (ma
 		at.Instance, at.Database, at.LoginRole = "", "", ""
 	}
 
+	if o.Deleting || d.Action != tenancy.ActionCopyCredential {
+		// Only a delivery in sync is remembered.
+		e.forgetDelivery()
+	}
 	if o.Deleting {
 		exists := d.Action == tenancy.ActionRelease
 		if d.CheckCopy {
@@ -186,6 +196,17 @@ func (e *external) observeDelivery(ctx context.Context, b *v1alpha1.DatabaseBind
 		Spec: e.spec, DatabaseName: e.db.GetName(), DatabaseUID: string(e.db.GetUID()),
 		SourcePath: src, CopyPath: e.copyPath(), Import: imported,
 	}
+	now := time.Now()
+	cur := tenancy.DeliveryProof{DatabaseUID: o.DatabaseUID, SourcePath: src, CopyPath: o.CopyPath}
+	if e.remembered(cur, now) {
+		metrics.DeliveryRemembered()
+		e.delivery = tenancy.DeliveryVerdict{InSync: true}
+		e.setCredential(b)
+		b.Status.AtProvider.Phase = v1alpha1.BindingPhaseReady
+		b.SetConditions(xpv2.Available())
+		return managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true}, nil
+	}
+	e.forgetDelivery()
 	var err error
 	if o.Source, err = e.read(ctx, src); err != nil {
 		return e.kvFailed(b, "read the Database's credential record", err)
@@ -193,8 +214,14 @@ func (e *external) observeDelivery(ctx context.Context, b *v1alpha1.DatabaseBind
 	if o.Copy, err = e.read(ctx, o.CopyPath); err != nil {
 		return e.kvFailed(b, "read the delivery copy", err)
 	}
+	metrics.DeliveryRead()
 	v := tenancy.DecideDelivery(o)
 	e.delivery = v
+	if v.InSync && e.proofs != nil && e.records != nil && e.opts.LoginCheckInterval > 0 {
+		cur.SourceVersion = o.Source.Version
+		cur.Due = tenancy.NextLoginDue(now, e.opts.LoginCheckInterval, e.proofs.spread())
+		e.proofs.put(e.uid, cur)
+	}
 	switch {
 	case v.InSync:
 		e.setCredential(b)
@@ -208,6 +235,25 @@ func (e *external) observeDelivery(ctx context.Context, b *v1alpha1.DatabaseBind
 		metrics.Failure("binding", v.Reason)
 		setReady(b, v.Reason, v.Message)
 		return managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true}, nil
+	}
+}
+
+// remembered reports whether the last reading of the delivery in sync
+// still stands (tenancy.DeliveryCheckDue).
+func (e *external) remembered(cur tenancy.DeliveryProof, now time.Time) bool {
+	if e.proofs == nil || e.records == nil || e.opts.LoginCheckInterval <= 0 {
+		return false
+	}
+	ver, ok := e.records.RecordVersion(types.UID(cur.DatabaseUID), now)
+	return tenancy.DeliveryCheckDue(tenancy.DeliveryCheck{
+		Last: e.proofs.get(e.uid), Now: cur, RecordVersion: ver, RecordProven: ok, Time: now,
+	}) == ""
+}
+
+// forgetDelivery makes the next Observe read the record and the copy.
+func (e *external) forgetDelivery() {
+	if e.proofs != nil {
+		e.proofs.forget(e.uid)
 	}
 }
 

@@ -72,6 +72,16 @@ type Deps struct {
 	// StepHook, when set, runs before every external write step with the
 	// step's name; an error fails the step (fault injection for tests).
 	StepHook func(step string) error
+	// Logins is the memory of proven logins, shared with the
+	// DatabaseBinding controller (nil: a memory of its own).
+	Logins *Logins
+}
+
+func (d Deps) logins() *Logins {
+	if d.Logins != nil {
+		return d.Logins
+	}
+	return NewLogins()
 }
 
 // SetupGated registers the Database controller once its CRDs exist.
@@ -110,7 +120,7 @@ func Setup(mgr ctrl.Manager, o controller.Options, d Deps) error {
 			deps:    d,
 			record:  recorder,
 			confirm: confirm,
-			logins:  newLogins(),
+			logins:  d.logins(),
 		}),
 		managed.WithLogger(o.Logger.WithValues("controller", name)),
 		managed.WithPollInterval(o.PollInterval),
@@ -156,7 +166,7 @@ type connector struct {
 	deps    Deps
 	record  event.Recorder
 	confirm *confirmer
-	logins  *logins
+	logins  *Logins
 }
 
 // Connect records the usage of the config, shows the binding, decides a

@@ -65,7 +65,7 @@ type external struct {
 	hook    func(string) error
 	record  event.Recorder
 	confirm *confirmer
-	logins  *logins
+	logins  *Logins
 	kube    client.Client
 	cfgVer  string
 	id      tenancy.Identity
@@ -375,9 +375,14 @@ func (e *external) loginIfDue(ctx context.Context, db *v1alpha1.Database, n name
 	metrics.LoginMade()
 	if e.logins != nil {
 		if login == tenancy.LoginOK && e.opts.LoginCheckInterval > 0 {
-			rec := o.KV.WithoutPassword()
-			e.logins.put(db.GetUID(), tenancy.ProvenLogin{Fingerprint: check.Fingerprint, Installed: installed, Record: &rec,
-				Due: tenancy.NextLoginDue(now, e.opts.LoginCheckInterval, e.logins.spread())})
+			p := tenancy.ProvenLogin{Fingerprint: check.Fingerprint, Installed: installed,
+				Due: tenancy.NextLoginDue(now, e.opts.LoginCheckInterval, e.logins.spread())}
+			if !o.Import {
+				// An import reads its record at every Observe.
+				rec := o.KV.WithoutPassword()
+				p.Record = &rec
+			}
+			e.logins.put(db.GetUID(), p)
 		} else {
 			e.logins.forget(db.GetUID())
 		}

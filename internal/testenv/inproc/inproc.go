@@ -110,14 +110,15 @@ func Start(e *testenv.Env, co Options) (*Controllers, func(), error) {
 	if err := config.SetupStatus(mgr, o, config.StatusOptions{Namespace: opts.Namespace, Pools: pools, Interval: co.ConfigInterval, RetryInterval: co.ConfigRetry}); err != nil {
 		return nil, nil, err
 	}
+	logins := database.NewLogins()
 	var dkv database.KV = kv
 	if co.WrapKV != nil {
 		dkv = co.WrapKV(kv)
 	}
-	if err := database.Setup(mgr, o, database.Deps{Options: opts, Pools: pools, KV: dkv, StepHook: co.StepHook}); err != nil {
+	if err := database.Setup(mgr, o, database.Deps{Options: opts, Pools: pools, KV: dkv, StepHook: co.StepHook, Logins: logins}); err != nil {
 		return nil, nil, err
 	}
-	if err := binding.Setup(mgr, o, binding.Deps{Options: opts, KV: kv}); err != nil {
+	if err := binding.Setup(mgr, o, binding.Deps{Options: opts, KV: kv, Records: logins}); err != nil {
 		return nil, nil, err
 	}
 	cctx, cancel := context.WithCancel(ctx)
