@@ -585,6 +585,9 @@ func waitWork(c ctrlSample) string {
 }
 
 func countList(m map[string]int) string {
+	if len(m) == 0 {
+		return "none"
+	}
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
