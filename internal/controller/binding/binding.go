@@ -36,6 +36,7 @@ import (
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 	"ddupan.top/provider-postgresql-tenant/internal/clients/openbao"
 	"ddupan.top/provider-postgresql-tenant/internal/controller/requeue"
+	"ddupan.top/provider-postgresql-tenant/internal/memo"
 	"ddupan.top/provider-postgresql-tenant/internal/metrics"
 	"ddupan.top/provider-postgresql-tenant/internal/options"
 	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
@@ -96,7 +97,7 @@ func Setup(mgr ctrl.Manager, o controller.Options, d Deps) error {
 			reader: mgr.GetAPIReader(),
 			usage:  resource.NewProviderConfigUsageTracker(mgr.GetClient(), &v1alpha1.ProviderConfigUsage{}),
 			deps:   d,
-			proofs: newProofs(),
+			proofs: memo.New[tenancy.DeliveryProof](nil),
 		}),
 		managed.WithLogger(log),
 		managed.WithPollInterval(o.PollInterval),
@@ -235,7 +236,7 @@ type connector struct {
 	reader client.Reader
 	usage  resource.ModernTracker
 	deps   Deps
-	proofs *proofs
+	proofs *memo.Memo[tenancy.DeliveryProof]
 }
 
 // Connect records the usage of the instance the binding names, when it

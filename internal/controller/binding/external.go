@@ -20,6 +20,7 @@ import (
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 	"ddupan.top/provider-postgresql-tenant/internal/clients/openbao"
+	"ddupan.top/provider-postgresql-tenant/internal/memo"
 	"ddupan.top/provider-postgresql-tenant/internal/metrics"
 	"ddupan.top/provider-postgresql-tenant/internal/options"
 	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
@@ -38,7 +39,7 @@ type external struct {
 	uid    types.UID
 	// proofs and records decide whether the delivery is read
 	// (tenancy.DeliveryCheckDue); nil proofs or records: at every Observe.
-	proofs  *proofs
+	proofs  *memo.Memo[tenancy.DeliveryProof]
 	records RecordVersions
 
 	// db is the Database as read by Observe (nil when absent).
@@ -219,8 +220,8 @@ func (e *external) observeDelivery(ctx context.Context, b *v1alpha1.DatabaseBind
 	e.delivery = v
 	if v.InSync && e.proofs != nil && e.records != nil && e.opts.LoginCheckInterval > 0 {
 		cur.SourceVersion = o.Source.Version
-		cur.Due = tenancy.NextLoginDue(now, e.opts.LoginCheckInterval, e.proofs.spread())
-		e.proofs.put(e.uid, cur)
+		cur.Due = tenancy.NextLoginDue(now, e.opts.LoginCheckInterval, e.proofs.Spread())
+		e.proofs.Put(e.uid, cur)
 	}
 	switch {
 	case v.InSync:
@@ -246,14 +247,14 @@ func (e *external) remembered(cur tenancy.DeliveryProof, now time.Time) bool {
 	}
 	ver, ok := e.records.RecordVersion(types.UID(cur.DatabaseUID), now)
 	return tenancy.DeliveryCheckDue(tenancy.DeliveryCheck{
-		Last: e.proofs.get(e.uid), Now: cur, RecordVersion: ver, RecordProven: ok, Time: now,
+		Last: e.proofs.Get(e.uid), Now: cur, RecordVersion: ver, RecordProven: ok, Time: now,
 	}) == ""
 }
 
 // forgetDelivery makes the next Observe read the record and the copy.
 func (e *external) forgetDelivery() {
 	if e.proofs != nil {
-		e.proofs.forget(e.uid)
+		e.proofs.Forget(e.uid)
 	}
 }
 

@@ -349,7 +349,7 @@ func (e *external) lastLogin(db *v1alpha1.Database) *tenancy.ProvenLogin {
 	if e.logins == nil || e.opts.LoginCheckInterval <= 0 {
 		return nil
 	}
-	return e.logins.get(db.GetUID())
+	return e.logins.Get(db.GetUID())
 }
 
 // rememberedRecord is the record kept with the last proven login while that
@@ -376,15 +376,15 @@ func (e *external) loginIfDue(ctx context.Context, db *v1alpha1.Database, n name
 	if e.logins != nil {
 		if login == tenancy.LoginOK && e.opts.LoginCheckInterval > 0 {
 			p := tenancy.ProvenLogin{Fingerprint: check.Fingerprint, Installed: installed,
-				Due: tenancy.NextLoginDue(now, e.opts.LoginCheckInterval, e.logins.spread())}
+				Due: tenancy.NextLoginDue(now, e.opts.LoginCheckInterval, e.logins.Spread())}
 			if !o.Import {
 				// An import reads its record at every Observe.
 				rec := o.KV.WithoutPassword()
 				p.Record = &rec
 			}
-			e.logins.put(db.GetUID(), p)
+			e.logins.Put(db.GetUID(), p)
 		} else {
-			e.logins.forget(db.GetUID())
+			e.logins.Forget(db.GetUID())
 		}
 	}
 	return login, installed
@@ -393,7 +393,7 @@ func (e *external) loginIfDue(ctx context.Context, db *v1alpha1.Database, n name
 // forgetLogin makes the next Observe log in: called before every write.
 func (e *external) forgetLogin(db *v1alpha1.Database) {
 	if e.logins != nil {
-		e.logins.forget(db.GetUID())
+		e.logins.Forget(db.GetUID())
 	}
 }
 

@@ -1,13 +1,12 @@
 package database
 
 import (
-	"math/rand/v2"
 	"slices"
-	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"ddupan.top/provider-postgresql-tenant/internal/memo"
 	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
 )
 
@@ -19,40 +18,19 @@ import (
 // logs in at its first Observe. The DatabaseBinding controller asks it
 // which record version stands (RecordVersion).
 type Logins struct {
-	mu     sync.Mutex
-	proven map[types.UID]tenancy.ProvenLogin
-	spread func() float64
+	*memo.Memo[tenancy.ProvenLogin]
 }
 
 // NewLogins returns an empty memory of proven logins.
 func NewLogins() *Logins {
-	return &Logins{proven: map[types.UID]tenancy.ProvenLogin{}, spread: rand.Float64}
-}
-
-// get returns a copy of the Database's last proven login, or nil.
-func (l *Logins) get(uid types.UID) *tenancy.ProvenLogin {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	p, ok := l.proven[uid]
-	if !ok {
-		return nil
-	}
-	p.Installed = slices.Clone(p.Installed)
-	return &p
-}
-
-func (l *Logins) put(uid types.UID, p tenancy.ProvenLogin) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.proven[uid] = p
-}
-
-// forget drops what is known of a Database's login: after any write (a
-// create, repair, rotation or deletion step) the next Observe logs in.
-func (l *Logins) forget(uid types.UID) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.proven, uid)
+	return &Logins{memo.New(func(p tenancy.ProvenLogin) tenancy.ProvenLogin {
+		p.Installed = slices.Clone(p.Installed)
+		if p.Record != nil {
+			r := p.Record.WithoutPassword()
+			p.Record = &r
+		}
+		return p
+	})}
 }
 
 // RecordVersion is the version of the Database's credential record that its
@@ -61,10 +39,8 @@ func (l *Logins) forget(uid types.UID) {
 // Observe until a login is proven). An import's record is never
 // remembered.
 func (l *Logins) RecordVersion(uid types.UID, now time.Time) (version int, ok bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	p, found := l.proven[uid]
-	if !found || p.Record == nil || !now.Before(p.Due) {
+	p := l.Get(uid)
+	if p == nil || p.Record == nil || !now.Before(p.Due) {
 		return 0, false
 	}
 	return p.Record.Version, true
