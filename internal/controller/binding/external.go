@@ -202,9 +202,7 @@ func (e *external) observeDelivery(ctx context.Context, b *v1alpha1.DatabaseBind
 	if e.remembered(cur, now) {
 		metrics.DeliveryRemembered()
 		e.delivery = tenancy.DeliveryVerdict{InSync: true}
-		e.setCredential(b)
-		b.Status.AtProvider.Phase = v1alpha1.BindingPhaseReady
-		b.SetConditions(xpv2.Available())
+		e.delivered(b)
 		return managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true}, nil
 	}
 	e.forgetDelivery()
@@ -225,9 +223,7 @@ func (e *external) observeDelivery(ctx context.Context, b *v1alpha1.DatabaseBind
 	}
 	switch {
 	case v.InSync:
-		e.setCredential(b)
-		b.Status.AtProvider.Phase = v1alpha1.BindingPhaseReady
-		b.SetConditions(xpv2.Available())
+		e.delivered(b)
 		return managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true}, nil
 	case v.Write:
 		setReady(b, tenancy.ReasonDelivering, fmt.Sprintf("copying the credential of Database %s (version %d) to %s", o.DatabaseName, o.Source.Version, o.CopyPath))
@@ -273,6 +269,14 @@ func (e *external) kvFailed(b *v1alpha1.DatabaseBinding, what string, err error)
 	msg := fmt.Sprintf("cannot %s: %v", what, err)
 	setReady(b, tenancy.ReasonCredentialProjectionFailed, msg)
 	return managed.ExternalObservation{}, errors.New(msg)
+}
+
+// delivered reports the binding Ready with its delivery copy: the copy
+// holds the bound Database's current credential.
+func (e *external) delivered(b *v1alpha1.DatabaseBinding) {
+	e.setCredential(b)
+	b.Status.AtProvider.Phase = v1alpha1.BindingPhaseReady
+	b.SetConditions(xpv2.Available())
 }
 
 func (e *external) setCredential(b *v1alpha1.DatabaseBinding) {
@@ -386,9 +390,7 @@ func (e *external) Update(ctx context.Context, b *v1alpha1.DatabaseBinding) (man
 		// binding is Ready in this reconcile's status write, rather than
 		// a Delivering write first and a Ready one after the next Observe
 		// (each write of a composed binding re-renders its Tenant).
-		e.setCredential(b)
-		b.Status.AtProvider.Phase = v1alpha1.BindingPhaseReady
-		b.SetConditions(xpv2.Available())
+		e.delivered(b)
 		return managed.ExternalUpdate{}, nil
 	}
 	return managed.ExternalUpdate{}, nil

@@ -225,7 +225,7 @@ func (e *external) Observe(ctx context.Context, db *v1alpha1.Database) (managed.
 			o.KV = tenancy.KVState{Present: true, Owner: rec.Owner, Data: rec.Data, Version: rec.Version}
 		}
 		if cat.RoleExists && tenancy.MayLogin(o) {
-			o.Login, o.Installed = e.loginIfDue(ctx, db, n, o, cat, now)
+			o.Login, o.Installed = e.loginIfDue(ctx, db, n, o, cat, last, now)
 		}
 		v = tenancy.Decide(o)
 	}
@@ -362,11 +362,11 @@ func (e *external) rememberedRecord(o tenancy.Observation, cat postgres.Catalog,
 		func(version int) string { return loginFingerprint(cat, version) })
 }
 
-// loginIfDue logs in as the role, unless the last proven login still
-// stands (tenancy.LoginDue): then it reports that login's result, and the
+// loginIfDue logs in as the role, unless the last proven login (last, as
+// Observe read it) still stands (tenancy.LoginDue): then it reports that login's result, and the
 // server sees no new connection.
-func (e *external) loginIfDue(ctx context.Context, db *v1alpha1.Database, n names, o tenancy.Observation, cat postgres.Catalog, now time.Time) (tenancy.Login, []string) {
-	check := tenancy.LoginCheck{Fingerprint: loginFingerprint(cat, o.KV.Version), Now: now, Last: e.lastLogin(db)}
+func (e *external) loginIfDue(ctx context.Context, db *v1alpha1.Database, n names, o tenancy.Observation, cat postgres.Catalog, last *tenancy.ProvenLogin, now time.Time) (tenancy.Login, []string) {
+	check := tenancy.LoginCheck{Fingerprint: loginFingerprint(cat, o.KV.Version), Now: now, Last: last}
 	if tenancy.LoginDue(o, check) == "" {
 		metrics.LoginSkipped()
 		return tenancy.LoginOK, check.Last.Installed
