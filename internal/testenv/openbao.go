@@ -17,7 +17,8 @@ import (
 )
 
 // OpenBao is a real OpenBao server started for one test package: TLS on
-// loopback with a certificate from the run's CA, in-memory storage,
+// loopback with a certificate from the run's CA, integrated (raft) storage
+// in the run's directory, as a production server has it,
 // initialised and unsealed, with a KV v2 mount and (once Kubernetes is up)
 // the Kubernetes auth method configured against the test kube-apiserver.
 type OpenBao struct {
@@ -65,8 +66,16 @@ func startOpenBao(ctx context.Context, root, binDir string, ca *CA) (*OpenBao, e
 	if err != nil {
 		return nil, err
 	}
+	clusterPort, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
 	dir := filepath.Join(root, "openbao")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	dataDir := filepath.Join(dir, "data")
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, err
 	}
 	kp, err := ca.issue(dir, "openbao", []string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1")})
@@ -84,16 +93,21 @@ func startOpenBao(ctx context.Context, root, binDir string, ca *CA) (*OpenBao, e
 		bin:            bin,
 		cfgFile:        filepath.Join(dir, "config.hcl"),
 	}
-	cfg := fmt.Sprintf(`storage "inmem" {}
+	cfg := fmt.Sprintf(`storage "raft" {
+  path    = %q
+  node_id = "test"
+}
 listener "tcp" {
-  address       = "127.0.0.1:%d"
-  tls_cert_file = %q
-  tls_key_file  = %q
+  address         = "127.0.0.1:%d"
+  cluster_address = "127.0.0.1:%d"
+  tls_cert_file   = %q
+  tls_key_file    = %q
 }
 disable_mlock = true
 api_addr      = %q
+cluster_addr  = "https://127.0.0.1:%d"
 log_level     = "warn"
-`, port, kp.CertFile, kp.KeyFile, b.Address)
+`, dataDir, port, clusterPort, kp.CertFile, kp.KeyFile, b.Address, clusterPort)
 	if err := os.WriteFile(b.cfgFile, []byte(cfg), 0o600); err != nil {
 		return nil, err
 	}
@@ -162,8 +176,8 @@ func (b *OpenBao) initialise(ctx context.Context) error {
 	})
 }
 
-// Stop stops the server. Its storage is in memory: a stopped OpenBao comes
-// back empty, so tests that need an outage use Pause/Resume.
+// Stop stops the server. Tests that need an outage use Pause/Resume: a
+// stopped server would come back sealed.
 func (b *OpenBao) Stop() {
 	if b.proc != nil {
 		b.proc.stop(syscall.SIGTERM)
