@@ -61,6 +61,8 @@ type cfg struct {
 	tenants    tenantCfg
 	steadyN    int
 	steadyTmp  string
+	drainMax   time.Duration
+	idle       time.Duration
 }
 
 func main() {
@@ -72,6 +74,8 @@ func main() {
 	flag.DurationVar(&c.poll, "poll", 30*time.Second, "The provider's --poll in every run (shorter than its 1m default, so a steady-state window of several polls stays short).")
 	flag.DurationVar(&c.window, "window", 0, "Steady-state window (default 2 × -poll).")
 	flag.DurationVar(&c.settle, "settle", 10*time.Second, "Wait after all are Ready before the steady-state window.")
+	flag.DurationVar(&c.drainMax, "drain-max", 90*time.Minute, "After the settle, wait at most this long for the Database controller to catch up with its polls (its work queue short and the wait in it under a second) before the steady-state window; 0: do not wait.")
+	flag.DurationVar(&c.idle, "idle", time.Minute, "After the steady-state window, stop the provider and measure what the components use without it for this long (their own cost of holding N databases); 0: off.")
 	flag.BoolVar(&c.floor, "floor", true, "Run the floor.")
 	flag.StringVar(&c.logDir, "logs", "_output/bench", "Directory for the provider logs and the results.")
 	flag.StringVar(&c.out, "out", "", "Also write the results table to this file (default <logs>/results.md).")
@@ -185,6 +189,15 @@ type steadyResult struct {
 	// Ctrl is the provider's metrics over the window (apiserver requests,
 	// credential checks, the rate limit in effect).
 	Ctrl ctrlSample
+	// CaughtUp is how long after all were Ready (settle included) the
+	// controller had caught up with its polls; Behind, that it had not
+	// within -drain-max.
+	CaughtUp time.Duration
+	Behind   bool
+	// Idle is what each component used with the provider stopped, over
+	// IdleWall.
+	Idle     cpuShare
+	IdleWall time.Duration
 }
 
 func (s *steadyResult) polls() float64 { return s.Window.Seconds() / s.Poll.Seconds() }
@@ -357,12 +370,20 @@ func runProvider(ctx context.Context, c cfg, b *benchEnv, bin, logDir string, n,
 	if err := sleep(ctx, c.settle); err != nil {
 		return nil, err
 	}
+	s := &steadyResult{Window: c.window, Poll: c.poll}
+	if c.drainMax > 0 {
+		caught, err := waitCaughtUp(ctx, p.Metrics, n, c.drainMax)
+		if err != nil {
+			return nil, err
+		}
+		s.Behind = !caught
+		s.CaughtUp = time.Since(tReady)
+	}
 	// Statement logging only for the window, so it does not weigh on the
 	// creation timings.
 	if err := b.setServer(ctx, map[string]string{"log_statement": "all"}); err != nil {
 		return nil, err
 	}
-	s := &steadyResult{Window: c.window, Poll: c.poll}
 	audit := startAudit(ctx, b)
 	off := fileSize(b.Postgres.LogFile())
 	p0, err := readProc(p.Pid())
@@ -396,6 +417,18 @@ func runProvider(ctx context.Context, c cfg, b *benchEnv, bin, logDir string, n,
 	r.Steady = s
 	if err := p.Exited(); err != nil {
 		return nil, err
+	}
+	if c.idle > 0 {
+		// What the servers cost on their own with N databases (PostgreSQL's
+		// autovacuum visits every database that has seen activity), so the
+		// window's numbers can be read as the provider's share.
+		p.Stop()
+		fmt.Printf("    provider stopped; measuring the components without it for %s\n", c.idle)
+		cpuI := sampleCPU()
+		if err := sleep(ctx, c.idle); err != nil {
+			return nil, err
+		}
+		s.Idle, s.IdleWall = sampleCPU().sub(cpuI), c.idle
 	}
 	return r, nil
 }
@@ -470,7 +503,10 @@ func table(c cfg, floors map[int]*floorResult, provs []*provResult, took time.Du
 			float64(s.PG.AdminConns)/polls, float64(s.PG.TenantConns)/polls/float64(p.N),
 			per(s.PG.AdminStmts+s.PG.TenantStmts), per(s.PG.AdminStmts), per(s.PG.TenantStmts),
 			bao, s.CPU.Seconds()/polls, mib(s.RSS), mib(s.HWM))
-		d := fmt.Sprintf("N=%d: %.0f reconciles in the window; CPU s in the window: %s; statements: %s; OpenBao: %s", p.N, s.Reconciles, cpuCell(s.All, s.Window), countList(s.PG.ByText), countList(s.Bao.ByOp))
+		d := fmt.Sprintf("N=%d: %s%.0f reconciles in the window; CPU s in the window: %s; statements: %s; OpenBao: %s", p.N, caughtUpNote(s), s.Reconciles, cpuCell(s.All, s.Window), countList(s.PG.ByText), countList(s.Bao.ByOp))
+		if s.IdleWall > 0 {
+			d += fmt.Sprintf("; then, with the provider stopped, CPU s in %s: %s", s.IdleWall, cpuCell(s.Idle, s.IdleWall))
+		}
 		details = append(details, d)
 	}
 	fmt.Fprintln(&w)
@@ -480,6 +516,17 @@ func table(c cfg, floors map[int]*floorResult, provs []*provResult, took time.Du
 	fmt.Fprintln(&w)
 	steadyScaleTable(&w, provs)
 	return w.String()
+}
+
+// caughtUpNote says when the window started, relative to all Ready.
+func caughtUpNote(s *steadyResult) string {
+	switch {
+	case s.Behind:
+		return fmt.Sprintf("still behind its polls %s after all Ready (the window was taken anyway); ", s.CaughtUp.Round(time.Second))
+	case s.CaughtUp > 0:
+		return fmt.Sprintf("caught up with its polls %s after all Ready; ", s.CaughtUp.Round(time.Second))
+	}
+	return ""
 }
 
 // steadyScaleTable is the second steady-state table: whether every

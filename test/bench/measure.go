@@ -74,13 +74,14 @@ type ctrlSample struct {
 	Checks               map[string]float64 // credential checks by outcome (login, skipped)
 	Records              map[string]float64 // where each Observe's credential record came from (openbao, memory)
 	RateLimit            float64            // the global reconcile rate limit in effect (a gauge: not subtracted)
+	Depth                float64            // items waiting in the Database controller's work queue (a gauge: not subtracted)
 	QueueSum, QueueCount float64
 	WorkSum, WorkCount   float64
 }
 
 func (a ctrlSample) sub(b ctrlSample) ctrlSample {
 	d := ctrlSample{ByResult: map[string]float64{}, Requests: map[string]float64{}, Checks: map[string]float64{}, Records: map[string]float64{}, QueueSum: a.QueueSum - b.QueueSum, QueueCount: a.QueueCount - b.QueueCount,
-		WorkSum: a.WorkSum - b.WorkSum, WorkCount: a.WorkCount - b.WorkCount, RateLimit: a.RateLimit}
+		WorkSum: a.WorkSum - b.WorkSum, WorkCount: a.WorkCount - b.WorkCount, RateLimit: a.RateLimit, Depth: a.Depth}
 	for k, v := range a.Checks {
 		d.Checks[k] = v - b.Checks[k]
 	}
@@ -148,6 +149,8 @@ func scrapeController(addr string) ctrlSample {
 			out.RateLimit = v
 		case strings.HasPrefix(l, "rest_client_requests_total{"):
 			out.Requests[label(l, "method")] += v
+		case strings.HasPrefix(l, "workqueue_depth{") && strings.HasPrefix(label(l, "name"), ctrl):
+			out.Depth += v
 		case strings.HasPrefix(l, "workqueue_queue_duration_seconds_sum{") && strings.HasPrefix(label(l, "name"), ctrl):
 			out.QueueSum += v
 		case strings.HasPrefix(l, "workqueue_queue_duration_seconds_count{") && strings.HasPrefix(label(l, "name"), ctrl):
@@ -592,4 +595,45 @@ func (a cpuShare) String() string {
 		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+// caughtUp reports whether the Database controller kept up with its polls
+// between two samples of its metrics: few items waiting in its work queue
+// (at most max(10, n/200)) and a mean wait in it under a second for the
+// items taken in between.
+func caughtUp(prev, cur ctrlSample, n int) bool {
+	if cur.Depth > float64(max(10, n/200)) {
+		return false
+	}
+	taken := cur.QueueCount - prev.QueueCount
+	return taken <= 0 || (cur.QueueSum-prev.QueueSum)/taken < 1
+}
+
+// waitCaughtUp samples the provider's metrics every 15 s until caughtUp
+// holds twice in a row, or limit has passed (false).
+func waitCaughtUp(ctx context.Context, metrics string, n int, limit time.Duration) (bool, error) {
+	const every = 15 * time.Second
+	start := time.Now()
+	prev := scrapeController(metrics)
+	ok := 0
+	for time.Since(start) < limit {
+		if err := sleep(ctx, every); err != nil {
+			return false, err
+		}
+		cur := scrapeController(metrics)
+		if caughtUp(prev, cur, n) {
+			ok++
+		} else {
+			ok = 0
+		}
+		if taken := cur.QueueCount - prev.QueueCount; ok == 0 && int(time.Since(start)/every)%4 == 0 && taken > 0 {
+			fmt.Printf("    catching up: %.0f waiting in the queue, mean wait %.1f s (%s)\n",
+				cur.Depth, (cur.QueueSum-prev.QueueSum)/taken, time.Since(start).Round(time.Second))
+		}
+		if ok == 2 {
+			return true, nil
+		}
+		prev = cur
+	}
+	return false, nil
 }

@@ -29,3 +29,24 @@ func TestCountPG(t *testing.T) {
 		t.Errorf("countPG (-want +got):\n%s", diff)
 	}
 }
+
+func TestCaughtUp(t *testing.T) {
+	prev := ctrlSample{QueueSum: 100, QueueCount: 1000}
+	cases := []struct {
+		name string
+		cur  ctrlSample
+		n    int
+		want bool
+	}{
+		{"short queue, short wait", ctrlSample{Depth: 3, QueueSum: 110, QueueCount: 1500}, 200, true},
+		{"nothing taken, nothing waiting", ctrlSample{Depth: 0, QueueSum: 100, QueueCount: 1000}, 200, true},
+		{"long queue", ctrlSample{Depth: 11, QueueSum: 110, QueueCount: 1500}, 200, false},
+		{"a long queue is relative to N", ctrlSample{Depth: 40, QueueSum: 110, QueueCount: 1500}, 10000, true},
+		{"long wait", ctrlSample{Depth: 3, QueueSum: 700, QueueCount: 1500}, 200, false},
+	}
+	for _, c := range cases {
+		if got := caughtUp(prev, c.cur, c.n); got != c.want {
+			t.Errorf("%s: caughtUp = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
