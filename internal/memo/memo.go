@@ -1,11 +1,14 @@
 // Package memo keeps, in memory and per object, what a controller proved at
 // its last look (a login, a delivery in sync), so that later polls can
-// rely on it until it is due again. Nothing in it survives a restart.
+// rely on it until it is due again. Nothing in it survives a restart, and
+// nothing stays after it is due: what was kept for an object deleted while
+// its controller was not looking is dropped once due.
 package memo
 
 import (
 	"math/rand/v2"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -16,6 +19,9 @@ type Memo[T any] struct {
 	mu    sync.Mutex
 	m     map[types.UID]T
 	clone func(T) T
+	due   func(T) time.Time
+	// puts counts the Puts since the last sweep.
+	puts int
 	// Spread returns a number in [0, 1), random per call, for spreading
 	// the next check of each object.
 	Spread func() float64
@@ -23,9 +29,11 @@ type Memo[T any] struct {
 
 // New returns an empty Memo. clone, when not nil, copies a value's shared
 // parts (slices, maps) on the way out, so that a caller cannot change what
-// is kept.
-func New[T any](clone func(T) T) *Memo[T] {
-	return &Memo[T]{m: map[types.UID]T{}, clone: clone, Spread: rand.Float64}
+// is kept. due is when a value stops being relied on: the caller proves
+// the object afresh from then on, so a value past it is only memory, and
+// Put drops such values now and then.
+func New[T any](clone func(T) T, due func(T) time.Time) *Memo[T] {
+	return &Memo[T]{m: map[types.UID]T{}, clone: clone, due: due, Spread: rand.Float64}
 }
 
 // Get returns a copy of what is kept for uid, or nil.
@@ -42,11 +50,31 @@ func (m *Memo[T]) Get(uid types.UID) *T {
 	return &v
 }
 
-// Put keeps v for uid.
-func (m *Memo[T]) Put(uid types.UID, v T) {
+// Put keeps v for uid. Once there have been as many Puts as values kept
+// since the last sweep (so a sweep costs O(1) per Put), it drops every
+// value whose due time is not after now: those of objects that were
+// deleted, or have not been looked at since they fell due.
+func (m *Memo[T]) Put(uid types.UID, v T, now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.m[uid] = v
+	m.puts++
+	if m.due == nil || m.puts < len(m.m) {
+		return
+	}
+	m.puts = 0
+	for k, kept := range m.m {
+		if !now.Before(m.due(kept)) {
+			delete(m.m, k)
+		}
+	}
+}
+
+// Len is the number of values kept.
+func (m *Memo[T]) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.m)
 }
 
 // Forget drops what is kept for uid: the next look proves it afresh.

@@ -6,6 +6,8 @@
 package binding
 
 import (
+	"time"
+
 	"context"
 	"maps"
 	"slices"
@@ -97,7 +99,7 @@ func Setup(mgr ctrl.Manager, o controller.Options, d Deps) error {
 			reader: mgr.GetAPIReader(),
 			usage:  resource.NewProviderConfigUsageTracker(mgr.GetClient(), &v1alpha1.ProviderConfigUsage{}),
 			deps:   d,
-			proofs: memo.New[tenancy.DeliveryProof](nil),
+			proofs: memo.New(nil, func(p tenancy.DeliveryProof) time.Time { return p.Due }),
 		}),
 		managed.WithLogger(log),
 		managed.WithPollInterval(o.PollInterval),

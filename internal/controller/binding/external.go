@@ -219,7 +219,7 @@ func (e *external) observeDelivery(ctx context.Context, b *v1alpha1.DatabaseBind
 	if v.InSync && e.proofs != nil && e.records != nil && e.opts.LoginCheckInterval > 0 {
 		cur.SourceVersion = o.Source.Version
 		cur.Due = tenancy.NextLoginDue(now, e.opts.LoginCheckInterval, e.proofs.Spread())
-		e.proofs.Put(e.uid, cur)
+		e.proofs.Put(e.uid, cur, now)
 	}
 	switch {
 	case v.InSync:

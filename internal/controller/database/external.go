@@ -382,7 +382,7 @@ func (e *external) loginIfDue(ctx context.Context, db *v1alpha1.Database, n name
 				rec := o.KV.WithoutPassword()
 				p.Record = &rec
 			}
-			e.logins.Put(db.GetUID(), p)
+			e.logins.Put(db.GetUID(), p, now)
 		} else {
 			e.logins.Forget(db.GetUID())
 		}

@@ -30,7 +30,7 @@ func NewLogins() *Logins {
 			p.Record = &r
 		}
 		return p
-	})}
+	}, func(p tenancy.ProvenLogin) time.Time { return p.Due })}
 }
 
 // RecordVersion is the version of the Database's credential record that its
