@@ -303,6 +303,45 @@ func (p *Postgres) Stop() {
 	}
 }
 
+// CPU is the CPU time the server's processes have used so far: the
+// postmaster, the backends that ended (reaped by it) and those running.
+// Clock ticks are read from /proc as 100 a second (USER_HZ on Linux).
+func (p *Postgres) CPU() (time.Duration, error) {
+	if p.proc == nil {
+		return 0, errors.New("postgres is not running")
+	}
+	pid := p.proc.cmd.Process.Pid
+	ticks := func(stat []byte, fields int) int64 {
+		s := string(stat)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+		var t int64
+		for i := 11; i < 11+fields && i < len(f); i++ { // utime, stime[, cutime, cstime]
+			v, _ := strconv.ParseInt(f[i], 10, 64)
+			t += v
+		}
+		return t
+	}
+	own, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	total := ticks(own, 4)
+	paths, _ := filepath.Glob("/proc/[0-9]*/stat")
+	parent := " " + strconv.Itoa(pid) + " "
+	for _, path := range paths {
+		b, err := os.ReadFile(path) //nolint:gosec // /proc
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		rest := s[strings.LastIndexByte(s, ')')+2:] // "<state> <ppid> ..."
+		if strings.HasPrefix(rest[1:], parent) {
+			total += ticks(b, 2)
+		}
+	}
+	return time.Duration(total) * (time.Second / 100), nil
+}
+
 // LogFile is the server's log (connections are logged, statements are not).
 func (p *Postgres) LogFile() string { return p.logFile }
 

@@ -223,3 +223,84 @@ func check(t *testing.T, code string, err error, class postgres.Class, msg strin
 		t.Errorf("SQLSTATE %s: the message names the admin role", code)
 	}
 }
+
+// TestAdminOptionThroughAnotherRole: from 16 on, ADMIN OPTION held through
+// another role (a group the admin is a member of) counts as much as a
+// direct grant; before 16, CREATEROLE suffices.
+func TestAdminOptionThroughAnotherRole(t *testing.T) {
+	testenv.Need(t)
+	ctx := context.Background()
+	p := adminPool(t)
+	if err := env.Postgres.CreateRole(ctx, "group_made", testenv.RandomSecret("g-"), ""); err != nil {
+		t.Fatal(err)
+	}
+	adm := pgx.Identifier{env.Postgres.AdminUser}.Sanitize()
+	superExec(t, "postgres", "CREATE ROLE admins_group NOLOGIN",
+		"GRANT group_made TO admins_group WITH ADMIN OPTION",
+		"GRANT admins_group TO "+adm)
+	c, err := p.Observe(ctx, "nodb", "group_made")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.AdminCanAdmin {
+		t.Fatalf("Observe on %s = %+v; want AdminCanAdmin (ADMIN OPTION through admins_group)", env.Postgres.Version, c)
+	}
+}
+
+// BenchmarkObserveWithManyMemberships: the admin of a server with
+// thousands of tenants is a member of every tenant role. One Observe must
+// not cost the server in proportion to that (server-ms/op is the CPU the
+// server's processes used per Observe).
+var benchMembers int
+
+func BenchmarkObserveWithManyMemberships(b *testing.B) {
+	testenv.Need(b)
+	ctx := context.Background()
+	const roles = 2000
+	cc, err := env.Postgres.ConnConfig(env.Postgres.AdminUser, env.Postgres.AdminPassword, "postgres")
+	if err != nil {
+		b.Fatal(err)
+	}
+	adm, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer adm.Close(ctx) //nolint:errcheck // test
+	// The benchmark function runs more than once; the roles are made once.
+	for i := benchMembers; i < roles; i++ {
+		r := pgx.Identifier{"bench_member_" + strconv.Itoa(i)}.Sanitize()
+		if _, err := adm.Exec(ctx, "CREATE ROLE "+r+" LOGIN"); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := adm.Exec(ctx, "GRANT "+r+" TO CURRENT_USER"); err != nil {
+			b.Fatal(err)
+		}
+		benchMembers = i + 1
+	}
+	m := postgres.NewManager(postgres.Options{CABundleFile: bundle(b, env.CA.CertPEM)})
+	defer m.Close()
+	p, _, err := m.Get("b/members", "uid", target(env.Postgres.Host, postgres.SSLVerifyFull), admin())
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := p.Observe(ctx, "nodb", "bench_member_0"); err != nil {
+		b.Fatal(err)
+	}
+	cpu0, err := env.Postgres.CPU()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		c, err := p.Observe(ctx, "nodb", "bench_member_"+strconv.Itoa(i%roles))
+		if err != nil || !c.AdminCanAdmin {
+			b.Fatalf("Observe = %+v, %v", c, err)
+		}
+	}
+	b.StopTimer()
+	cpu1, err := env.Postgres.CPU()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64((cpu1-cpu0).Microseconds())/1000/float64(b.N), "server-ms/op")
+}

@@ -90,8 +90,21 @@ const (
 	// May the admin grant, alter and drop the role? Before 16, CREATEROLE
 	// suffices for any role that is not a superuser; from 16 on, it takes
 	// ADMIN OPTION on the role (which a role's creator gets automatically).
+	//
+	// From 16 on, the grant is first looked up directly in
+	// pg_auth_members (an index lookup). pg_has_role(..., 'MEMBER WITH
+	// ADMIN OPTION') alone walks every role the admin is a member of, at
+	// every call (the server caches that walk for the other modes, not
+	// for this one), and an admin that created thousands of tenant roles
+	// is a member of all of them: 7.6 ms of server CPU per Observe with
+	// 3,000, growing faster than the count. It is asked only when there is
+	// no direct grant (ADMIN OPTION held through another role); CASE keeps
+	// that order.
 	adminBefore16 = `(adm.rolsuper OR (adm.rolcreaterole AND NOT r.rolsuper))`
-	admin16       = `(adm.rolsuper OR (adm.rolcreaterole AND NOT r.rolsuper AND pg_catalog.pg_has_role(CURRENT_USER, r.oid, 'MEMBER WITH ADMIN OPTION'::pg_catalog.text)))`
+	admin16       = `(adm.rolsuper OR (adm.rolcreaterole AND NOT r.rolsuper AND CASE
+    WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_auth_members m
+      WHERE m.roleid OPERATOR(pg_catalog.=) r.oid AND m.member OPERATOR(pg_catalog.=) adm.oid AND m.admin_option) THEN true
+    ELSE pg_catalog.pg_has_role(CURRENT_USER, r.oid, 'MEMBER WITH ADMIN OPTION'::pg_catalog.text) END))`
 )
 
 // The admin's membership in the tenant role r as pg_auth_members holds it
