@@ -2,13 +2,12 @@ package memo
 
 import (
 	"fmt"
-	"time"
-
-	"k8s.io/apimachinery/pkg/types"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 type proof struct {
