@@ -149,6 +149,10 @@ func (b *OpenBao) initialise(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Initialising bootstraps raft storage and elects the node, with an
+	// fsync per write: on a disk busy with another run's files that has
+	// taken longer than the client's usual 10 s.
+	c.SetClientTimeout(2 * time.Minute)
 	init, err := c.Sys().InitWithContext(ctx, &api.InitRequest{SecretShares: 1, SecretThreshold: 1})
 	if err != nil {
 		return fmt.Errorf("cannot initialise openbao: %w", err)
