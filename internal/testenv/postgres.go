@@ -311,35 +311,52 @@ func (p *Postgres) CPU() (time.Duration, error) {
 		return 0, errors.New("postgres is not running")
 	}
 	pid := p.proc.cmd.Process.Pid
-	ticks := func(stat []byte, fields int) int64 {
-		s := string(stat)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-		var t int64
-		for i := 11; i < 11+fields && i < len(f); i++ { // utime, stime[, cutime, cstime]
-			v, _ := strconv.ParseInt(f[i], 10, 64)
-			t += v
-		}
-		return t
+	own, ok := ReadProcStat(fmt.Sprintf("/proc/%d/stat", pid))
+	if !ok {
+		return 0, fmt.Errorf("cannot read /proc/%d/stat", pid)
 	}
-	own, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	total := ticks(own, 4)
+	ticks := own.UTime + own.STime + own.CUTime + own.CSTime
 	paths, _ := filepath.Glob("/proc/[0-9]*/stat")
-	parent := " " + strconv.Itoa(pid) + " "
 	for _, path := range paths {
-		b, err := os.ReadFile(path) //nolint:gosec // /proc
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		rest := s[strings.LastIndexByte(s, ')')+2:] // "<state> <ppid> ..."
-		if strings.HasPrefix(rest[1:], parent) {
-			total += ticks(b, 2)
+		if st, ok := ReadProcStat(path); ok && st.PPID == pid {
+			ticks += st.UTime + st.STime
 		}
 	}
-	return time.Duration(total) * (time.Second / 100), nil
+	return time.Duration(ticks) * (time.Second / 100), nil
+}
+
+// ProcStat is what /proc/<pid>/stat says of a process: its command name,
+// its parent, and its CPU time in clock ticks, its own and that of the
+// children it reaped.
+type ProcStat struct {
+	Comm                         string
+	PPID                         int
+	UTime, STime, CUTime, CSTime int64
+}
+
+// ReadProcStat reads /proc/<pid>/stat at path; false when the process is
+// gone or the file is not one.
+func ReadProcStat(path string) (ProcStat, bool) {
+	b, err := os.ReadFile(path) //nolint:gosec // procfs
+	if err != nil {
+		return ProcStat{}, false
+	}
+	s := string(b)
+	lp, rp := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if lp < 0 || rp < 0 || rp+2 > len(s) {
+		return ProcStat{}, false
+	}
+	f := strings.Fields(s[rp+2:])
+	if len(f) < 15 {
+		return ProcStat{}, false
+	}
+	p := ProcStat{Comm: s[lp+1 : rp]}
+	p.PPID, _ = strconv.Atoi(f[1])
+	p.UTime, _ = strconv.ParseInt(f[11], 10, 64)
+	p.STime, _ = strconv.ParseInt(f[12], 10, 64)
+	p.CUTime, _ = strconv.ParseInt(f[13], 10, 64)
+	p.CSTime, _ = strconv.ParseInt(f[14], 10, 64)
+	return p, true
 }
 
 // LogFile is the server's log (connections are logged, statements are not).

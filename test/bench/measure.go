@@ -485,34 +485,9 @@ type cpuShare struct {
 	Busy time.Duration
 }
 
-type procStat struct {
-	comm                         string
-	ppid                         int
-	utime, stime, cutime, cstime int64
-}
+type procStat = testenv.ProcStat
 
-func readStat(path string) (procStat, bool) {
-	b, err := os.ReadFile(path) //nolint:gosec // procfs
-	if err != nil {
-		return procStat{}, false
-	}
-	s := string(b)
-	lp, rp := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-	if lp < 0 || rp < 0 {
-		return procStat{}, false
-	}
-	f := strings.Fields(s[rp+2:])
-	if len(f) < 15 {
-		return procStat{}, false
-	}
-	p := procStat{comm: s[lp+1 : rp]}
-	p.ppid, _ = strconv.Atoi(f[1])
-	p.utime, _ = strconv.ParseInt(f[11], 10, 64)
-	p.stime, _ = strconv.ParseInt(f[12], 10, 64)
-	p.cutime, _ = strconv.ParseInt(f[13], 10, 64)
-	p.cstime, _ = strconv.ParseInt(f[14], 10, 64)
-	return p, true
-}
+func readStat(path string) (procStat, bool) { return testenv.ReadProcStat(path) }
 
 // sampleCPU attributes the CPU time of every descendant of this process
 // (live ones, and exited ones reaped by their parent: cutime/cstime) to the
@@ -528,13 +503,13 @@ func sampleCPU() cpuShare {
 		}
 		if st, ok := readStat(p); ok {
 			procs[pid] = st
-			children[st.ppid] = append(children[st.ppid], pid)
+			children[st.PPID] = append(children[st.PPID], pid)
 		}
 	}
 	var total func(pid int) int64
 	total = func(pid int) int64 {
 		st := procs[pid]
-		t := st.utime + st.stime + st.cutime + st.cstime
+		t := st.UTime + st.STime + st.CUTime + st.CSTime
 		for _, c := range children[pid] {
 			t += total(c)
 		}
@@ -543,9 +518,9 @@ func sampleCPU() cpuShare {
 	out := cpuShare{By: map[string]time.Duration{}}
 	self := os.Getpid()
 	me := procs[self]
-	out.By["bench"] = time.Duration(me.utime+me.stime) * time.Second / clkTck
+	out.By["bench"] = time.Duration(me.UTime+me.STime) * time.Second / clkTck
 	for _, c := range children[self] {
-		name := procs[c].comm
+		name := procs[c].Comm
 		if name == "go" || name == "" {
 			continue
 		}
