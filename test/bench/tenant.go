@@ -93,7 +93,8 @@ type tracker struct {
 	// (for the login).
 	secrets chan secretSeen
 	// trace, when set, gets one line per watch event of a registered
-	// Tenant (the -logs directory's tenant-trace.log, latency runs only).
+	// Tenant (the -logs directory's tenant-trace.log for the latency run,
+	// tenant-trace-n<N>.log for N at once).
 	trace io.Writer
 }
 
