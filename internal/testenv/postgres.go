@@ -322,8 +322,12 @@ func (p *Postgres) CPU() (time.Duration, error) {
 			ticks += st.UTime + st.STime
 		}
 	}
-	return time.Duration(ticks) * (time.Second / 100), nil
+	return time.Duration(ticks) * ClockTick, nil
 }
+
+// ClockTick is the unit of /proc/<pid>/stat's CPU times (USER_HZ, 100 a
+// second on Linux).
+const ClockTick = time.Second / 100
 
 // ProcStat is what /proc/<pid>/stat says of a process: its command name,
 // its parent, and its CPU time in clock ticks, its own and that of the

@@ -28,22 +28,13 @@ type procSample struct {
 	RSS, HWM int64
 }
 
-// clkTck is USER_HZ, the unit of /proc/<pid>/stat times (100 on Linux).
-const clkTck = 100
-
 func readProc(pid int) (procSample, error) {
 	var s procSample
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return s, err
+	st, ok := testenv.ReadProcStat(fmt.Sprintf("/proc/%d/stat", pid))
+	if !ok {
+		return s, fmt.Errorf("cannot read /proc/%d/stat", pid)
 	}
-	// Fields after the parenthesised command name; utime and stime are
-	// fields 14 and 15 of the whole line.
-	rest := string(b[strings.LastIndexByte(string(b), ')')+2:])
-	f := strings.Fields(rest)
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	s.CPU = time.Duration(ut+st) * time.Second / clkTck
+	s.CPU = time.Duration(st.UTime+st.STime) * testenv.ClockTick
 	st2, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return s, err
@@ -485,15 +476,11 @@ type cpuShare struct {
 	Busy time.Duration
 }
 
-type procStat = testenv.ProcStat
-
-func readStat(path string) (procStat, bool) { return testenv.ReadProcStat(path) }
-
 // sampleCPU attributes the CPU time of every descendant of this process
 // (live ones, and exited ones reaped by their parent: cutime/cstime) to the
 // component it belongs to (the direct child's command name).
 func sampleCPU() cpuShare {
-	procs := map[int]procStat{}
+	procs := map[int]testenv.ProcStat{}
 	children := map[int][]int{}
 	paths, _ := filepath.Glob("/proc/[0-9]*/stat")
 	for _, p := range paths {
@@ -501,7 +488,7 @@ func sampleCPU() cpuShare {
 		if err != nil {
 			continue
 		}
-		if st, ok := readStat(p); ok {
+		if st, ok := testenv.ReadProcStat(p); ok {
 			procs[pid] = st
 			children[st.PPID] = append(children[st.PPID], pid)
 		}
@@ -518,13 +505,13 @@ func sampleCPU() cpuShare {
 	out := cpuShare{By: map[string]time.Duration{}}
 	self := os.Getpid()
 	me := procs[self]
-	out.By["bench"] = time.Duration(me.UTime+me.STime) * time.Second / clkTck
+	out.By["bench"] = time.Duration(me.UTime+me.STime) * testenv.ClockTick
 	for _, c := range children[self] {
 		name := procs[c].Comm
 		if name == "go" || name == "" {
 			continue
 		}
-		out.By[name] += time.Duration(total(c)) * time.Second / clkTck
+		out.By[name] += time.Duration(total(c)) * testenv.ClockTick
 	}
 	if b, err := os.ReadFile("/proc/stat"); err == nil {
 		line, _, _ := strings.Cut(string(b), "\n")
@@ -536,7 +523,7 @@ func sampleCPU() cpuShare {
 				busy += n
 			}
 		}
-		out.Busy = time.Duration(busy) * time.Second / clkTck
+		out.Busy = time.Duration(busy) * testenv.ClockTick
 	}
 	return out
 }
