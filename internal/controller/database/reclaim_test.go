@@ -51,9 +51,18 @@ func TestPresetReclaimAnnotationNeverDrops(t *testing.T) {
 			// Written on the live object, as kubectl annotate or a
 			// GitOps sync would, the second before the deletion.
 			preset := tc.preset(d)
-			d.SetAnnotations(map[string]string{database.AnnotationReclaimAtDeletion: preset})
-			if err := env.Kube.Client.Update(ctx, d); err != nil {
+			before := d.DeepCopy()
+			a := d.GetAnnotations()
+			if a == nil {
+				a = map[string]string{}
+			}
+			a[database.AnnotationReclaimAtDeletion] = preset
+			d.SetAnnotations(a)
+			if err := env.Kube.Client.Patch(ctx, d, client.MergeFrom(before)); err != nil {
 				t.Fatal(err)
+			}
+			if got := d.GetAnnotations()[database.AnnotationReclaimAtDeletion]; got != preset {
+				t.Fatalf("the annotation reads %q after the patch, want %q", got, preset)
 			}
 			time.Sleep(1100 * time.Millisecond) // the deletion starts in a later second
 			if err := env.Kube.Client.Delete(ctx, d); err != nil {
