@@ -22,7 +22,15 @@ up() {
   mkdir -p "$STATE"
   rm -f "$STATE/ready"
   go build -o "$STATE/devenv" ./hack/devenv
-  setsid "$STATE/devenv" -state "$STATE" > "$STATE/devenv.log" 2>&1 < /dev/null &
+  # The log is created (and a previous run's emptied) here, before the
+  # background job exists: the job's own redirection runs only once it has
+  # been scheduled, and reading the log before then found no file (a fresh
+  # clone) or the previous run's lines. The job appends to it.
+  : > "$STATE/devenv.log"
+  # From here on a failure of this script (not of devenv, reported below)
+  # must not leave the environment running unannounced: stop it.
+  trap 'rc=$?; if [ "$rc" -ne 0 ] && running; then echo "make dev failed (exit $rc); stopping the environment it started (log: $STATE/devenv.log)." >&2; down >&2; fi' EXIT
+  setsid "$STATE/devenv" -state "$STATE" >> "$STATE/devenv.log" 2>&1 < /dev/null &
   echo $! > "$PIDFILE"
   local shown=0 t0=$SECONDS
   while [ ! -f "$STATE/ready" ]; do
@@ -37,6 +45,7 @@ up() {
     sleep 1
   done
   sed -n "$((shown + 1)),\$p" "$STATE/devenv.log"
+  trap - EXIT
   echo "Up in $((SECONDS - t0))s."
   print_usage
   show_trace

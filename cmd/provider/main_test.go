@@ -51,6 +51,8 @@ func TestParseRejectsBadFlags(t *testing.T) {
 		"HTTPOpenBao":    {args: []string{"--openbao-address=http://bao:8200", "--openbao-auth-role=r"}, want: "--openbao-allow-insecure-http allows http for local development only"},
 		"HTTPConsumer":   {args: []string{"--openbao-address=https://bao:8200", "--openbao-consumer-address=http://bao:8200", "--openbao-auth-role=r"}, want: "--openbao-consumer-address"},
 		"NoSATokenFile":  {args: []string{"--openbao-address=https://bao:8200", "--openbao-auth-role=r", "--openbao-sa-token-file="}, want: "--openbao-sa-token-file"},
+		"OverlappingBasePaths": {args: []string{"--openbao-address=https://bao:8200", "--openbao-auth-role=r", "--openbao-tenant-base-path=kv-paths", "--openbao-database-base-path=kv-paths/databases"},
+			want: `--openbao-database-base-path "kv-paths/databases" lies under --openbao-tenant-base-path "kv-paths"`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -139,6 +140,9 @@ func (o *Options) Validate() error {
 			errs = append(errs, err)
 		}
 	}
+	if err := overlappingBasePaths(o.OpenBao.TenantBasePath, o.OpenBao.DatabaseBasePath); err != nil {
+		errs = append(errs, err)
+	}
 	if o.CABundle != "" {
 		if _, err := os.Stat(o.CABundle); err != nil {
 			errs = append(errs, fmt.Errorf("--ca-bundle: %w", err))
@@ -166,4 +170,49 @@ func validURL(s string, allowHTTP bool) error {
 		return fmt.Errorf("%q must be scheme://host[:port] without credentials or query", s)
 	}
 	return nil
+}
+
+// overlappingBasePaths refuses a tenant base path and a database base path
+// of which one is the other or lies under it. ESO reads
+// <tenant base>/<namespace>/... for a namespace: with the database base
+// path at <tenant base>/x, a namespace named x would read every Database's
+// own record; with the tenant base path under the database base path, or
+// equal to it, delivery copies and Databases' own records would share one
+// subtree, and a Database's name would decide what a namespace can read.
+// Paths are compared segment by segment after normalisation (leading,
+// trailing and repeated slashes ignored), so "a/b" lies under "a" and
+// "a/b/", but not under "a/bc". OpenBao paths are case-sensitive.
+func overlappingBasePaths(tenant, database string) error {
+	t, d := pathSegments(tenant), pathSegments(database)
+	if len(t) == 0 || len(d) == 0 {
+		return nil // reported as empty by ValidatePath
+	}
+	const fix = "choose two base paths neither of which contains the other (the defaults are %q and %q)"
+	fixed := fmt.Sprintf(fix, DefaultTenantBasePath, DefaultDatabaseBasePath)
+	switch {
+	case slices.Equal(t, d):
+		return fmt.Errorf("--openbao-tenant-base-path %q and --openbao-database-base-path %q are the same path: namespaces' delivery copies and Databases' own records would share one subtree, and a Database's name would decide what a namespace can read; %s", tenant, database, fixed)
+	case hasPrefix(d, t):
+		return fmt.Errorf("--openbao-database-base-path %q lies under --openbao-tenant-base-path %q: a namespace named %q would read every Database's own record (ESO reads <tenant base path>/<namespace>/...); %s", database, tenant, d[len(t)], fixed)
+	case hasPrefix(t, d):
+		return fmt.Errorf("--openbao-tenant-base-path %q lies under --openbao-database-base-path %q: namespaces' delivery copies would sit among Databases' own records, and a Database named %q would own the path above every delivery copy; %s", tenant, database, t[len(d)], fixed)
+	}
+	return nil
+}
+
+// pathSegments splits a KV path into its non-empty segments.
+func pathSegments(p string) []string {
+	var out []string
+	for _, s := range strings.Split(p, "/") {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// hasPrefix is true when the segments of p start with those of prefix (and
+// p is longer).
+func hasPrefix(p, prefix []string) bool {
+	return len(p) > len(prefix) && slices.Equal(p[:len(prefix)], prefix)
 }

@@ -105,3 +105,58 @@ func TestValidate(t *testing.T) {
 		})
 	}
 }
+
+func TestOverlappingBasePathsAreRefused(t *testing.T) {
+	cases := map[string]struct {
+		tenant, database string
+		// wantErr: every string the error must contain; none: no overlap
+		// error at all.
+		wantErr []string
+	}{
+		"Defaults":               {tenant: DefaultTenantBasePath, database: DefaultDatabaseBasePath},
+		"Siblings":               {tenant: "tenants/app", database: "tenants/db"},
+		"SharedPrefixNotSegment": {tenant: "a/b", database: "a/bc"},
+		"SharedPrefixReverse":    {tenant: "a/bc", database: "a/b"},
+		"CaseDiffers":            {tenant: "tenants", database: "Tenants/db"},
+		"Equal": {tenant: "kv-tenants", database: "kv-tenants",
+			wantErr: []string{"--openbao-tenant-base-path", "--openbao-database-base-path", "same path"}},
+		"DatabaseUnderTenant": {tenant: "postgresql-tenants", database: "postgresql-tenants/databases",
+			wantErr: []string{"--openbao-database-base-path \"postgresql-tenants/databases\" lies under --openbao-tenant-base-path \"postgresql-tenants\"", `a namespace named "databases" would read every Database's own record`, "neither of which contains the other"}},
+		"DatabaseDeepUnderTenant": {tenant: "a", database: "a/b/c",
+			wantErr: []string{"lies under --openbao-tenant-base-path", `a namespace named "b"`}},
+		"TenantUnderDatabase": {tenant: "shared/tenants", database: "shared",
+			wantErr: []string{"--openbao-tenant-base-path \"shared/tenants\" lies under --openbao-database-base-path \"shared\"", `a Database named "tenants"`}},
+		// Normalisation: slashes do not hide an overlap (the malformed
+		// path is reported too).
+		"TrailingSlashEqual": {tenant: "a/b/", database: "a/b",
+			wantErr: []string{"same path", "must not end with '/'"}},
+		"TrailingSlashUnder": {tenant: "a/", database: "a/b",
+			wantErr: []string{"lies under", "must not end with '/'"}},
+		"RepeatedSlashUnder": {tenant: "a", database: "a//b",
+			wantErr: []string{"lies under", "empty segment"}},
+		"LeadingSlashEqual": {tenant: "/a", database: "a",
+			wantErr: []string{"same path", "must not start with '/'"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			o := valid()
+			o.OpenBao.TenantBasePath, o.OpenBao.DatabaseBasePath = tc.tenant, tc.database
+			o.Complete()
+			err := o.Validate()
+			if len(tc.wantErr) == 0 {
+				if err != nil {
+					t.Fatalf("Validate() = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Validate() = nil, want errors containing %q", tc.wantErr)
+			}
+			for _, w := range tc.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Validate() = %q, want it to contain %q", err, w)
+				}
+			}
+		})
+	}
+}

@@ -720,25 +720,6 @@ func BindingOf(claim *v1alpha1.ClaimReference, recorded v1alpha1.BindingStatus, 
 	return out
 }
 
-// ReclaimInEffect returns the reclaim policy a deletion acts on: the one
-// recorded when the deletion started, else the spec's (to be recorded now,
-// record true). The spec's value may change after the deletion timestamp
-// is set; what happens must not. A recorded value that is not a known
-// policy (edited by hand) is taken as Retain: nothing is dropped on a
-// value nobody can vouch for.
-func ReclaimInEffect(recorded string, hasRecord bool, spec v1alpha1.ReclaimPolicy) (p v1alpha1.ReclaimPolicy, record bool) {
-	if hasRecord {
-		if v1alpha1.ReclaimPolicy(recorded) == v1alpha1.ReclaimDelete {
-			return v1alpha1.ReclaimDelete, false
-		}
-		return v1alpha1.ReclaimRetain, false
-	}
-	if spec == v1alpha1.ReclaimDelete {
-		return v1alpha1.ReclaimDelete, true
-	}
-	return v1alpha1.ReclaimRetain, true
-}
-
 // DeletionVerdict is what a deleted Database does.
 type DeletionVerdict struct {
 	// Wait: keep the finalizer and do nothing (Reason and Message say why).

@@ -543,35 +543,6 @@ func TestLiveBinding(t *testing.T) {
 	}
 }
 
-func TestReclaimInEffect(t *testing.T) {
-	type out struct {
-		P      v1alpha1.ReclaimPolicy
-		Record bool
-	}
-	cases := map[string]struct {
-		recorded  string
-		hasRecord bool
-		spec      v1alpha1.ReclaimPolicy
-		want      out
-	}{
-		"FirstPassRetain":                 {spec: v1alpha1.ReclaimRetain, want: out{v1alpha1.ReclaimRetain, true}},
-		"FirstPassDelete":                 {spec: v1alpha1.ReclaimDelete, want: out{v1alpha1.ReclaimDelete, true}},
-		"FirstPassUnset":                  {want: out{v1alpha1.ReclaimRetain, true}},
-		"RecordedRetainSpecNowDelete":     {recorded: "Retain", hasRecord: true, spec: v1alpha1.ReclaimDelete, want: out{v1alpha1.ReclaimRetain, false}},
-		"RecordedDeleteSpecNowRetain":     {recorded: "Delete", hasRecord: true, spec: v1alpha1.ReclaimRetain, want: out{v1alpha1.ReclaimDelete, false}},
-		"RecordedNonsenseIsRetain":        {recorded: "delete!", hasRecord: true, spec: v1alpha1.ReclaimDelete, want: out{v1alpha1.ReclaimRetain, false}},
-		"RecordedEmptyIsRetain (by hand)": {recorded: "", hasRecord: true, spec: v1alpha1.ReclaimDelete, want: out{v1alpha1.ReclaimRetain, false}},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			p, r := ReclaimInEffect(tc.recorded, tc.hasRecord, tc.spec)
-			if diff := cmp.Diff(tc.want, out{p, r}); diff != "" {
-				t.Errorf("ReclaimInEffect(): -want +got:\n%s", diff)
-			}
-		})
-	}
-}
-
 func TestDecideDeletion(t *testing.T) {
 	claim := &v1alpha1.ClaimReference{Namespace: "team", Name: "shop", UID: "t-1"}
 	cases := map[string]struct {

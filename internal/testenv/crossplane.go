@@ -52,6 +52,7 @@ type Crossplane struct {
 	kcm     *process
 	// rbacLock is held while the RBAC manager runs.
 	rbacLock *os.File
+	rbacLog  string
 	reg      *registry
 
 	serverCertDir string
@@ -153,26 +154,24 @@ func startCrossplane(ctx context.Context, root, binDir string, k *Kube, ca *CA) 
 	if x.proc, err = startProcess("crossplane", x.logFile, cmd); err != nil {
 		return fail(err)
 	}
-	// The RBAC manager always serves metrics on :8080 (it has no flag for
-	// it), so two environments on one machine cannot run it at once: it runs
-	// under a machine-wide lock while packages are installed, and stops once
-	// it has generated the roles of the packages' kinds (InstallPackages).
-	if x.rbacLock, err = lockFile(ctx, filepath.Join(CacheDir(), "rbac-manager.lock")); err != nil {
-		return fail(err)
-	}
-	rbacLog := filepath.Join(root, "crossplane-rbac-manager.log")
+	// The RBAC manager always serves metrics on FixedMetricsPort (it has no
+	// flag for it), and so do the functions: see FixedMetricsPort for how
+	// environments share it. The manager runs under the machine-wide lock
+	// while packages are installed, from a free port, and stops once it
+	// has generated the roles of the packages' kinds (InstallPackages).
+	x.rbacLog = filepath.Join(root, "crossplane-rbac-manager.log")
 	rcmd := exec.Command(filepath.Join(binDir, "crossplane-core"), "rbac", "start", //nolint:gosec,noctx // the pinned binary; runs until the packages are installed
 		"--provider-clusterrole=crossplane:allowed-provider-permissions", "--leader-election=false")
 	rcmd.Env = append(os.Environ(), "KUBECONFIG="+rbacKubeconfig)
-	if x.rbac, err = startProcess("crossplane-rbac-manager", rbacLog, rcmd); err != nil {
-		return fail(err)
+	if x.rbacLock, x.rbac, err = metricsPort().startHolder(ctx, "crossplane-rbac-manager", x.rbacLog, rcmd); err != nil {
+		return fail(fmt.Errorf("crossplane's RBAC manager: %w", err))
 	}
 	if err := WaitFor(ctx, 60*time.Second, func(ctx context.Context) error {
 		if x.proc.exited() {
 			return errors.New("crossplane core exited:\n" + Tail(x.logFile, 20))
 		}
-		if x.rbac.exited() {
-			return errors.New("crossplane's RBAC manager exited:\n" + Tail(rbacLog, 20))
+		if err := x.rbacExited(); err != nil {
+			return err
 		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/readyz", health), nil)
 		resp, err := http.DefaultClient.Do(req)
@@ -216,12 +215,20 @@ func startCrossplane(ctx context.Context, root, binDir string, k *Kube, ca *CA) 
 			return fail(err)
 		}
 		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		p, err := startProcess(f.Binary, filepath.Join(root, f.Binary+".log"),
-			exec.Command(filepath.Join(binDir, f.Binary), "--address="+addr, "--tls-certs-dir="+server)) //nolint:gosec,noctx // the pinned binary; runs until Stop
+		// Started while the RBAC manager holds FixedMetricsPort, so it
+		// never takes it.
+		cfg, err := clientTLS(clientDir)
 		if err != nil {
 			return fail(err)
 		}
-		x.fns = append(x.fns, p)
+		p, err := startBeside(ctx, x.rbac, x.rbacLog, f.Binary, filepath.Join(root, f.Binary+".log"),
+			exec.Command(filepath.Join(binDir, f.Binary), "--address="+addr, "--tls-certs-dir="+server), addr, cfg) //nolint:gosec,noctx // the pinned binary; runs until Stop
+		if p != nil {
+			x.fns = append(x.fns, p)
+		}
+		if err != nil {
+			return fail(err)
+		}
 		x.fnAddrs[f.Name] = addr
 	}
 	if x.reg, err = startRegistry(ctx, root, binDir); err != nil {
@@ -355,6 +362,9 @@ func (x *Crossplane) InstallPackages(ctx context.Context, root, binDir, pkgDir s
 		}
 		name := o.GetName()
 		if err := WaitFor(ctx, 3*time.Minute, func(ctx context.Context) error {
+			if err := x.rbacExited(); err != nil {
+				return err
+			}
 			u := &unstructured.Unstructured{}
 			u.SetAPIVersion("apiextensions.crossplane.io/v2")
 			u.SetKind("CompositeResourceDefinition")
@@ -382,6 +392,9 @@ func (x *Crossplane) InstallPackages(ctx context.Context, root, binDir, pkgDir s
 		for _, o := range objs {
 			if o.GetKind() != "CompositeResourceDefinition" {
 				continue
+			}
+			if err := x.rbacExited(); err != nil {
+				return err
 			}
 			if err := k.Client.Get(ctx, client.ObjectKey{Name: "crossplane:composite:" + o.GetName() + ":aggregate-to-crossplane"}, &rbacv1.ClusterRole{}); err != nil {
 				return err
@@ -417,6 +430,9 @@ func hostOf(pkg string) string {
 func (x *Crossplane) activeRevision(ctx context.Context, k *Kube, kind, pkg string, needObjects bool, timeout time.Duration) (string, error) {
 	name := ""
 	err := WaitFor(ctx, timeout, func(ctx context.Context) error {
+		if err := x.rbacExited(); err != nil {
+			return err
+		}
 		rev, err := activeRevisionOf(ctx, k.Client, kind, pkg)
 		if err != nil {
 			return err
@@ -510,6 +526,9 @@ func (x *Crossplane) playProviderRuntime(ctx context.Context, root string, k *Ku
 	}
 	system := "crossplane:provider:" + rev + ":system"
 	if err := WaitFor(ctx, 2*time.Minute, func(ctx context.Context) error {
+		if err := x.rbacExited(); err != nil {
+			return err
+		}
 		crb := &rbacv1.ClusterRoleBinding{}
 		if err := k.Client.Get(ctx, client.ObjectKey{Name: system}, crb); err != nil {
 			return err
@@ -631,11 +650,18 @@ func (x *Crossplane) Stop() {
 }
 
 func (x *Crossplane) stopRBACManager() {
-	x.rbac.stop(syscall.SIGTERM)
-	if x.rbacLock != nil {
-		_ = x.rbacLock.Close() // releases the lock
-		x.rbacLock = nil
+	releaseHolder(x.rbac, x.rbacLock)
+	x.rbac, x.rbacLock = nil, nil
+}
+
+// rbacExited is, while the RBAC manager is needed, a Permanent error
+// reporting its exit with its log once it has exited; else nil. Every wait
+// that depends on the manager's work checks it.
+func (x *Crossplane) rbacExited() error {
+	if x.rbac == nil || !x.rbac.exited() {
+		return nil
 	}
+	return Permanent(fmt.Errorf("crossplane's RBAC manager exited (%v); its log %s ends:\n%s", x.rbac.err, x.rbacLog, Tail(x.rbacLog, 30)))
 }
 
 // lockFile takes an exclusive lock on file, waiting until ctx ends; closing

@@ -3,9 +3,7 @@ package testenv
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -51,6 +49,17 @@ func StartRenderer(dir string) (*Renderer, error) {
 			return nil, missing("Crossplane "+b, filepath.Join(BinDir(), b), "hack/install-tools.sh "+b+" (make tools)")
 		}
 	}
+	// The functions bind FixedMetricsPort when it is free: they start under
+	// its lock while the harness holds it, and the lock goes once each
+	// serves gRPC (its metrics server has failed by then).
+	lock, err := metricsPort().lock(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Close() //nolint:errcheck // releases the lock
+	if hold := metricsPort().hold(); hold != nil {
+		defer hold.Close() //nolint:errcheck // a placeholder
+	}
 	r := &Renderer{dir: dir, functions: filepath.Join(dir, "functions.yaml")}
 	var docs []string
 	for _, f := range TenantFunctions {
@@ -72,16 +81,7 @@ func StartRenderer(dir string) (*Renderer, error) {
 			return nil, err
 		}
 		r.procs, r.logs = append(r.procs, p), append(r.logs, logFile)
-		if err := WaitFor(context.Background(), 30*time.Second, func(ctx context.Context) error {
-			if p.exited() {
-				return errors.New(f.Binary + " exited:\n" + Tail(logFile, 20))
-			}
-			c, err := (&net.Dialer{Timeout: time.Second}).DialContext(ctx, "tcp", addr)
-			if err != nil {
-				return err
-			}
-			return c.Close()
-		}); err != nil {
+		if err := awaitGRPC(context.Background(), p, logFile, addr, nil, time.Minute); err != nil {
 			r.Stop()
 			return nil, err
 		}

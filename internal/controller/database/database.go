@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/controller"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
@@ -44,9 +45,17 @@ const (
 )
 
 // AnnotationReclaimAtDeletion records the reclaim policy in effect when a
-// Database's deletion started. It is written by the controller, once, on
-// the first pass that sees the deletion timestamp, and read instead of
+// Database's deletion started. It is written by the controller on the
+// first pass that sees the deletion timestamp, and read instead of
 // spec.reclaimPolicy from then on.
+//
+// Its value names the Database's UID and the deletion timestamp it was
+// recorded for (tenancy.ReclaimRecord), and is trusted only when both match
+// the object: anyone who can write the Database's metadata, a restore from
+// a backup or a GitOps re-apply can set this annotation before a deletion
+// starts, and such a value decides nothing (tenancy.ReclaimAtDeletion): it
+// is replaced by the spec's policy at the start of the deletion, with a
+// Warning Event. A pre-set or restored value never authorises a drop.
 //
 // An annotation, not status: status is a report that may be wiped and is
 // rebuilt from observation, while this is a decision that must survive
@@ -280,19 +289,33 @@ func (c *connector) showBinding(db *v1alpha1.Database, live bool) {
 
 // reclaimAtDeletion returns the reclaim policy in effect for a deleted
 // Database, recording the spec's value in AnnotationReclaimAtDeletion on
-// the first pass that sees the deletion.
+// the first pass that sees the deletion, and in place of any value that
+// was not recorded for this deletion.
 func (c *connector) reclaimAtDeletion(ctx context.Context, db *v1alpha1.Database) (v1alpha1.ReclaimPolicy, error) {
 	recorded, has := db.GetAnnotations()[AnnotationReclaimAtDeletion]
-	p, record := tenancy.ReclaimInEffect(recorded, has, db.Spec.ReclaimPolicy)
-	if !record {
-		return p, nil
+	var at time.Time
+	if ts := db.GetDeletionTimestamp(); ts != nil {
+		at = ts.Time
 	}
-	meta.AddAnnotations(db, map[string]string{AnnotationReclaimAtDeletion: string(p)})
+	v := tenancy.ReclaimAtDeletion(recorded, has, db.Spec.ReclaimPolicy, string(db.GetUID()), at)
+	if v.Record == "" {
+		return v.Policy, nil
+	}
+	meta.AddAnnotations(db, map[string]string{AnnotationReclaimAtDeletion: v.Record})
 	if err := c.kube.Update(ctx, db); err != nil {
 		return "", err
 	}
-	return p, nil
+	if v.Ignored {
+		c.record.Event(db, event.Warning(reasonReclaimRecordIgnored, errors.Errorf(
+			"the annotation %s held a value not recorded for this deletion (set before the deletion started, or restored or re-applied from a copy): it decided nothing; spec.reclaimPolicy in effect now (%s) is recorded and applies",
+			AnnotationReclaimAtDeletion, v.Policy)))
+	}
+	return v.Policy, nil
 }
+
+// reasonReclaimRecordIgnored is the Event reason of a reclaim annotation
+// found at deletion that was not recorded for that deletion.
+const reasonReclaimRecordIgnored event.Reason = "ReclaimRecordIgnored"
 
 // retain is the external client of a deleted Database that drops nothing:
 // it reports nothing to delete, so the finalizer goes.

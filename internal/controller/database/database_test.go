@@ -25,6 +25,7 @@ import (
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 	"ddupan.top/provider-postgresql-tenant/internal/controller/database"
 	"ddupan.top/provider-postgresql-tenant/internal/options"
+	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
 	"ddupan.top/provider-postgresql-tenant/internal/testenv"
 	"ddupan.top/provider-postgresql-tenant/internal/testenv/inproc"
 )
@@ -984,8 +985,8 @@ func TestDeletionWaitsWhileBoundAndKeepsTheReclaimPolicyOfItsStart(t *testing.T)
 			if c := d.GetCondition(xpv2.TypeReady); c.Status != corev1.ConditionFalse || !strings.Contains(c.Message, "claims-b/shop") {
 				t.Errorf("Ready %+v, want False naming the claim", c)
 			}
-			if got := d.GetAnnotations()[database.AnnotationReclaimAtDeletion]; got != string(tc.start) {
-				t.Errorf("recorded reclaim policy %q, want %q", got, tc.start)
+			if got, want := d.GetAnnotations()[database.AnnotationReclaimAtDeletion], tenancy.ReclaimRecord(tc.start, string(d.GetUID()), d.GetDeletionTimestamp().Time); got != want {
+				t.Errorf("recorded reclaim policy %q, want %q", got, want)
 			}
 			// The admin changes the reclaim policy after the deletion started.
 			d.Spec.ReclaimPolicy = tc.later
