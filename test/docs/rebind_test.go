@@ -235,7 +235,7 @@ func TestRebindRunbookRemovesTheOldOwnersGrants(t *testing.T) {
 	}
 	// What the provider needs stays.
 	if err := su.QueryRow(ctx, `SELECT has_database_privilege('rb_old', 'rb_old', 'CONNECT'),
-		pg_has_role($1::text, 'rb_old', 'USAGE')`, pg.AdminUser).Scan(&connect, &member); err != nil {
+		pg_has_role($1::name, 'rb_old', 'USAGE')`, pg.AdminUser).Scan(&connect, &member); err != nil {
 		t.Fatal(err)
 	}
 	if !connect || !member {
