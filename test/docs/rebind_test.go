@@ -141,7 +141,7 @@ func TestRebindRunbookRemovesTheOldOwnersGrants(t *testing.T) {
 			t.Fatalf("%s: %v", s, err)
 		}
 	}
-	if err := pg.CreateRole(ctx, friend, friendPW, "LOGIN"); err != nil {
+	if err := pg.CreateRole(ctx, friend, friendPW, ""); err != nil {
 		t.Fatal(err)
 	}
 

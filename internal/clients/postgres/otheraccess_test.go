@@ -32,7 +32,7 @@ func TestObserveReportsOtherAccess(t *testing.T) {
 	}
 	pw := testenv.RandomSecret("oa-")
 	provision(t, p, "oa_owner", pw)
-	if err := env.Postgres.CreateRole(ctx, "oa_friend", testenv.RandomSecret("f-"), "LOGIN"); err != nil {
+	if err := env.Postgres.CreateRole(ctx, "oa_friend", testenv.RandomSecret("f-"), ""); err != nil {
 		t.Fatal(err)
 	}
 
