@@ -50,8 +50,9 @@ func TestOtherAccessIsShownAndNotRevoked(t *testing.T) {
 	if _, err := app.Exec(ctx, "GRANT CONNECT ON DATABASE oadb TO oa_other"); err != nil {
 		t.Fatalf("as the owner tenant: %v", err)
 	}
-	// Before 16 the tenant may grant its own role; from 16 on only a role
-	// with ADMIN OPTION may: the superuser stands for both.
+	// On 14 the tenant may grant its own role; from 15 on only a role
+	// with ADMIN OPTION (or, before 16, CREATEROLE) may: the superuser
+	// stands for both.
 	if _, err := su.Exec(ctx, "GRANT oadb TO oa_other"); err != nil {
 		t.Fatal(err)
 	}
