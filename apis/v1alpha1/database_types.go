@@ -239,6 +239,63 @@ type DatabaseObservation struct {
 	// metadata when status is lost.
 	// +optional
 	CredentialRotation *CredentialRotationObservation `json:"credentialRotation,omitempty"`
+
+	// OtherAccess lists the roles other than the owner (and the provider's
+	// admin role, and PUBLIC, whose CONNECT is revoked) that can reach the
+	// database: grantees of privileges on it, and members of the login
+	// role. Reported, never revoked: it may be intended. Absent when there
+	// are none; the OtherAccess condition says the same.
+	// +optional
+	OtherAccess *OtherAccessObservation `json:"otherAccess,omitempty"`
+}
+
+// OtherAccessObservation is the access roles other than the owner have to
+// a Database's database.
+type OtherAccessObservation struct {
+	// Grantees of privileges on the database (CONNECT, TEMPORARY, CREATE).
+	// +optional
+	Grantees []DatabaseGrantee `json:"grantees,omitempty"`
+
+	// Members of the login role: they act with its privileges.
+	// +optional
+	Members []RoleMember `json:"members,omitempty"`
+
+	// Omitted counts the grantees and members not listed (at most 20 of
+	// each are).
+	// +optional
+	Omitted int `json:"omitted,omitempty"`
+}
+
+// DatabaseGrantee is a role holding privileges on the database.
+type DatabaseGrantee struct {
+	// Role is the grantee.
+	Role string `json:"role"`
+
+	// Privileges it holds, each "WITH GRANT OPTION" when it may grant it
+	// onwards.
+	// +optional
+	Privileges []string `json:"privileges,omitempty"`
+}
+
+// RoleMember is a member of the login role.
+type RoleMember struct {
+	// Role is the member.
+	Role string `json:"role"`
+
+	// AdminOption: the member may grant the login role onwards.
+	// +optional
+	AdminOption bool `json:"adminOption,omitempty"`
+
+	// InheritOption: the member uses the login role's privileges without
+	// SET ROLE (PostgreSQL 16 and later; absent before, where the member's
+	// own INHERIT attribute decides).
+	// +optional
+	InheritOption *bool `json:"inheritOption,omitempty"`
+
+	// SetOption: the member may SET ROLE to the login role (PostgreSQL 16
+	// and later; absent before, where every member may).
+	// +optional
+	SetOption *bool `json:"setOption,omitempty"`
 }
 
 // A DatabaseSpec defines the desired state of a Database.
@@ -310,6 +367,7 @@ type DatabaseStatus struct {
 // +kubebuilder:printcolumn:name="PHASE",type="string",JSONPath=".status.atProvider.phase"
 // +kubebuilder:printcolumn:name="READY",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].status"
 // +kubebuilder:printcolumn:name="REASON",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].reason",priority=1
+// +kubebuilder:printcolumn:name="OTHER-ACCESS",type="string",JSONPath=".status.conditions[?(@.type=='OtherAccess')].status",priority=1
 // +kubebuilder:printcolumn:name="AGE",type="date",JSONPath=".metadata.creationTimestamp"
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,categories={crossplane,managed,postgresql}

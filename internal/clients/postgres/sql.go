@@ -51,7 +51,8 @@ const qProbeMembership16 = `SELECT pg_catalog.pg_has_role(CURRENT_USER, $1::pg_c
 // may read the password verifiers (see qObserve). @GRANTED@ is the same
 // membership read from pg_auth_members instead of through the session's
 // cached list of its memberships (see asMember): the two differ only in a
-// session acting on an outdated list.
+// session acting on an outdated list. The last two columns are the access
+// other roles have (otherGrantees, @MEMBERS@), as JSON arrays.
 const observeTemplate = `SELECT d.oid, pg_catalog.pg_get_userbyid(d.datdba),
   ` + publicConnect + `,
   ` + roleConnect + `,
@@ -60,7 +61,9 @@ const observeTemplate = `SELECT d.oid, pg_catalog.pg_get_userbyid(d.datdba),
   CASE WHEN r.oid IS NULL THEN NULL ELSE @ADMIN@ END,
   r.rolvaliduntil::pg_catalog.text,
   @VERIFIER@,
-  CASE WHEN r.oid IS NULL THEN NULL ELSE @GRANTED@ END
+  CASE WHEN r.oid IS NULL THEN NULL ELSE @GRANTED@ END,
+  CASE WHEN d.oid IS NULL THEN NULL ELSE ` + otherGrantees + ` END,
+  CASE WHEN r.oid IS NULL THEN NULL ELSE @MEMBERS@ END
 FROM (SELECT 1) AS one
 LEFT JOIN pg_catalog.pg_database d ON d.datname OPERATOR(pg_catalog.=) $1::pg_catalog.name
 LEFT JOIN pg_catalog.pg_roles r ON r.rolname OPERATOR(pg_catalog.=) $2::pg_catalog.name
@@ -74,6 +77,45 @@ const (
 	roleConnect = `EXISTS (SELECT 1 FROM pg_catalog.aclexplode(COALESCE(d.datacl, pg_catalog.acldefault('d'::pg_catalog."char", d.datdba))) a
           WHERE a.grantee OPERATOR(pg_catalog.=) r.oid
             AND a.privilege_type OPERATOR(pg_catalog.=) 'CONNECT'::pg_catalog.text)`
+)
+
+// Access to a tenant's database by roles other than its owner, as JSON
+// arrays (NULL when there is none). They cost one aclexplode of the
+// database's own ACL, and an index scan of pg_auth_members by roleid.
+//
+// otherGrantees: every role holding a privilege on the database d (its
+// ACL) other than PUBLIC (whose CONNECT is its own column), the owner, the
+// login role r and the admin adm (whose name is never reported), with the
+// privileges it holds and those it may grant onwards. A NULL ACL is the
+// default: PUBLIC's and the owner's privileges only.
+const otherGrantees = `(SELECT pg_catalog.jsonb_agg(g) FROM (
+    SELECT pg_catalog.pg_get_userbyid(a.grantee) AS role,
+      pg_catalog.array_agg(a.privilege_type) AS privileges,
+      pg_catalog.array_agg(a.privilege_type) FILTER (WHERE a.is_grantable) AS grantable
+    FROM pg_catalog.aclexplode(d.datacl) a
+    WHERE a.grantee OPERATOR(pg_catalog.<>) 0::pg_catalog.oid
+      AND a.grantee OPERATOR(pg_catalog.<>) d.datdba
+      AND a.grantee OPERATOR(pg_catalog.<>) COALESCE(r.oid, 0::pg_catalog.oid)
+      AND a.grantee OPERATOR(pg_catalog.<>) COALESCE(adm.oid, 0::pg_catalog.oid)
+    GROUP BY a.grantee) g)`
+
+// The members of the login role r other than the admin adm, whose own
+// membership provisioning needs (and whose name is never reported), with
+// the options of their grants: before 16 only ADMIN OPTION exists; from
+// 16 on a member may hold several grants (one per grantor), whose options
+// add up.
+const (
+	otherMembersBefore16 = `(SELECT pg_catalog.jsonb_agg(x) FROM (
+    SELECT pg_catalog.pg_get_userbyid(m.member) AS role, pg_catalog.bool_or(m.admin_option) AS admin
+    FROM pg_catalog.pg_auth_members m
+    WHERE m.roleid OPERATOR(pg_catalog.=) r.oid AND m.member OPERATOR(pg_catalog.<>) COALESCE(adm.oid, 0::pg_catalog.oid)
+    GROUP BY m.member) x)`
+	otherMembers16 = `(SELECT pg_catalog.jsonb_agg(x) FROM (
+    SELECT pg_catalog.pg_get_userbyid(m.member) AS role, pg_catalog.bool_or(m.admin_option) AS admin,
+      pg_catalog.bool_or(m.inherit_option) AS inherit, pg_catalog.bool_or(m.set_option) AS set
+    FROM pg_catalog.pg_auth_members m
+    WHERE m.roleid OPERATOR(pg_catalog.=) r.oid AND m.member OPERATOR(pg_catalog.<>) COALESCE(adm.oid, 0::pg_catalog.oid)
+    GROUP BY m.member) x)`
 )
 
 // The admin's membership in a tenant role, as provisioning needs it:
@@ -136,13 +178,15 @@ const qVerifierReadable = `SELECT pg_catalog.has_table_privilege('pg_catalog.pg_
 // verifier digest when the admin may read it.
 func qObserve(major int, verifier bool) string {
 	m, a, v, g := memberBefore16, adminBefore16, noVerifier, grantedBefore16
+	om := otherMembersBefore16
 	if major >= 16 {
 		m, a, g = member16, admin16, granted16
+		om = otherMembers16
 	}
 	if verifier {
 		v = verifierDigest
 	}
-	return strings.NewReplacer("@MEMBER@", m, "@ADMIN@", a, "@VERIFIER@", v, "@GRANTED@", g).Replace(observeTemplate)
+	return strings.NewReplacer("@MEMBER@", m, "@ADMIN@", a, "@VERIFIER@", v, "@GRANTED@", g, "@MEMBERS@", om).Replace(observeTemplate)
 }
 
 // qAvailableExtensions: for each of $1 the server can install, whether the

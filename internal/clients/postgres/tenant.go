@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -55,6 +56,12 @@ type Catalog struct {
 	// admin may read pg_authid (a superuser); "" otherwise. It changes
 	// whenever the role's password is set.
 	VerifierDigest string
+
+	// OtherGrants are the privileges on the database of roles other than
+	// PUBLIC, its owner, the login role and the admin.
+	OtherGrants []tenancy.DatabaseGrant
+	// OtherMembers are the members of the login role other than the admin.
+	OtherMembers []tenancy.RoleMembership
 }
 
 // LoginFingerprint is everything the catalog shows that decides whether
@@ -107,14 +114,21 @@ func (p *Pool) Observe(ctx context.Context, database, role string) (Catalog, err
 		return Catalog{}, err
 	}
 	var granted *bool
+	var otherGrants, otherMembers []byte
 	err = p.onCurrentSession(ctx, func(c *pgxpool.Conn) (bool, error) {
 		err := c.Conn().QueryRow(ctx, qObserve(major, readable), database, role).Scan(
 			&dbOID, &owner, &publicConnect, &roleConnect,
 			&roleOID, &login, &super, &createDB, &createRole, &repl, &bypass, &connLimit, &member, &canAdmin,
-			&validUntil, &verifier, &granted)
+			&validUntil, &verifier, &granted, &otherGrants, &otherMembers)
 		return err == nil && outdatedMemberships(member, granted), err
 	})
 	if err != nil {
+		return Catalog{}, err
+	}
+	if err := unmarshalIfAny(otherGrants, &c.OtherGrants); err != nil {
+		return Catalog{}, err
+	}
+	if err := unmarshalIfAny(otherMembers, &c.OtherMembers); err != nil {
 		return Catalog{}, err
 	}
 	if dbOID != nil {
@@ -152,6 +166,18 @@ func (p *Pool) verifierReadable(ctx context.Context) (bool, error) {
 	}
 	p.verifier.Store(v)
 	return ok, nil
+}
+
+// unmarshalIfAny decodes a JSON column of the catalog query; NULL leaves
+// v as it is.
+func unmarshalIfAny(b []byte, v any) error {
+	if b == nil {
+		return nil
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("cannot read the catalog's list of other access: %w", err)
+	}
+	return nil
 }
 
 func deref[T any](p *T) T {

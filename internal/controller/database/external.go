@@ -78,6 +78,9 @@ type external struct {
 	prevPhase v1alpha1.DatabasePhase
 	obs       tenancy.Observation
 	verdict   tenancy.Verdict
+	// access is what the catalog shows of access by roles other than the
+	// owner (the OtherAccess condition).
+	access tenancy.OtherAccessVerdict
 	// exts is what the server said about the requested extensions, when
 	// Observe checked them.
 	exts map[string]postgres.Extension
@@ -201,6 +204,7 @@ func (e *external) Observe(ctx context.Context, db *v1alpha1.Database) (managed.
 		R: tenancy.RoleState{Exists: cat.RoleExists, OID: cat.RoleOID, AttributesOK: cat.RoleAttributesOK(), AdminMember: cat.AdminMember, AdminCanAdmin: cat.AdminCanAdmin,
 			Elevated: cat.Superuser || cat.Replication || cat.BypassRLS},
 	}
+	e.access = tenancy.DecideOtherAccess(tenancy.OtherAccessInput{Database: n.database, Role: n.role, Grants: cat.OtherGrants, Members: cat.OtherMembers})
 	now := time.Now()
 	var v tenancy.Verdict
 	last := e.lastLogin(db)
@@ -444,6 +448,7 @@ func (e *external) report(db *v1alpha1.Database, v tenancy.Verdict) {
 			ap.CredentialRotation = r
 		}
 	}
+	e.reportOtherAccess(db)
 	prev := db.GetCondition(xpv2.TypeReady)
 	// A Ready verdict carries no reason; the condition it sets says
 	// Available. Log only changes, not every poll of a Ready Database.
@@ -471,6 +476,29 @@ func (e *external) report(db *v1alpha1.Database, v tenancy.Verdict) {
 	default:
 		db.SetConditions(xpv2.Creating().WithMessage(v.Message))
 	}
+}
+
+// reportOtherAccess shows the access roles other than the owner have, in
+// status.atProvider.otherAccess and the OtherAccess condition: never on
+// Ready, which is relayed to the Tenant's namespace, and never in an
+// Event, which a namespace may read; the roles' names stay on the
+// cluster-scoped Database. Nothing is revoked.
+func (e *external) reportOtherAccess(db *v1alpha1.Database) {
+	a := e.access
+	db.Status.AtProvider.OtherAccess = a.Status
+	status := corev1.ConditionFalse
+	if a.Present {
+		status = corev1.ConditionTrue
+	}
+	if prev := db.GetCondition(tenancy.ConditionOtherAccess); prev.Status != status {
+		grantees, members := 0, 0
+		if a.Status != nil {
+			grantees, members = len(a.Status.Grantees), len(a.Status.Members)
+		}
+		e.log.Info("Database other access observed", "otherAccess", a.Present, "grantees", grantees, "members", members)
+	}
+	db.SetConditions(xpv2.Condition{Type: tenancy.ConditionOtherAccess, Status: status, Reason: xpv2.ConditionReason(a.Reason),
+		Message: a.Message, LastTransitionTime: metav1.Now(), ObservedGeneration: db.GetGeneration()})
 }
 
 // Create provisions in the documented order, each step confirmed before the
