@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -141,7 +142,7 @@ func TestLoginToADatabaseNotAcceptingConnections(t *testing.T) {
 	}
 	_, err = p.ConnectAs(ctx, "closed", postgres.Credential{Username: "closed", Password: pw})
 	var pe *postgres.Error
-	if err == nil || !asError(err, &pe) || pe.SQLState != "55000" || pe.Class == postgres.ClassAuthentication {
+	if err == nil || !errors.As(err, &pe) || pe.SQLState != "55000" || pe.Class == postgres.ClassAuthentication {
 		t.Fatalf("login with the right password = %v; want SQLSTATE 55000, not an authentication failure", err)
 	}
 	_, err = p.ConnectAs(ctx, "closed", postgres.Credential{Username: "closed", Password: "wrong"})
@@ -159,12 +160,6 @@ func TestLoginToADatabaseNotAcceptingConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = tc.Close(ctx)
-}
-
-func asError(err error, pe **postgres.Error) bool {
-	e, ok := err.(*postgres.Error) //nolint:errorlint // ConnectAs returns *Error itself
-	*pe = e
-	return ok
 }
 
 // foreignSessions counts the sessions of role in database, as the
