@@ -218,7 +218,7 @@ func TestNoForeignSessionWhileProvisioning(t *testing.T) {
 			if c, err := appConn(t, "lurker", apw, "target"); err == nil {
 				sessions.Add(1)
 				// Keep it open, as an attacker would.
-				defer c.Close(ctx) //nolint:errcheck,gocritic // test: closed when the loop ends
+				defer c.Close(ctx) //nolint:errcheck // test: kept open until the loop ends, as an attacker would
 			}
 		}
 	}()

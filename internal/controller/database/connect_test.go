@@ -96,7 +96,7 @@ func TestConnectLoopNeverEntersANewDatabase(t *testing.T) {
 			tries.Add(1)
 			if c, err := appLogin(t, "lurker", apw, "prey"); err == nil {
 				sessions.Add(1)
-				defer c.Close(ctx) //nolint:errcheck,gocritic // kept open as an attacker would, until the loop ends
+				defer c.Close(ctx) //nolint:errcheck // test: kept open until the loop ends, as an attacker would
 			}
 		}
 	}()
