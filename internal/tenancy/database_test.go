@@ -113,7 +113,10 @@ func TestDecide(t *testing.T) {
 			msg:  "accepts no connections yet",
 		},
 		"AcceptingNoConnectionsWhileDeleting": {
-			o:    func(o *Observation) { o.Deleting = true; o.DB.AllowConn, o.Login, o.Installed = false, LoginNotAccepting, nil },
+			o: func(o *Observation) {
+				o.Deleting = true
+				o.DB.AllowConn, o.Login, o.Installed = false, LoginNotAccepting, nil
+			},
 			want: out{Exists: true, Phase: v1alpha1.DatabasePhaseDatabaseCreated, KVOurs: true, RoleOurs: true, DBOurs: true, Repairs: []Repair{RepairConnect, RepairExtensions}},
 		},
 		"Ready": {
