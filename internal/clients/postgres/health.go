@@ -219,7 +219,8 @@ func (p *Pool) Templates(ctx context.Context) (tenancy.TemplateState, error) {
 	cfg.Database = "template1"
 	c, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return s, p.classify(err)
+		e := Classify(err, p.redact...)
+		return s, &Error{Class: e.Class, SQLState: e.SQLState, msg: fmt.Sprintf("PUBLIC may connect to template1, and seeing whether it may also create objects there takes a session on template1, which failed: %v; let the admin role connect to template1, or, as a superuser, run REVOKE CONNECT ON DATABASE template1 FROM PUBLIC", e)}
 	}
 	defer c.Close(ctx) //nolint:errcheck // a read-only session
 	rows, err := c.Query(ctx, qPublicCreateSchemas)
