@@ -5,8 +5,8 @@ import (
 	"strings"
 )
 
-// ReasonUnsafeTemplates: a config's server lets others plant objects in the
-// template databases new databases are copied from.
+// ReasonUnsafeTemplates is the reason of a config whose server lets others
+// plant objects in the template databases new databases are copied from.
 const ReasonUnsafeTemplates = "UnsafeTemplates"
 
 // TemplateState is what a health check read of the server's template
