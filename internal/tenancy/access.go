@@ -96,7 +96,7 @@ func DecideOtherAccess(in OtherAccessInput) OtherAccessVerdict {
 		privs := privilegeList(g)
 		st.Grantees = append(st.Grantees, v1alpha1.DatabaseGrantee{Role: g.Role, Privileges: privs})
 		parts = append(parts, fmt.Sprintf("%q holds %s on the database", g.Role, strings.Join(privs, ", ")))
-		revokes = append(revokes, fmt.Sprintf("REVOKE ALL ON DATABASE %s FROM %s CASCADE", quoteIdent(in.Database), quoteIdent(g.Role)))
+		revokes = append(revokes, fmt.Sprintf("REVOKE ALL ON DATABASE %s FROM %s CASCADE", quoteName(in.Database), quoteName(g.Role)))
 	}
 	for i, m := range members {
 		if i == MaxOtherAccessShown {
@@ -105,7 +105,7 @@ func DecideOtherAccess(in OtherAccessInput) OtherAccessVerdict {
 		}
 		st.Members = append(st.Members, v1alpha1.RoleMember{Role: m.Role, AdminOption: m.Admin, InheritOption: m.Inherit, SetOption: m.Set})
 		parts = append(parts, fmt.Sprintf("%q is a member of %q%s", m.Role, in.Role, memberOptions(m)))
-		revokes = append(revokes, fmt.Sprintf("REVOKE %s FROM %s", quoteIdent(in.Role), quoteIdent(m.Role)))
+		revokes = append(revokes, fmt.Sprintf("REVOKE %s FROM %s", quoteName(in.Role), quoteName(m.Role)))
 	}
 	if st.Omitted > 0 {
 		parts = append(parts, fmt.Sprintf("and %d more", st.Omitted))
@@ -154,8 +154,9 @@ func memberOptions(m RoleMembership) string {
 	return " (WITH " + strings.Join(o, ", ") + ")"
 }
 
-// quoteIdent quotes a name as an SQL identifier, for statements a message
-// suggests.
-func quoteIdent(s string) string {
+
+// quoteName quotes a name as an SQL identifier, always in double quotes,
+// for statements a message suggests.
+func quoteName(s string) string {
 	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
 }

@@ -112,6 +112,9 @@ type ConfigObservation struct {
 	CheckMessage string
 	// Privileges is the message of missing privileges, or "".
 	Privileges string
+	// Templates is why the server's template databases are unsafe
+	// (TemplateProblem), or "".
+	Templates string
 	// Superuser: the admin role is a superuser (accepted, with a warning).
 	Superuser bool
 	// Version is the server version read by the health check.
@@ -166,6 +169,9 @@ func DecideConfig(o ConfigObservation) ConfigVerdict {
 	}
 	if o.Privileges != "" {
 		return ConfigVerdict{Phase: v1alpha1.ConfigPhaseValidating, Reason: ReasonInsufficientPrivileges, Message: o.Privileges}
+	}
+	if o.Templates != "" {
+		return ConfigVerdict{Phase: v1alpha1.ConfigPhaseValidating, Reason: ReasonUnsafeTemplates, Message: fmt.Sprintf("%s: %s", o.Target, o.Templates)}
 	}
 	msg := fmt.Sprintf("PostgreSQL %s at %s: TLS, authentication and privileges verified", o.Version, o.Target)
 	if o.Superuser {

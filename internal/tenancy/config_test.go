@@ -97,6 +97,11 @@ func TestDecideConfig(t *testing.T) {
 			want: ConfigVerdict{Phase: v1alpha1.ConfigPhaseReady, Ready: true, Reason: ReasonReady},
 			msg:  "PostgreSQL 15.18 at localhost (127.0.0.1:5432)",
 		},
+		"UnsafeTemplatesAreRefused": {
+			o:    func() ConfigObservation { o := healthy; o.Templates = "template0 accepts connections"; return o }(),
+			want: ConfigVerdict{Phase: v1alpha1.ConfigPhaseValidating, Reason: ReasonUnsafeTemplates},
+			msg:  target + ": template0 accepts connections",
+		},
 		"SuperuserIsReadyWithAWarning": {
 			o:    func() ConfigObservation { o := healthy; o.Superuser = true; return o }(),
 			want: ConfigVerdict{Phase: v1alpha1.ConfigPhaseReady, Ready: true, Reason: ReasonReady},

@@ -127,9 +127,13 @@ type KVState struct {
 
 // DBState is what the catalog says of the database.
 type DBState struct {
-	Exists        bool
-	OID           uint32
-	Owner         string
+	Exists bool
+	OID    uint32
+	Owner  string
+	// AllowConn: the database accepts connections. A database this
+	// provider creates accepts none until its CONNECT is restricted to its
+	// role: one that does not is a provisioning step to finish.
+	AllowConn     bool
 	PublicConnect bool
 	RoleConnect   bool
 }
@@ -168,7 +172,17 @@ const (
 	LoginRefused
 	// LoginUnavailable: the attempt failed for another reason.
 	LoginUnavailable
+	// LoginNotAccepting: the password was accepted, but the database
+	// accepts no connections (SQLSTATE 55000 after authentication): its
+	// provisioning has not finished.
+	LoginNotAccepting
 )
+
+// passwordAccepted: the login proved the password, whether or not it
+// reached the database.
+func passwordAccepted(l Login) bool {
+	return l == LoginOK || l == LoginAuthOK || l == LoginNotAccepting
+}
 
 // Observation is everything a decision about one Database needs.
 type Observation struct {
@@ -232,7 +246,7 @@ const (
 	RepairAdminMember   Repair = "make the admin a member of the login role"
 	RepairRole          Repair = "reset the login role's attributes"
 	RepairOwner         Repair = "give the database back to the login role"
-	RepairConnect       Repair = "revoke CONNECT from PUBLIC and grant it to the login role"
+	RepairConnect       Repair = "revoke CONNECT from PUBLIC, grant it to the login role, end other roles' sessions and allow connections"
 	RepairExtensions    Repair = "install missing extensions"
 )
 
@@ -366,7 +380,7 @@ func decide(o Observation) Verdict {
 		if recordedRole != "" {
 			v.RoleOurs = recordedRole == fmt.Sprint(o.R.OID)
 		} else {
-			v.RoleOurs = credential && (o.Login == LoginOK || o.Login == LoginAuthOK)
+			v.RoleOurs = credential && passwordAccepted(o.Login)
 		}
 	}
 	// A database is ours when our record names its OID, or (before the OID
@@ -487,6 +501,10 @@ func decide(o Observation) Verdict {
 	switch {
 	case o.R.Elevated:
 		v.Message = fmt.Sprintf("the role %q has been given SUPERUSER, REPLICATION or BYPASSRLS by someone; only a superuser can take that away", o.Role)
+	case !o.DB.AllowConn:
+		// Created accepting no connections and interrupted before they
+		// were allowed: finish, never a drift.
+		v.Message = "provisioning: the database accepts no connections yet; next: " + JoinRepairs(v.Repairs)
 	case !v.UpToDate:
 		v.Message = "repairing drift: " + JoinRepairs(v.Repairs)
 	case o.Login != LoginOK:
@@ -507,7 +525,7 @@ func decideImport(o Observation) Verdict {
 	// database is owned by that role. Only that may be dropped by an
 	// explicit Delete.
 	credential := o.KV.Present && o.KV.Data["password"] != ""
-	v.RoleOurs = o.R.Exists && credential && (o.Login == LoginOK || o.Login == LoginAuthOK)
+	v.RoleOurs = o.R.Exists && credential && passwordAccepted(o.Login)
 	v.KVOurs = v.RoleOurs
 	v.DBOurs = o.DB.Exists && v.RoleOurs && o.DB.Owner == o.Role
 	if !o.DB.Exists {
@@ -524,6 +542,9 @@ func decideImport(o Observation) Verdict {
 	}
 	if o.DB.Owner != o.Role {
 		d = append(d, fmt.Sprintf("the database is owned by %q, not %q", o.DB.Owner, o.Role))
+	}
+	if !o.DB.AllowConn {
+		d = append(d, "the database accepts no connections (datallowconn is false)")
 	}
 	if o.DB.PublicConnect {
 		d = append(d, "PUBLIC may connect to the database")
@@ -582,7 +603,7 @@ func catalogRepairs(o Observation) []Repair {
 	if o.DB.Owner != o.Role {
 		r = append(r, RepairOwner)
 	}
-	if o.DB.PublicConnect || !o.DB.RoleConnect {
+	if o.DB.PublicConnect || !o.DB.RoleConnect || !o.DB.AllowConn {
 		r = append(r, RepairConnect)
 	}
 	if len(Missing(o.Requested, o.Installed)) > 0 {

@@ -40,7 +40,7 @@ func base() Observation {
 		Identity: id, Database: "shop", Role: "shop", Path: "postgresql-databases/shop",
 		Requested: []string{"pg_trgm"}, Installed: []string{"pg_trgm", "plpgsql"}, WantData: want(),
 		KV:    ourKV(map[string]string{MetaDatabaseOID: "16384", MetaRoleOID: "16383"}),
-		DB:    DBState{Exists: true, OID: 16384, Owner: "shop", RoleConnect: true},
+		DB:    DBState{Exists: true, OID: 16384, Owner: "shop", AllowConn: true, RoleConnect: true},
 		R:     RoleState{Exists: true, OID: 16383, AttributesOK: true, AdminMember: true, AdminCanAdmin: true},
 		Login: LoginOK,
 	}
@@ -89,6 +89,35 @@ func TestDecide(t *testing.T) {
 		"DatabaseCreated, OID not yet recorded (interrupted)": {
 			o:    func(o *Observation) { o.KV = ourKV(nil); o.DB.PublicConnect, o.DB.RoleConnect = true, false },
 			want: out{Exists: true, Phase: v1alpha1.DatabasePhaseDatabaseCreated, KVOurs: true, RoleOurs: true, DBOurs: true, Repairs: []Repair{RepairOwnerMetadata, RepairConnect}},
+		},
+		"CreatedAcceptingNoConnections, OID recorded (interrupted before CONNECT)": {
+			o: func(o *Observation) {
+				o.DB.AllowConn, o.DB.PublicConnect, o.DB.RoleConnect = false, true, false
+				o.Login, o.Installed = LoginNotAccepting, nil
+			},
+			want: out{Exists: true, Phase: v1alpha1.DatabasePhaseDatabaseCreated, KVOurs: true, RoleOurs: true, DBOurs: true, Repairs: []Repair{RepairConnect, RepairExtensions}},
+			msg:  "provisioning: the database accepts no connections yet; next: revoke CONNECT from PUBLIC",
+		},
+		"CreatedAcceptingNoConnections, OID not yet recorded: the 55000 login proves the role": {
+			o: func(o *Observation) {
+				o.KV = ourKV(nil)
+				o.DB.AllowConn, o.DB.PublicConnect, o.DB.RoleConnect = false, true, false
+				o.Login, o.Installed = LoginNotAccepting, nil
+			},
+			want: out{Exists: true, Phase: v1alpha1.DatabasePhaseDatabaseCreated, KVOurs: true, RoleOurs: true, DBOurs: true, Repairs: []Repair{RepairOwnerMetadata, RepairConnect, RepairExtensions}},
+			msg:  "accepts no connections yet",
+		},
+		"ConnectRestrictedButNotYetAllowed (interrupted before ALLOW_CONNECTIONS)": {
+			o:    func(o *Observation) { o.DB.AllowConn, o.Login, o.Installed = false, LoginNotAccepting, nil },
+			want: out{Exists: true, Phase: v1alpha1.DatabasePhaseDatabaseCreated, KVOurs: true, RoleOurs: true, DBOurs: true, Repairs: []Repair{RepairConnect, RepairExtensions}},
+			msg:  "accepts no connections yet",
+		},
+		"AcceptingNoConnectionsWhileDeleting": {
+			o: func(o *Observation) {
+				o.Deleting = true
+				o.DB.AllowConn, o.Login, o.Installed = false, LoginNotAccepting, nil
+			},
+			want: out{Exists: true, Phase: v1alpha1.DatabasePhaseDatabaseCreated, KVOurs: true, RoleOurs: true, DBOurs: true, Repairs: []Repair{RepairConnect, RepairExtensions}},
 		},
 		"Ready": {
 			o:    func(*Observation) {},
@@ -231,7 +260,7 @@ func TestDecide(t *testing.T) {
 		"ExistingDatabaseOfSomeoneElse": {
 			o: func(o *Observation) {
 				o.KV, o.R, o.Login = KVState{}, RoleState{}, LoginNotTried
-				o.DB = DBState{Exists: true, OID: 99, Owner: "legacy"}
+				o.DB = DBState{Exists: true, OID: 99, Owner: "legacy", AllowConn: true}
 			},
 			want: out{Exists: true, UpToDate: true, Phase: v1alpha1.DatabasePhasePending, Reason: ReasonConflict},
 			msg:  `the database "shop" exists, owned by "legacy"`,

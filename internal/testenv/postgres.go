@@ -417,9 +417,29 @@ func (p *Postgres) withVerifier(ctx context.Context, stmt, name, password string
 	return err
 }
 
+// HardenTemplate1 does what an admin does before registering a server
+// (docs/install.md): as the superuser, connected to template1, revoke
+// PUBLIC's CREATE on its public schema (granted by default before
+// PostgreSQL 15), so no role can plant objects that new databases copy.
+// The provider's health check refuses a server without it.
+func (p *Postgres) HardenTemplate1(ctx context.Context) error {
+	c, err := p.SuperConn(ctx, "template1")
+	if err != nil {
+		return err
+	}
+	defer c.Close(ctx) //nolint:errcheck // best effort
+	if _, err := c.Exec(ctx, "REVOKE CREATE ON SCHEMA public FROM PUBLIC"); err != nil {
+		return fmt.Errorf("cannot harden template1: %w", err)
+	}
+	return nil
+}
+
 func (p *Postgres) bootstrap(ctx context.Context) error {
 	if err := p.CreateRole(ctx, p.AdminUser, p.AdminPassword, "NOSUPERUSER CREATEDB CREATEROLE"); err != nil {
 		return fmt.Errorf("cannot create the admin role: %w", err)
+	}
+	if err := p.HardenTemplate1(ctx); err != nil {
+		return err
 	}
 	c, err := p.SuperConn(ctx, "postgres")
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 )
 
 // dbDiskBytes is about what one PostgreSQL database takes on disk (a copy
-// of template1, PostgreSQL 15 to 18), with room for the WAL.
+// of template0, the same size as a fresh template1; PostgreSQL 15 to 18), with room for the WAL.
 const dbDiskBytes = 9 << 20
 
 // btrfsMagic is statfs's f_type of btrfs.
@@ -51,7 +51,7 @@ func checkDisk(n int) error {
 	free := st.Bavail * uint64(st.Bsize) //nolint:gosec // block size is positive
 	need := uint64(n) * dbDiskBytes      //nolint:gosec // n is positive
 	if st.Type == btrfsMagic {
-		// hack/bench-fs.sh's zstd compression: template1's copies
+		// hack/bench-fs.sh's zstd compression: the copies
 		// measured at less than half their size.
 		need /= 2
 	}

@@ -7,8 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
 )
 
 // The PostgreSQL majors the provider supports (and is tested on).
@@ -182,4 +185,55 @@ func (p *Pool) SystemIdentifier(ctx context.Context) (string, error) {
 		return "", p.classify(err)
 	}
 	return id, nil
+}
+
+// templatesRecheck is how long template1's schemas, once found safe, are
+// not looked at again: seeing them takes a session on template1 (which,
+// while it lasts, makes a CREATE DATABASE copying template1 fail), and
+// the health check runs every minute. The template0 and template1
+// privileges in pg_database are read at every check; an unsafe state is
+// looked at again at every check, so a fix is seen at once.
+const templatesRecheck = time.Hour
+
+// Templates reads what decides whether a tenant could plant objects in the
+// databases new databases are copied from (tenancy.TemplateProblem): does
+// template0 accept connections; may PUBLIC connect to template1 and create
+// schemas there; and, only when it may connect, in which of template1's
+// schemas PUBLIC may create objects (which takes a session on template1:
+// opened only then, for one query, and not again for templatesRecheck
+// while the answer is none).
+func (p *Pool) Templates(ctx context.Context) (tenancy.TemplateState, error) {
+	ctx, cancel := p.withTimeout(ctx)
+	defer cancel()
+	var s tenancy.TemplateState
+	if err := p.pool.QueryRow(ctx, qTemplates).Scan(&s.Template0AllowConn, &s.Template1PublicConnect, &s.Template1PublicCreate); err != nil {
+		return s, p.classify(err)
+	}
+	if !s.Template1PublicConnect {
+		return s, nil
+	}
+	if t := p.templatesChecked.Load(); t != 0 && time.Since(time.Unix(0, t)) < templatesRecheck {
+		return s, nil
+	}
+	cfg := p.pool.Config().ConnConfig.Copy()
+	cfg.Database = "template1"
+	c, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		e := Classify(err, p.redact...)
+		return s, &Error{Class: e.Class, SQLState: e.SQLState, msg: fmt.Sprintf("PUBLIC may connect to template1, and seeing whether it may also create objects there takes a session on template1, which failed: %v; let the admin role connect to template1, or, as a superuser, run REVOKE CONNECT ON DATABASE template1 FROM PUBLIC", e)}
+	}
+	defer c.Close(ctx) //nolint:errcheck // a read-only session
+	rows, err := c.Query(ctx, qPublicCreateSchemas)
+	if err != nil {
+		return s, p.classify(err)
+	}
+	if s.Template1CreateSchemas, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+		return s, p.classify(err)
+	}
+	if len(s.Template1CreateSchemas) == 0 {
+		p.templatesChecked.Store(time.Now().UnixNano())
+	} else {
+		p.templatesChecked.Store(0)
+	}
+	return s, nil
 }

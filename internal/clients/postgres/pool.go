@@ -109,6 +109,11 @@ type Pool struct {
 	verifier atomic.Int32
 	// selfGrantOK: the 16+ membership probe passed on this pool.
 	selfGrantOK atomic.Bool
+	// locale is template0's locale, once read (see databaseLocale).
+	locale atomic.Pointer[Locale]
+	// templatesChecked is when template1's schemas were last found safe
+	// (UnixNano; 0: not yet, or they were not).
+	templatesChecked atomic.Int64
 }
 
 // Get returns the pool for a config, building it (lazily: no connection is

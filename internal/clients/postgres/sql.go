@@ -1,6 +1,9 @@
 package postgres
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // Every SQL statement the provider sends lives in this file.
 //
@@ -45,7 +48,8 @@ const qProbeMembership16 = `SELECT pg_catalog.pg_has_role(CURRENT_USER, $1::pg_c
 
 // observeTemplate reads a tenant's database and role in one round trip. $1
 // is the database name, $2 the role name; a missing object gives NULL
-// columns. PUBLIC's CONNECT comes from the ACL (NULL = the default, which
+// columns. datallowconn is false while provisioning has not finished
+// (see qCreateDatabase). PUBLIC's CONNECT comes from the ACL (NULL = the default, which
 // grants it); the role's CONNECT must be an explicit grant. @MEMBER@ and
 // @ADMIN@ are replaced per server major, @VERIFIER@ by whether the admin
 // may read the password verifiers (see qObserve). @GRANTED@ is the same
@@ -53,7 +57,7 @@ const qProbeMembership16 = `SELECT pg_catalog.pg_has_role(CURRENT_USER, $1::pg_c
 // cached list of its memberships (see asMember): the two differ only in a
 // session acting on an outdated list. The last two columns are the access
 // other roles have (otherGrantees, @MEMBERS@), as JSON arrays.
-const observeTemplate = `SELECT d.oid, pg_catalog.pg_get_userbyid(d.datdba),
+const observeTemplate = `SELECT d.oid, pg_catalog.pg_get_userbyid(d.datdba), d.datallowconn,
   ` + publicConnect + `,
   ` + roleConnect + `,
   r.oid, r.rolcanlogin, r.rolsuper, r.rolcreatedb, r.rolcreaterole, r.rolreplication, r.rolbypassrls, r.rolconnlimit,
@@ -219,8 +223,12 @@ const (
 	qGrantRoleToAdmin16 = `GRANT %s TO CURRENT_USER WITH INHERIT TRUE, SET TRUE`
 	// qRepairRole sets only what a CREATEROLE (non-superuser) admin may change;
 	// SUPERUSER, REPLICATION and BYPASSRLS can only be reset by a superuser.
-	qRepairRole         = `ALTER ROLE %s LOGIN NOCREATEDB NOCREATEROLE CONNECTION LIMIT -1`
-	qCreateDatabase     = `CREATE DATABASE %s OWNER %s`
+	qRepairRole = `ALTER ROLE %s LOGIN NOCREATEDB NOCREATEROLE CONNECTION LIMIT -1`
+	// qCreateDatabase: the database, its owner and the options of
+	// databaseOptions. It accepts no connection until RestrictConnect has
+	// left CONNECT to its owner alone (qAllowConnections).
+	qCreateDatabase     = `CREATE DATABASE %s OWNER %s %s ALLOW_CONNECTIONS false`
+	qAllowConnections   = `ALTER DATABASE %s ALLOW_CONNECTIONS true`
 	qAlterDatabaseOwner = `ALTER DATABASE %s OWNER TO %s`
 	qRevokePublic       = `REVOKE CONNECT, TEMPORARY ON DATABASE %s FROM PUBLIC`
 	qGrantConnect       = `GRANT CONNECT ON DATABASE %s TO %s`
@@ -287,4 +295,161 @@ func qMembershipGranted(major int) string {
 		g = granted16
 	}
 	return strings.Replace(qMembershipGrantedTemplate, "@GRANTED@", g, 1)
+}
+
+// qEndForeignSessions (after RestrictConnect's REVOKE and GRANT) ends every
+// session on database $1 of a role that does not hold CONNECT on it,
+// waiting up to 5 s for each to end, and counts those signalled. A
+// superuser holds every privilege, so its sessions are never among them
+// (the admin could not end them). A REVOKE ends no session by itself.
+const qEndForeignSessions = `SELECT pg_catalog.count(*)::pg_catalog.int4 FROM (
+  SELECT pg_catalog.pg_terminate_backend(a.pid, 5000::pg_catalog.int8) FROM pg_catalog.pg_stat_activity a
+  WHERE a.datname OPERATOR(pg_catalog.=) $1::pg_catalog.name
+    AND a.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()
+    AND NOT pg_catalog.has_database_privilege(a.usesysid, a.datid, 'CONNECT'::pg_catalog.text)) t`
+
+// qForeignSessions counts the sessions on database $1 of roles that do not
+// hold CONNECT on it (see qEndForeignSessions).
+const qForeignSessions = `SELECT pg_catalog.count(*)::pg_catalog.int4 FROM pg_catalog.pg_stat_activity a
+WHERE a.datname OPERATOR(pg_catalog.=) $1::pg_catalog.name
+  AND a.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()
+  AND NOT pg_catalog.has_database_privilege(a.usesysid, a.datid, 'CONNECT'::pg_catalog.text)`
+
+// Who holds CREATE on the database d: PUBLIC.
+const publicCreate = `EXISTS (SELECT 1 FROM pg_catalog.aclexplode(COALESCE(d.datacl, pg_catalog.acldefault('d'::pg_catalog."char", d.datdba))) a
+          WHERE a.grantee OPERATOR(pg_catalog.=) 0::pg_catalog.oid
+            AND a.privilege_type OPERATOR(pg_catalog.=) 'CREATE'::pg_catalog.text)`
+
+// qTemplates reads what decides whether a tenant could change what new
+// databases are copied from: does template0 accept connections, and may
+// PUBLIC connect to template1 and create schemas in it? A missing
+// template database reads as false.
+const qTemplates = `SELECT COALESCE(t0.datallowconn, false),
+  COALESCE(` + publicConnect + `, false),
+  COALESCE(` + publicCreate + `, false)
+FROM (SELECT 1) AS one
+LEFT JOIN pg_catalog.pg_database t0 ON t0.datname OPERATOR(pg_catalog.=) 'template0'::pg_catalog.name
+LEFT JOIN pg_catalog.pg_database d ON d.datname OPERATOR(pg_catalog.=) 'template1'::pg_catalog.name`
+
+// qPublicCreateSchemas (in a session on template1) lists the schemas in
+// which PUBLIC may create objects.
+const qPublicCreateSchemas = `SELECT n.nspname::pg_catalog.text FROM pg_catalog.pg_namespace n
+WHERE EXISTS (SELECT 1 FROM pg_catalog.aclexplode(COALESCE(n.nspacl, pg_catalog.acldefault('n'::pg_catalog."char", n.nspowner))) a
+  WHERE a.grantee OPERATOR(pg_catalog.=) 0::pg_catalog.oid
+    AND a.privilege_type OPERATOR(pg_catalog.=) 'CREATE'::pg_catalog.text)
+ORDER BY 1`
+
+// TemplateDatabase is the database every tenant database is copied from:
+// template0, which nobody can connect to and so nobody can change, unlike
+// template1.
+const TemplateDatabase = "template0"
+
+// qTemplateLocale reads template0's locale settings: LC_COLLATE, LC_CTYPE,
+// the locale provider (15+), the provider's locale (ICU, 15+; or builtin,
+// 17+) and ICU rules (16+). @PROVIDER@, @LOCALE@ and @RULES@ are replaced
+// per server major (qTemplateLocaleFor).
+const qTemplateLocale = `SELECT d.datcollate::pg_catalog.text, d.datctype::pg_catalog.text,
+  @PROVIDER@, @LOCALE@, @RULES@
+FROM pg_catalog.pg_database d WHERE d.datname OPERATOR(pg_catalog.=) 'template0'::pg_catalog.name`
+
+// qTemplateLocaleFor returns qTemplateLocale for a server major.
+func qTemplateLocaleFor(major int) string {
+	prov, loc, rules := `'c'::pg_catalog.text`, `NULL::pg_catalog.text`, `NULL::pg_catalog.text`
+	if major >= 15 {
+		prov, loc = `d.datlocprovider::pg_catalog.text`, `d.daticulocale::pg_catalog.text`
+	}
+	if major >= 16 {
+		rules = `d.daticurules::pg_catalog.text`
+	}
+	if major >= 17 {
+		loc = `d.datlocale::pg_catalog.text`
+	}
+	return strings.NewReplacer("@PROVIDER@", prov, "@LOCALE@", loc, "@RULES@", rules).Replace(qTemplateLocale)
+}
+
+// Locale is the encoding-independent locale of a new database.
+type Locale struct {
+	// Collate and Ctype are LC_COLLATE and LC_CTYPE.
+	Collate, Ctype string
+	// Provider is pg_database.datlocprovider: "c" (libc), "i" (ICU) or "b"
+	// (builtin, 17+).
+	Provider string
+	// Locale is the ICU or builtin locale ("" for libc).
+	Locale string
+	// ICURules are ICU tailoring rules (16+, "" for none).
+	ICURules string
+}
+
+// DatabaseEncoding is the encoding of every tenant database.
+const DatabaseEncoding = "UTF8"
+
+// databaseOptions is the clause of CREATE DATABASE that fixes what a new
+// database is copied from and its encoding and locale, so that nothing
+// depends on what template1 holds: TEMPLATE template0, ENCODING 'UTF8' and
+// the locale l, for a server major. It is the one place these options are
+// built.
+func databaseOptions(l Locale, major int) (string, error) {
+	var b strings.Builder
+	b.WriteString("TEMPLATE " + TemplateDatabase + " ENCODING '" + DatabaseEncoding + "'")
+	opt := func(name, value string) error {
+		v, err := sqlString(name, value)
+		if err != nil {
+			return err
+		}
+		b.WriteString(" " + name + " " + v)
+		return nil
+	}
+	if err := opt("LC_COLLATE", l.Collate); err != nil {
+		return "", err
+	}
+	if err := opt("LC_CTYPE", l.Ctype); err != nil {
+		return "", err
+	}
+	if major < 15 {
+		if l.Provider != "" && l.Provider != "c" {
+			return "", fmt.Errorf("locale provider %q on PostgreSQL %d", l.Provider, major)
+		}
+		return b.String(), nil
+	}
+	switch l.Provider {
+	case "c":
+		b.WriteString(" LOCALE_PROVIDER libc")
+	case "i":
+		b.WriteString(" LOCALE_PROVIDER icu")
+		if err := opt("ICU_LOCALE", l.Locale); err != nil {
+			return "", err
+		}
+		if l.ICURules != "" && major >= 16 {
+			if err := opt("ICU_RULES", l.ICURules); err != nil {
+				return "", err
+			}
+		}
+	case "b":
+		if major < 17 {
+			return "", fmt.Errorf("locale provider builtin on PostgreSQL %d", major)
+		}
+		b.WriteString(" LOCALE_PROVIDER builtin")
+		if err := opt("BUILTIN_LOCALE", l.Locale); err != nil {
+			return "", err
+		}
+	default:
+		return "", fmt.Errorf("unknown locale provider %q", l.Provider)
+	}
+	return b.String(), nil
+}
+
+// sqlString quotes a value read from the catalog as a string literal for
+// a statement option (options take no parameters): quotes doubled; a
+// backslash or control character (whose meaning would depend on
+// standard_conforming_strings) and an empty value are refused.
+func sqlString(name, v string) (string, error) {
+	if v == "" {
+		return "", fmt.Errorf("%s is empty", name)
+	}
+	for _, r := range v {
+		if r == '\\' || r < ' ' || r == 0x7f {
+			return "", fmt.Errorf("%s %q contains a backslash or a control character", name, v)
+		}
+	}
+	return "'" + strings.ReplaceAll(v, "'", "''") + "'", nil
 }

@@ -24,6 +24,9 @@ type Catalog struct {
 	DatabaseOID    uint32
 	// Owner is the database owner's role name.
 	Owner string
+	// AllowConn: the database accepts connections (datallowconn). A tenant
+	// database accepts none until its CONNECT is restricted.
+	AllowConn bool
 	// PublicConnect: PUBLIC may connect (the PostgreSQL default).
 	PublicConnect bool
 	// RoleConnect: the login role holds CONNECT explicitly.
@@ -71,8 +74,8 @@ type Catalog struct {
 // login proven under one fingerprint is assumed to still work while the
 // fingerprint is unchanged.
 func (c Catalog) LoginFingerprint() string {
-	return fmt.Sprintf("db=%t/%d/%s/%t/%t role=%t/%d/%t/%t/%t/%t/%t/%t/%d/%q verifier=%s",
-		c.DatabaseExists, c.DatabaseOID, c.Owner, c.PublicConnect, c.RoleConnect,
+	return fmt.Sprintf("db=%t/%d/%s/%t/%t/%t role=%t/%d/%t/%t/%t/%t/%t/%t/%d/%q verifier=%s",
+		c.DatabaseExists, c.DatabaseOID, c.Owner, c.AllowConn, c.PublicConnect, c.RoleConnect,
 		c.RoleExists, c.RoleOID, c.Login, c.Superuser, c.CreateDB, c.CreateRole, c.Replication, c.BypassRLS, c.ConnLimit, c.ValidUntil,
 		c.VerifierDigest)
 }
@@ -101,7 +104,7 @@ func (p *Pool) Observe(ctx context.Context, database, role string) (Catalog, err
 	var c Catalog
 	var dbOID, roleOID *uint32
 	var owner *string
-	var publicConnect, roleConnect, login, super, createDB, createRole, repl, bypass, member, canAdmin *bool
+	var allowConn, publicConnect, roleConnect, login, super, createDB, createRole, repl, bypass, member, canAdmin *bool
 	var connLimit *int32
 	var validUntil *string
 	var verifier []byte
@@ -117,7 +120,7 @@ func (p *Pool) Observe(ctx context.Context, database, role string) (Catalog, err
 	var otherGrants, otherMembers []byte
 	err = p.onCurrentSession(ctx, func(c *pgxpool.Conn) (bool, error) {
 		err := c.Conn().QueryRow(ctx, qObserve(major, readable), database, role).Scan(
-			&dbOID, &owner, &publicConnect, &roleConnect,
+			&dbOID, &owner, &allowConn, &publicConnect, &roleConnect,
 			&roleOID, &login, &super, &createDB, &createRole, &repl, &bypass, &connLimit, &member, &canAdmin,
 			&validUntil, &verifier, &granted, &otherGrants, &otherMembers)
 		return err == nil && outdatedMemberships(member, granted), err
@@ -132,7 +135,7 @@ func (p *Pool) Observe(ctx context.Context, database, role string) (Catalog, err
 		return Catalog{}, err
 	}
 	if dbOID != nil {
-		c.DatabaseExists, c.DatabaseOID, c.Owner = true, *dbOID, deref(owner)
+		c.DatabaseExists, c.DatabaseOID, c.Owner, c.AllowConn = true, *dbOID, deref(owner), deref(allowConn)
 		c.PublicConnect, c.RoleConnect = deref(publicConnect), deref(roleConnect)
 	}
 	if roleOID != nil {
@@ -363,13 +366,49 @@ func dbAndRole(database, role string) (string, string, error) {
 	return d, r, err
 }
 
-// CreateDatabase creates database owned by owner.
+// CreateDatabase creates database owned by owner, copied from template0
+// with the encoding and locale of databaseOptions, accepting no
+// connections until RestrictConnect has run: nobody but the owner ever
+// has a session in it, and nothing in it comes from template1.
 func (p *Pool) CreateDatabase(ctx context.Context, database, owner string) error {
 	d, o, err := dbAndRole(database, owner)
 	if err != nil {
 		return err
 	}
-	return p.asMember(ctx, owner, execOn(fmt.Sprintf(qCreateDatabase, d, o)))
+	major, err := p.Major(ctx)
+	if err != nil {
+		return err
+	}
+	l, err := p.databaseLocale(ctx, major)
+	if err != nil {
+		return err
+	}
+	opts, err := databaseOptions(l, major)
+	if err != nil {
+		return &Error{Class: ClassInvalid, msg: fmt.Sprintf("cannot state template0's locale for a new database: %v; the provider creates every database from template0 with its locale, so template0's locale settings must be valid", err)}
+	}
+	return p.asMember(ctx, owner, execOn(fmt.Sprintf(qCreateDatabase, d, o, opts)))
+}
+
+// databaseLocale returns template0's locale, read once per pool.
+func (p *Pool) databaseLocale(ctx context.Context, major int) (Locale, error) {
+	if l := p.locale.Load(); l != nil {
+		return *l, nil
+	}
+	ctx, cancel := p.withTimeout(ctx)
+	defer cancel()
+	var l Locale
+	var loc, rules *string
+	err := p.pool.QueryRow(ctx, qTemplateLocaleFor(major)).Scan(&l.Collate, &l.Ctype, &l.Provider, &loc, &rules)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return l, &Error{Class: ClassInvalid, msg: "the server has no template0 database: the provider creates every database from template0"}
+	}
+	if err != nil {
+		return l, p.classify(err)
+	}
+	l.Locale, l.ICURules = deref(loc), deref(rules)
+	p.locale.Store(&l)
+	return l, nil
 }
 
 // SetDatabaseOwner gives database to owner.
@@ -381,16 +420,20 @@ func (p *Pool) SetDatabaseOwner(ctx context.Context, database, owner string) err
 	return p.asMember(ctx, owner, execOn(fmt.Sprintf(qAlterDatabaseOwner, d, o)))
 }
 
-// RestrictConnect revokes CONNECT and TEMPORARY from PUBLIC and grants
-// CONNECT to role, in one transaction that reads the result back before
-// it commits: the server takes a REVOKE or GRANT the admin may not make
-// with a warning and changes nothing, and that is an error here.
+// RestrictConnect leaves database to role alone: it revokes CONNECT and
+// TEMPORARY from PUBLIC and grants CONNECT to role, in one transaction that
+// reads the result back before it commits (the server takes a REVOKE or
+// GRANT the admin may not make with a warning and changes nothing, and
+// that is an error here); then, since a REVOKE ends no session, it ends
+// every session in the database of a role without CONNECT on it and
+// verifies that none remains; only then does the database accept
+// connections (it is created accepting none).
 func (p *Pool) RestrictConnect(ctx context.Context, database, role string) error {
 	d, r, err := dbAndRole(database, role)
 	if err != nil {
 		return err
 	}
-	return p.asMember(ctx, role, func(ctx context.Context, c *pgx.Conn) error {
+	err = p.asMember(ctx, role, func(ctx context.Context, c *pgx.Conn) error {
 		return pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, fmt.Sprintf(qRevokePublic, d)); err != nil {
 				return err
@@ -408,6 +451,53 @@ func (p *Pool) RestrictConnect(ctx context.Context, database, role string) error
 			return nil
 		})
 	})
+	if err != nil {
+		return err
+	}
+	if err := p.hook(HookForeignSessions); err != nil {
+		return p.classify(err)
+	}
+	if err := p.EndForeignSessions(ctx, database); err != nil {
+		return err
+	}
+	if err := p.hook(HookAllowConnections); err != nil {
+		return p.classify(err)
+	}
+	return p.asMember(ctx, role, execOn(fmt.Sprintf(qAllowConnections, d)))
+}
+
+// Fault-injection points of RestrictConnect: after CONNECT is restricted,
+// before foreign sessions are ended; before the database accepts
+// connections.
+const (
+	HookForeignSessions  = "before ending the sessions of roles without CONNECT"
+	HookAllowConnections = "before ALLOW_CONNECTIONS true"
+)
+
+// EndForeignSessions ends every session on database of a role that does
+// not hold CONNECT on it, then verifies that none is left. Ending another
+// role's session needs that role's privileges or pg_signal_backend's.
+func (p *Pool) EndForeignSessions(ctx context.Context, database string) error {
+	if _, err := ident("database", database); err != nil {
+		return err
+	}
+	ctx, cancel := p.withTimeout(ctx)
+	defer cancel()
+	var ended, left int32
+	if err := p.pool.QueryRow(ctx, qEndForeignSessions, database).Scan(&ended); err != nil {
+		e := Classify(err, p.redact...)
+		if e.Class == ClassPrivileges {
+			return &Error{Class: ClassPrivileges, SQLState: e.SQLState, msg: fmt.Sprintf("a role without CONNECT on the database %q has a session in it that the admin role may not end (%v): end it as a superuser (SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '%s' AND NOT has_database_privilege(usesysid, datid, 'CONNECT')), or GRANT pg_signal_backend TO <the admin role>; the database accepts no new connection until then", database, e, database)}
+		}
+		return e
+	}
+	if err := p.pool.QueryRow(ctx, qForeignSessions, database).Scan(&left); err != nil {
+		return p.classify(err)
+	}
+	if left > 0 {
+		return &Error{Class: ClassUnavailable, msg: fmt.Sprintf("%d session(s) of roles without CONNECT on the database %q are still there after ending %d: retrying; the database accepts no new connection until none is left", left, database, ended)}
+	}
+	return nil
 }
 
 // execOn returns a function that runs sql on a session.

@@ -227,6 +227,12 @@ func (r *statusReconciler) observe(ctx context.Context, obj Object, ref string, 
 	if err := h.Privileges(); err != nil {
 		o.Privileges = err.Error()
 	}
+	ts, err := pool.Templates(ctx)
+	if err != nil {
+		o.CheckClass, o.CheckMessage = string(postgres.ClassOf(err)), "cannot check the template databases: "+err.Error()
+		return
+	}
+	o.Templates = tenancy.TemplateProblem(ts)
 	// The identity is a report: a failure to read it is logged, and the
 	// identity recorded earlier is kept.
 	id, err := pool.SystemIdentifier(ctx)

@@ -550,3 +550,42 @@ func TestZZCanaryCredentialsNeverLeak(t *testing.T) {
 		t.Fatal("object vanished")
 	}
 }
+
+// TestUnsafeTemplatesAreRefused: a server where a tenant could plant
+// objects in a template database is not Ready (UnsafeTemplates, naming the
+// statement to run), and becomes Ready once an admin ran it.
+func TestUnsafeTemplatesAreRefused(t *testing.T) {
+	testenv.Need(t)
+	pg := env.Postgres
+	ctx := context.Background()
+	exec := func(database, stmt string) {
+		t.Helper()
+		c := pg.SuperConnT(t, database)
+		defer c.Close(ctx) //nolint:errcheck // test
+		if _, err := c.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	secret := adminSecret(t, testenv.ProviderNamespace, pg.AdminUser, pg.AdminPassword)
+	for _, tc := range []struct{ name, database, unsafe, fix, says string }{
+		{"template0", "postgres", "ALTER DATABASE template0 ALLOW_CONNECTIONS true", "ALTER DATABASE template0 ALLOW_CONNECTIONS false", "as a superuser, run ALTER DATABASE template0 ALLOW_CONNECTIONS false"},
+		{"template1", "template1", "GRANT CREATE ON SCHEMA public TO PUBLIC", "REVOKE CREATE ON SCHEMA public FROM PUBLIC", "connected to template1, run REVOKE CREATE ON SCHEMA public FROM PUBLIC"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			exec(tc.database, tc.unsafe)
+			fixed := false
+			t.Cleanup(func() {
+				if !fixed {
+					exec(tc.database, tc.fix)
+				}
+			})
+			cpc := newCPC(pg.Host, secret)
+			create(t, cpc)
+			waitFor(t, cpc, "UnsafeTemplates", readyIs(corev1.ConditionFalse, "UnsafeTemplates"))
+			wantStatus(t, cpc, v1alpha1.ConfigPhaseValidating, "UnsafeTemplates", tc.says)
+			exec(tc.database, tc.fix)
+			fixed = true
+			waitFor(t, cpc, "Ready", readyIs(corev1.ConditionTrue, "Ready"))
+		})
+	}
+}

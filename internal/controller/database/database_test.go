@@ -51,6 +51,7 @@ const (
 )
 
 func hook(step string) error {
+	pauseAt(step)
 	fmu.Lock()
 	defer fmu.Unlock()
 	if faults[step] > 0 {
@@ -70,7 +71,7 @@ func TestMain(m *testing.M) { testenv.Main(m, testenv.All, &env, start) }
 
 func start(e *testenv.Env) (func(), error) {
 	ctx := context.Background()
-	_, stop, err := inproc.Start(e, inproc.Options{Poll: poll, ConfigInterval: 5 * time.Second, ConfigRetry: time.Second, StepHook: hook, Logs: logs,
+	_, stop, err := inproc.Start(e, inproc.Options{Poll: poll, ConfigInterval: 5 * time.Second, ConfigRetry: time.Second, StepHook: hook, PoolHook: hook, Logs: logs,
 		LoginCheckInterval: loginCheck, WrapKV: func(kv database.KV) database.KV { kvCounter.KV = kv; return kvCounter }})
 	if err != nil {
 		return nil, err

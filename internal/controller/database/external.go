@@ -200,7 +200,7 @@ func (e *external) Observe(ctx context.Context, db *v1alpha1.Database) (managed.
 		Requested: db.Spec.ForProvider.Extensions,
 		WantData:  e.wantData(n),
 		Rotation:  rotationRequest(db),
-		DB:        tenancy.DBState{Exists: cat.DatabaseExists, OID: cat.DatabaseOID, Owner: cat.Owner, PublicConnect: cat.PublicConnect, RoleConnect: cat.RoleConnect},
+		DB:        tenancy.DBState{Exists: cat.DatabaseExists, OID: cat.DatabaseOID, Owner: cat.Owner, AllowConn: cat.AllowConn, PublicConnect: cat.PublicConnect, RoleConnect: cat.RoleConnect},
 		R: tenancy.RoleState{Exists: cat.RoleExists, OID: cat.RoleOID, AttributesOK: cat.RoleAttributesOK(), AdminMember: cat.AdminMember, AdminCanAdmin: cat.AdminCanAdmin,
 			Elevated: cat.Superuser || cat.Replication || cat.BypassRLS},
 	}
@@ -410,6 +410,10 @@ func (e *external) login(ctx context.Context, n names, password string) (tenancy
 			switch {
 			case pe.SQLState == "3D000":
 				return tenancy.LoginAuthOK, nil
+			case pe.SQLState == "55000":
+				// The database accepts no connections: the server says so
+				// only after authentication. Not a refused credential.
+				return tenancy.LoginNotAccepting, nil
 			case pe.Class == postgres.ClassAuthentication:
 				return tenancy.LoginRefused, nil
 			}
@@ -610,8 +614,9 @@ func (e *external) Create(ctx context.Context, db *v1alpha1.Database) (managed.E
 	db.Status.AtProvider.Phase = v1alpha1.DatabasePhaseDatabaseCreated
 	db.Status.AtProvider.DatabaseOID = int64(cat.DatabaseOID)
 
-	// CONNECT: only the role.
-	if cat.PublicConnect || !cat.RoleConnect {
+	// CONNECT: only the role; other roles' sessions ended; then the
+	// database accepts connections (it was created accepting none).
+	if cat.PublicConnect || !cat.RoleConnect || !cat.AllowConn {
 		if err := e.step(StepConnect); err != nil {
 			return managed.ExternalCreation{}, failFrom(db, StepConnect, err)
 		}

@@ -38,6 +38,9 @@ type Options struct {
 	CABundleFile string
 	// StepHook injects faults before Database write steps.
 	StepHook func(step string) error
+	// PoolHook injects faults at the admin pools' points inside a step
+	// (postgres.Options.Hook).
+	PoolHook func(point string) error
 	// Logs receives every log line (development format).
 	Logs io.Writer
 	// LoginCheckInterval is the Database controller's periodic login check
@@ -88,7 +91,7 @@ func Start(e *testenv.Env, co Options) (*Controllers, func(), error) {
 	if co.CABundleFile == "" {
 		co.CABundleFile = e.CA.CertFile
 	}
-	pools := postgres.NewManager(postgres.Options{MaxConns: 4, ConnectTimeout: 3 * time.Second, CallTimeout: 10 * time.Second, CABundleFile: co.CABundleFile})
+	pools := postgres.NewManager(postgres.Options{MaxConns: 4, ConnectTimeout: 3 * time.Second, CallTimeout: 10 * time.Second, CABundleFile: co.CABundleFile, Hook: co.PoolHook})
 	tf, err := e.ProviderTokenFile(ctx)
 	if err != nil {
 		return nil, nil, err

@@ -1,0 +1,68 @@
+package tenancy
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestTemplateProblem(t *testing.T) {
+	cases := map[string]struct {
+		s    TemplateState
+		want []string // statements the message must name; nil: no problem
+		not  []string
+	}{
+		"Defaults15AndLater": {s: TemplateState{Template1PublicConnect: true}},
+		"ConnectRevoked":     {s: TemplateState{}},
+		// Without CONNECT nobody but the owner reaches template1's schemas.
+		"CreateWithoutConnect": {s: TemplateState{Template1PublicCreate: true, Template1CreateSchemas: []string{"public"}}},
+		"Default14": {
+			s:    TemplateState{Template1PublicConnect: true, Template1CreateSchemas: []string{"public"}},
+			want: []string{"REVOKE CREATE ON SCHEMA public FROM PUBLIC", "REVOKE CONNECT ON DATABASE template1 FROM PUBLIC", "connected to template1"},
+			not:  []string{"template0", "ON DATABASE template1 FROM PUBLIC;"},
+		},
+		"QuotedSchema": {
+			s:    TemplateState{Template1PublicConnect: true, Template1CreateSchemas: []string{"App", "public"}},
+			want: []string{`REVOKE CREATE ON SCHEMA "App" FROM PUBLIC; REVOKE CREATE ON SCHEMA public FROM PUBLIC`},
+		},
+		"CreateOnTemplate1": {
+			s:    TemplateState{Template1PublicConnect: true, Template1PublicCreate: true},
+			want: []string{"REVOKE CREATE ON DATABASE template1 FROM PUBLIC", "create schemas in it"},
+		},
+		"Template0AcceptsConnections": {
+			s:    TemplateState{Template0AllowConn: true, Template1PublicConnect: true},
+			want: []string{"ALTER DATABASE template0 ALLOW_CONNECTIONS false", "as a superuser"},
+			not:  []string{"template1"},
+		},
+		"Both": {
+			s:    TemplateState{Template0AllowConn: true, Template1PublicConnect: true, Template1CreateSchemas: []string{"public"}},
+			want: []string{"ALTER DATABASE template0 ALLOW_CONNECTIONS false", "REVOKE CREATE ON SCHEMA public FROM PUBLIC"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := TemplateProblem(tc.s)
+			if (got == "") != (tc.want == nil) {
+				t.Fatalf("TemplateProblem(%+v) = %q", tc.s, got)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("message lacks %q:\n%s", w, got)
+				}
+			}
+			for _, w := range tc.not {
+				if strings.Contains(got, w) {
+					t.Errorf("message has %q:\n%s", w, got)
+				}
+			}
+		})
+	}
+}
+
+func TestQuoteIdent(t *testing.T) {
+	got := []string{quoteIdent("public"), quoteIdent("App"), quoteIdent(`a"b`), quoteIdent("s1$"), quoteIdent("1s")}
+	if diff := cmp.Diff([]string{"public", `"App"`, `"a""b"`, "s1$", `"1s"`}, got); diff != "" {
+		t.Error(diff)
+	}
+}
