@@ -154,7 +154,6 @@ func memberOptions(m RoleMembership) string {
 	return " (WITH " + strings.Join(o, ", ") + ")"
 }
 
-
 // quoteName quotes a name as an SQL identifier, always in double quotes,
 // for statements a message suggests.
 func quoteName(s string) string {
