@@ -679,20 +679,38 @@ func ClaimString(c *v1alpha1.ClaimReference) string {
 	return c.Namespace + "/" + c.Name
 }
 
-// LiveBinding reports whether bindings (the DatabaseBindings of the
-// claim's namespace) hold one that is not being deleted and is of the
-// claim's Tenant (by UID; a new Tenant of the same name is another claim).
-func LiveBinding(bindings []v1alpha1.DatabaseBinding, claim *v1alpha1.ClaimReference) bool {
+// Claimants are the bindings that may hold claim: in its namespace, of its
+// Tenant's UID, not being deleted. Each counts only if its standing says so
+// (LiveBinding).
+func Claimants(bindings []v1alpha1.DatabaseBinding, claim *v1alpha1.ClaimReference) []*v1alpha1.DatabaseBinding {
 	if claim == nil || claim.UID == "" {
-		return false
+		return nil
 	}
+	var out []*v1alpha1.DatabaseBinding
 	for i := range bindings {
 		b := &bindings[i]
 		if b.GetNamespace() == claim.Namespace && b.Spec.ForProvider.Tenant.UID == claim.UID && b.GetDeletionTimestamp() == nil {
-			return true
+			out = append(out, b)
 		}
 	}
-	return false
+	return out
+}
+
+// LiveBinding is whether a claim is held, from the standings of its
+// claimants (DecideStanding): live when one is its Tenant's, pending when
+// one may yet be, none otherwise. A forged binding, or one whose Tenant is
+// gone, holds nothing.
+func LiveBinding(standings []Standing) Claimancy {
+	out := ClaimNone
+	for _, s := range standings {
+		switch s {
+		case StandingTenants:
+			return ClaimLive
+		case StandingPending:
+			out = ClaimPending
+		}
+	}
+	return out
 }
 
 // BindingOf is the binding status a Database shows, from its claimRef,
@@ -756,7 +774,10 @@ type DeletionVerdict struct {
 // Delete, and otherwise leaves everything in place.
 func DecideDeletion(reclaim v1alpha1.ReclaimPolicy, policiesAllowDelete bool, claim *v1alpha1.ClaimReference, liveBinding bool) DeletionVerdict {
 	if claim != nil && claim.UID != "" && liveBinding {
-		return DeletionVerdict{Wait: true, Reason: ReasonBoundToTenant, Message: fmt.Sprintf("the Database is bound to the Tenant %s (uid %s), whose DatabaseBinding still exists: it is deleted once that claim is released (delete the Tenant's DatabaseBinding, or the Tenant); nothing was dropped", ClaimString(claim), claim.UID)}
+		// The message goes to Events too, which for a cluster-scoped
+		// object are in namespace default: it names no claim (the
+		// Database's spec.claimRef does, for an admin).
+		return DeletionVerdict{Wait: true, Reason: ReasonBoundToTenant, Message: "the Database is bound to the Tenant its spec.claimRef names, whose DatabaseBinding still exists: it is deleted once that claim is released (delete the Tenant's DatabaseBinding, or the Tenant); nothing was dropped"}
 	}
 	return DeletionVerdict{Drop: reclaim == v1alpha1.ReclaimDelete && policiesAllowDelete}
 }
