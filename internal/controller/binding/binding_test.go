@@ -929,7 +929,9 @@ func TestOrphanedBindingReleases(t *testing.T) {
 			} else {
 				testenv.Await(t, env.Kube.Client, db, timeout, "the Database is Released", func(d *v1alpha1.Database) bool {
 					return d.Status.Binding.Phase == v1alpha1.BindingReleased && !controllerutil.ContainsFinalizer(d, tenancy.ClaimProtectionFinalizer)
-				}, func(d *v1alpha1.Database) string { return fmt.Sprintf("%+v, finalizers %v", d.Status.Binding, d.GetFinalizers()) })
+				}, func(d *v1alpha1.Database) string {
+					return fmt.Sprintf("%+v, finalizers %v", d.Status.Binding, d.GetFinalizers())
+				})
 			}
 			deadline := time.Now().Add(timeout)
 			for rec := readKV(t, copyPath(ns, "app")); rec != nil; rec = readKV(t, copyPath(ns, "app")) {
