@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -917,6 +918,16 @@ func binding(t *testing.T, ns, tenant, d string) *v1alpha1.DatabaseBinding {
 	return b
 }
 
+// tenantObject is the Tenant ns/name to delete.
+func tenantObject(ns, name string) client.Object {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("database.ayatori.ddupan.top/v1alpha1")
+	u.SetKind("Tenant")
+	u.SetNamespace(ns)
+	u.SetName(name)
+	return u
+}
+
 func phase(p v1alpha1.BindingPhase) func(*v1alpha1.Database) bool {
 	return func(d *v1alpha1.Database) bool { return d.Status.Binding.Phase == p }
 }
@@ -965,6 +976,49 @@ func TestBindingPhaseFollowsBindings(t *testing.T) {
 		t.Errorf("a Released Database: ready %v, binding %+v", ready(d), d.Status.Binding)
 	}
 	_ = env.Kube.Client.Delete(ctx, other)
+
+	// A binding of the released claim's Tenant UID that is not that
+	// Tenant's (controlled by an object of an apiVersion nobody serves,
+	// the Tenant gone) does not make the Database Bound again.
+	if err := env.Kube.Client.Delete(ctx, tenantObject("claims-a", "shop")); err != nil {
+		t.Fatal(err)
+	}
+	forged := &v1alpha1.DatabaseBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "claims-a", Name: "shop", OwnerReferences: []metav1.OwnerReference{{
+		APIVersion: "forged.example.org/v1", Kind: "Tenant", Name: "shop", UID: types.UID(claim.UID), Controller: ptr.To(true),
+	}}}}
+	forged.Spec.ForProvider.Tenant = v1alpha1.TenantReference{Name: "shop", UID: claim.UID}
+	forged.Spec.ForProvider.DatabaseRef = ptr.To(d.Name)
+	if err := env.Kube.Client.Create(ctx, forged); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * poll)
+	if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Status.Binding.Phase != v1alpha1.BindingReleased {
+		t.Errorf("a forged binding of the released claim made the Database %q, want Released", d.Status.Binding.Phase)
+	}
+	_ = env.Kube.Client.Delete(ctx, forged)
+
+	// The Bound and Released Events are in namespace default, which is
+	// not the claim's: they name no claim.
+	evs := &corev1.EventList{}
+	if err := env.Kube.Client.List(ctx, evs, client.InNamespace(metav1.NamespaceDefault)); err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, e := range evs.Items {
+		if e.InvolvedObject.Name != d.Name || (e.Reason != "Bound" && e.Reason != "Released") {
+			continue
+		}
+		seen++
+		if strings.Contains(e.Message, "claims-a") || strings.Contains(e.Message, claim.UID) {
+			t.Errorf("the %s Event names the claim: %q", e.Reason, e.Message)
+		}
+	}
+	if seen < 2 {
+		t.Errorf("%d Bound/Released Events of the Database in namespace default, want both", seen)
+	}
 
 	// The admin clears the claim: Available again, the released claim kept.
 	d.Spec.ClaimRef = nil
