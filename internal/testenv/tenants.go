@@ -2,23 +2,10 @@ package testenv
 
 import (
 	"context"
-	"os"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
-
-// TenantCRDDir writes the CRDs of the Tenant kinds (ConvertXRDs) into a new
-// directory for Options.ExtraCRDDirs: the provider's controllers read the
-// Tenant a DatabaseBinding belongs to, and without Crossplane nothing
-// composes one.
-func TenantCRDDir() (string, error) {
-	dir, err := os.MkdirTemp("", "ppt-tenant-crds-")
-	if err != nil {
-		return "", err
-	}
-	return dir, ConvertXRDs(dir)
-}
 
 // CreateTenant creates the Tenant ns/name, as an app team would, listing
 // the DatabaseBindings named bindings among its composed resources (as

@@ -87,14 +87,8 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	// The Tenant kinds' CRDs (from the XRDs, without Crossplane: nothing
-	// composes a Tenant here), so that bindings have real Tenants.
-	dir, err := testenv.TenantCRDDir()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL: test environment:", err)
-		os.Exit(1)
-	}
-	testenv.Main(m, testenv.Options{Kube: true, OpenBao: true, ExtraCRDDirs: []string{dir}}, &env, start)
+	// With the Tenant kinds' CRDs, so that bindings have real Tenants.
+	testenv.Main(m, testenv.Options{Kube: true, OpenBao: true, TenantCRDs: true}, &env, start)
 }
 
 // binderPolicy grants the binder what it needs: read the Databases' own

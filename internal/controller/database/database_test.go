@@ -68,15 +68,10 @@ func inject(step string, n int) {
 }
 
 func TestMain(m *testing.M) {
-	// The Tenant kinds' CRDs: a binding keeps its Database Bound only if
-	// its Tenant exists and lists it. Nothing composes a Tenant here.
-	dir, err := testenv.TenantCRDDir()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL: test environment:", err)
-		os.Exit(1)
-	}
+	// With the Tenant kinds' CRDs: a binding keeps its Database Bound only
+	// if its Tenant exists and lists it.
 	o := testenv.All
-	o.ExtraCRDDirs = []string{dir}
+	o.TenantCRDs = true
 	testenv.Main(m, o, &env, start)
 }
 
