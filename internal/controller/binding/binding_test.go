@@ -973,3 +973,81 @@ func TestBoundDatabaseIsProtectedUntilReleased(t *testing.T) {
 	awaitGone(t, b, "the binding")
 	awaitGone(t, db, "the released Database")
 }
+
+// Deleting a Tenant's own binding (the Tenant stays) releases its
+// Database, and a released Database is not bound again, even to a binding
+// of the very Tenant that released it: only an admin's claimRef edit
+// reopens it. With the claim cleared, the Tenant's binding binds it again.
+func TestReleasedIsNotReboundEvenForItsTenant(t *testing.T) {
+	testenv.Need(t)
+	ctx := context.Background()
+	ns := namespace(t)
+	inst := instance(t, v1alpha1.ReclaimRetain)
+	db := database(t, inst, nil, v1alpha1.ReclaimRetain, "rebind-secret")
+	uid := tenant(t, ns, "app", "app-db")
+	b := staticBinding(ns, "app", uid, inst, db.GetName())
+	create(t, b)
+	awaitBinding(t, b, "the binding is Available", available)
+	if err := env.Kube.Client.Delete(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	awaitGone(t, b, "the binding")
+	testenv.Await(t, env.Kube.Client, db, timeout, "the Database is Released", func(d *v1alpha1.Database) bool {
+		return d.Status.Binding.Phase == v1alpha1.BindingReleased
+	}, func(d *v1alpha1.Database) string { return fmt.Sprintf("%+v", d.Status.Binding) })
+
+	again := staticBinding(ns, "app", uid, inst, db.GetName())
+	create(t, again)
+	awaitBinding(t, again, "the Tenant's new binding is refused as Released", readyReason(tenancy.ReasonReleased))
+	time.Sleep(2 * time.Second)
+	if rec := readKV(t, copyPath(ns, "app")); rec != nil {
+		t.Errorf("the refused binding got a copy: %s", ownerOnly(rec))
+	}
+	if msg := again.GetCondition(xpv2.TypeReady).Message; strings.Contains(msg, uid) {
+		t.Errorf("the refusal tells a UID: %q", msg)
+	}
+
+	// The admin clears the claim: the Tenant's binding binds it again.
+	if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(db), db); err != nil {
+		t.Fatal(err)
+	}
+	db.Spec.ClaimRef = nil
+	if err := env.Kube.Client.Update(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	awaitBinding(t, again, "the binding is Available after the admin's edit", available)
+}
+
+// What a binding's namespace reads of a refusal names nothing of another
+// namespace's claim (its namespace, Tenant name or UID) and none of the
+// messages of a Database that is not its own.
+func TestRefusalsNameNoOtherClaim(t *testing.T) {
+	testenv.Need(t)
+	ctx := context.Background()
+	owner, thief := namespace(t), namespace(t)
+	inst := instance(t, v1alpha1.ReclaimRetain)
+	db := database(t, inst, nil, v1alpha1.ReclaimRetain, "owned-secret")
+	ownerUID := tenant(t, owner, "precious", "precious-db")
+	create(t, staticBinding(owner, "precious", ownerUID, inst, db.GetName()))
+	tb := staticBinding(thief, "grab", tenant(t, thief, "grab", "grab-db"), inst, db.GetName())
+	create(t, tb)
+	awaitBinding(t, tb, "AlreadyBound", readyReason(tenancy.ReasonAlreadyBound))
+	if msg := tb.GetCondition(xpv2.TypeReady).Message; strings.Contains(msg, owner) || strings.Contains(msg, "precious") || strings.Contains(msg, ownerUID) {
+		t.Errorf("the refusal tells the other namespace's claim: %q", msg)
+	}
+
+	// A Database that is not the binding's and not Ready: its message is
+	// not relayed.
+	const secretMessage = "only-for-the-admin-0451"
+	other := database(t, inst, nil, v1alpha1.ReclaimRetain, "other-secret")
+	other.Status.SetConditions(xpv2.Condition{Type: xpv2.TypeReady, Status: corev1.ConditionFalse, Reason: "Conflict", Message: secretMessage, LastTransitionTime: metav1.Now()})
+	if err := env.Kube.Client.Status().Update(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	wb := staticBinding(thief, "wait", tenant(t, thief, "wait", "wait-db"), inst, other.GetName())
+	create(t, wb)
+	awaitBinding(t, wb, "DatabaseNotReady", readyReason(tenancy.ReasonDatabaseNotReady))
+	if msg := wb.GetCondition(xpv2.TypeReady).Message; strings.Contains(msg, secretMessage) {
+		t.Errorf("another Database's Ready message reached the binding: %q", msg)
+	}
+}
