@@ -37,11 +37,12 @@ import (
 )
 
 const (
-	errTrackUsage  = "cannot track ClusterProviderConfig usage"
-	errGetConfig   = "cannot get the referenced ClusterProviderConfig"
-	errNoConfigRef = "spec.providerConfigRef is required"
-	errBindings    = "cannot list the DatabaseBindings of the claim's namespace"
-	errRecord      = "cannot record the reclaim policy in effect for the deletion"
+	errTrackUsage   = "cannot track ClusterProviderConfig usage"
+	errGetConfig    = "cannot get the referenced ClusterProviderConfig"
+	errNoConfigRef  = "spec.providerConfigRef is required"
+	errBindings     = "cannot tell whether the claim's Tenant holds the claim"
+	errClaimUnknown = "cannot tell whether the Tenant spec.claimRef names still holds the claim (the provider's log says why): the deletion waits; nothing was dropped"
+	errRecord       = "cannot record the reclaim policy in effect for the deletion"
 )
 
 // AnnotationReclaimAtDeletion records the reclaim policy in effect when a
@@ -199,8 +200,10 @@ func (c *connector) Connect(ctx context.Context, db *v1alpha1.Database) (managed
 			return nil, errors.Wrap(err, errRecord)
 		}
 		if lerr != nil {
-			// Whether the claim is still in use cannot be told: wait.
-			return nil, errors.Wrap(lerr, errBindings)
+			// Whether the claim is still in use cannot be told: wait. The
+			// cause (logged above) names the claim's namespace and Tenant;
+			// this error also becomes an Event, in namespace default.
+			return nil, errors.New(errClaimUnknown)
 		}
 		d := tenancy.DecideDeletion(reclaim, policies(db).ShouldDelete(), db.Spec.ClaimRef, live != tenancy.ClaimNone)
 		if d.Wait {
