@@ -409,10 +409,7 @@ func describeClaim(c *v1alpha1.ClaimReference, s BindingSpec) string {
 // released reports whether the Database's binding status records that its
 // current claim was released: a binding of that claim's Tenant never binds
 // it again; an admin's edit of spec.claimRef does.
-func released(d ObservedDatabase) bool {
-	rc := d.Binding.ReleasedClaim
-	return d.Binding.Phase == v1alpha1.BindingReleased && rc != nil && d.ClaimRef != nil && *rc == *d.ClaimRef
-}
+func released(d ObservedDatabase) bool { return ReleasedClaim(d.Binding, d.ClaimRef) }
 
 // validateSpec returns what is wrong with the spec, or "".
 func validateSpec(s BindingSpec) string {
@@ -676,6 +673,14 @@ func decideRelease(o BindingObservation) BindingDecision {
 		return v
 	}
 	v.Phase = v1alpha1.BindingPhaseReleased
+	if released(d) {
+		// Released already (by this binder, or with no binding of the
+		// claim left): nothing more is done, whatever the reclaim policy
+		// says now; a Delete is never made from a later edit or a later
+		// binding.
+		v.Message = fmt.Sprintf("Database %s is Released", d.Name)
+		return v
+	}
 	switch d.ReclaimPolicy {
 	case v1alpha1.ReclaimDelete:
 		if d.Deleting {
@@ -685,11 +690,6 @@ func decideRelease(o BindingObservation) BindingDecision {
 		v.Action, v.Release = ActionRelease, v1alpha1.ReclaimDelete
 		v.Message = fmt.Sprintf("deleting Database %s (reclaimPolicy Delete)", d.Name)
 	default:
-		rc := d.Binding.ReleasedClaim
-		if d.Binding.Phase == v1alpha1.BindingReleased && rc != nil && *rc == *d.ClaimRef {
-			v.Message = fmt.Sprintf("Database %s is Released (reclaimPolicy Retain)", d.Name)
-			return v
-		}
 		st := ReleasedStatus(*d.ClaimRef)
 		v.Action, v.Release, v.Released = ActionRelease, v1alpha1.ReclaimRetain, &st
 		v.Message = fmt.Sprintf("recording Database %s as Released (reclaimPolicy Retain)", d.Name)

@@ -594,6 +594,25 @@ func TestDecideBindingRelease(t *testing.T) {
 			o:    obs(staticSpec(), retainDone, orphaned),
 			want: BindingDecision{Action: ActionNone, Phase: v1alpha1.BindingPhaseReleased, Reason: ReasonTenantGone, Orphaned: true, CheckCopy: true},
 		},
+		// Released already, reclaimPolicy Delete set afterwards: a binding
+		// whose Tenant is gone (a forged one naming the old claim) deletes
+		// nothing, deleted or not.
+		"ReleasedThenDeleteIsNeverDeletedByAGoneBinding": {
+			o: obs(staticSpec(), func() ObservedDatabase {
+				d := retainDone
+				d.ReclaimPolicy = v1alpha1.ReclaimDelete
+				return d
+			}(), orphaned),
+			want: BindingDecision{Action: ActionNone, Phase: v1alpha1.BindingPhaseReleased, Reason: ReasonTenantGone, Orphaned: true, CheckCopy: true},
+		},
+		"ReleasedThenDeleteIsNeverDeletedByAGoneBindingsDeletion": {
+			o: obs(staticSpec(), func() ObservedDatabase {
+				d := retainDone
+				d.ReclaimPolicy = v1alpha1.ReclaimDelete
+				return d
+			}(), orphaned, deleting),
+			want: BindingDecision{Action: ActionNone, Phase: v1alpha1.BindingPhaseReleased, CheckCopy: true},
+		},
 		"OrphanOfAnotherClaimReleasesNothing": {
 			o: obs(staticSpec(), func() ObservedDatabase {
 				d := availableDB()

@@ -680,8 +680,8 @@ func ClaimString(c *v1alpha1.ClaimReference) string {
 }
 
 // Claimants are the bindings that may hold claim: in its namespace, of its
-// Tenant's UID, not being deleted. Each counts only if its standing says so
-// (LiveBinding).
+// Tenant's UID, being deleted or not. Each holds it only as its standing
+// says (LiveBinding).
 func Claimants(bindings []v1alpha1.DatabaseBinding, claim *v1alpha1.ClaimReference) []*v1alpha1.DatabaseBinding {
 	if claim == nil || claim.UID == "" {
 		return nil
@@ -689,28 +689,44 @@ func Claimants(bindings []v1alpha1.DatabaseBinding, claim *v1alpha1.ClaimReferen
 	var out []*v1alpha1.DatabaseBinding
 	for i := range bindings {
 		b := &bindings[i]
-		if b.GetNamespace() == claim.Namespace && b.Spec.ForProvider.Tenant.UID == claim.UID && b.GetDeletionTimestamp() == nil {
+		if b.GetNamespace() == claim.Namespace && b.Spec.ForProvider.Tenant.UID == claim.UID {
 			out = append(out, b)
 		}
 	}
 	return out
 }
 
-// LiveBinding is whether a claim is held, from the standings of its
-// claimants (DecideStanding): live when one is its Tenant's, pending when
-// one may yet be, none otherwise. A forged binding, or one whose Tenant is
-// gone, holds nothing.
-func LiveBinding(standings []Standing) Claimancy {
+// Claimant is a binding of a claim's Tenant UID, as LiveBinding needs it.
+type Claimant struct {
+	Standing Standing
+	Deleting bool
+}
+
+// LiveBinding is whether a claim is held, from its claimants (their
+// standing, DecideStanding) and whether the Database already records the
+// claim Released: live when one is its Tenant's and not being deleted;
+// pending while one may yet be (its Tenant does not list it yet), or while
+// the binder has a release to make (a binding of the Tenant being deleted,
+// or one whose Tenant is gone, and the claim not recorded Released yet);
+// none otherwise. A forged binding holds nothing.
+func LiveBinding(claimants []Claimant, released bool) Claimancy {
 	out := ClaimNone
-	for _, s := range standings {
-		switch s {
-		case StandingTenants:
+	for _, c := range claimants {
+		switch {
+		case c.Standing == StandingTenants && !c.Deleting:
 			return ClaimLive
-		case StandingPending:
+		case c.Standing == StandingPending && !c.Deleting,
+			(c.Standing == StandingTenants || c.Standing == StandingGone) && !released:
 			out = ClaimPending
 		}
 	}
 	return out
+}
+
+// ReleasedClaim reports whether a Database's binding status records its
+// current claim as Released.
+func ReleasedClaim(b v1alpha1.BindingStatus, claim *v1alpha1.ClaimReference) bool {
+	return b.Phase == v1alpha1.BindingReleased && b.ReleasedClaim != nil && claim != nil && *b.ReleasedClaim == *claim
 }
 
 // BindingOf is the binding status a Database shows, from its claimRef,

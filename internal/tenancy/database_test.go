@@ -527,7 +527,7 @@ func TestClaimants(t *testing.T) {
 		want     int
 	}{
 		"OfTheClaim":             {bindings: []v1alpha1.DatabaseBinding{b("team", "t-1", false)}, claim: claim, want: 1},
-		"Deleting":               {bindings: []v1alpha1.DatabaseBinding{b("team", "t-1", true)}, claim: claim},
+		"Deleting":               {bindings: []v1alpha1.DatabaseBinding{b("team", "t-1", true)}, claim: claim, want: 1},
 		"NewTenantOfTheSameName": {bindings: []v1alpha1.DatabaseBinding{b("team", "t-2", false)}, claim: claim},
 		"OtherNamespace":         {bindings: []v1alpha1.DatabaseBinding{b("other", "t-1", false)}, claim: claim},
 		"None":                   {claim: claim},
@@ -544,20 +544,30 @@ func TestClaimants(t *testing.T) {
 }
 
 func TestLiveBinding(t *testing.T) {
+	c := func(s Standing, deleting bool) Claimant { return Claimant{Standing: s, Deleting: deleting} }
 	cases := map[string]struct {
-		standings []Standing
+		claimants []Claimant
+		released  bool
 		want      Claimancy
 	}{
-		"None":                  {want: ClaimNone},
-		"TenantsBinding":        {standings: []Standing{StandingTenants}, want: ClaimLive},
-		"ForgedHoldsNothing":    {standings: []Standing{StandingForged}, want: ClaimNone},
-		"OrphanHoldsNothing":    {standings: []Standing{StandingGone}, want: ClaimNone},
-		"PendingMayYetHold":     {standings: []Standing{StandingForged, StandingPending}, want: ClaimPending},
-		"OneTenantsBindingHold": {standings: []Standing{StandingPending, StandingForged, StandingTenants}, want: ClaimLive},
+		"None":           {want: ClaimNone},
+		"TenantsBinding": {claimants: []Claimant{c(StandingTenants, false)}, want: ClaimLive},
+		// A forged binding holds nothing, deleted or not, released or not.
+		"ForgedHoldsNothing":         {claimants: []Claimant{c(StandingForged, false)}, want: ClaimNone},
+		"ForgedBeingDeleted":         {claimants: []Claimant{c(StandingForged, true)}, want: ClaimNone},
+		"RefsNotWrittenYet":          {claimants: []Claimant{c(StandingForged, false), c(StandingPending, false)}, want: ClaimPending},
+		"OneTenantsBindingHolds":     {claimants: []Claimant{c(StandingPending, false), c(StandingForged, false), c(StandingTenants, false)}, want: ClaimLive},
+		"PendingBeingDeletedHoldsNo": {claimants: []Claimant{c(StandingPending, true)}, want: ClaimNone},
+		// The binder has a release to make: neither Bound nor Released is
+		// shown, and a deletion waits, until it is made.
+		"TenantsBeingDeleted":         {claimants: []Claimant{c(StandingTenants, true)}, want: ClaimPending},
+		"TenantGone":                  {claimants: []Claimant{c(StandingGone, false)}, want: ClaimPending},
+		"TenantsBeingDeletedReleased": {claimants: []Claimant{c(StandingTenants, true)}, released: true, want: ClaimNone},
+		"TenantGoneReleased":          {claimants: []Claimant{c(StandingGone, false)}, released: true, want: ClaimNone},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if got := LiveBinding(tc.standings); got != tc.want {
+			if got := LiveBinding(tc.claimants, tc.released); got != tc.want {
 				t.Errorf("LiveBinding() = %v, want %v", got, tc.want)
 			}
 		})

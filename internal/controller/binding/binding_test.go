@@ -1015,6 +1015,11 @@ func TestReleasedIsNotReboundEvenForItsTenant(t *testing.T) {
 	if err := env.Kube.Client.Update(ctx, db); err != nil {
 		t.Fatal(err)
 	}
+	// As the Database controller (not running here) shows it.
+	db.Status.Binding = tenancy.BindingOf(nil, db.Status.Binding, false)
+	if err := env.Kube.Client.Status().Update(ctx, db); err != nil {
+		t.Fatal(err)
+	}
 	awaitBinding(t, again, "the binding is Available after the admin's edit", available)
 }
 

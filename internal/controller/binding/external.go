@@ -195,7 +195,7 @@ func (e *external) observeDatabase(ctx context.Context, db *v1alpha1.Database) (
 	// Is the Tenant that holds the claim still there? A binding of its UID
 	// in its namespace, not being deleted, that is that Tenant's says so
 	// (or one that may yet be: it is not taken over meanwhile).
-	live, err := tenants.Claimancy(ctx, e.kube, e.reader, c)
+	live, err := tenants.Claimancy(ctx, e.kube, e.reader, c, tenancy.ReleasedClaim(db.Status.Binding, c))
 	if err != nil {
 		// The cause names the other claim's namespace and Tenant: it is
 		// logged for admins, not told to this binding's namespace.

@@ -183,13 +183,14 @@ func (c *connector) Connect(ctx context.Context, db *v1alpha1.Database) (managed
 	if err := c.usage.Track(ctx, db); err != nil {
 		return nil, errors.Wrap(err, errTrackUsage)
 	}
-	live, lerr := tenants.Claimancy(ctx, c.kube, c.reader, db.Spec.ClaimRef)
+	live, lerr := tenants.Claimancy(ctx, c.kube, c.reader, db.Spec.ClaimRef, tenancy.ReleasedClaim(db.Status.Binding, db.Spec.ClaimRef))
 	switch {
 	case lerr != nil:
 		c.log.Debug(errBindings, "name", db.GetName(), "error", lerr)
 	case live != tenancy.ClaimPending:
-		// Pending (a binding whose Tenant may yet list it): the binding
-		// status shown stays as it was, neither Bound nor Released.
+		// Pending (a binding whose Tenant may yet list it, or a release
+		// the binder is making): the binding status shown stays as it
+		// was; the binder records Released, or the last binding goes.
 		c.showBinding(db, live == tenancy.ClaimLive)
 	}
 

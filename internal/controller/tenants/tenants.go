@@ -171,10 +171,11 @@ func refsAt(u *unstructured.Unstructured, path ...string) []tenancy.ResourceRef 
 }
 
 // Claimancy is whether claim is held: its claimants (the DatabaseBindings
-// of its Tenant's UID in its namespace, not being deleted, listed with
-// list, which may be a cache) are each read against their Tenant with r
-// (tenancy.LiveBinding). A claim without a UID is held by nobody.
-func Claimancy(ctx context.Context, list client.Reader, r client.Reader, claim *v1alpha1.ClaimReference) (tenancy.Claimancy, error) {
+// of its Tenant's UID in its namespace, listed with list, which may be a
+// cache) are each read against their Tenant with r (tenancy.LiveBinding);
+// released: the Database records the claim Released. A claim without a
+// UID is held by nobody.
+func Claimancy(ctx context.Context, list client.Reader, r client.Reader, claim *v1alpha1.ClaimReference, released bool) (tenancy.Claimancy, error) {
 	if claim == nil || claim.UID == "" {
 		return tenancy.ClaimNone, nil
 	}
@@ -182,13 +183,13 @@ func Claimancy(ctx context.Context, list client.Reader, r client.Reader, claim *
 	if err := list.List(ctx, l, client.InNamespace(claim.Namespace)); err != nil {
 		return "", fmt.Errorf("cannot list the DatabaseBindings of the claim's namespace: %w", err)
 	}
-	var st []tenancy.Standing
+	var cs []tenancy.Claimant
 	for _, b := range tenancy.Claimants(l.Items, claim) {
 		v, err := Standing(ctx, r, b)
 		if err != nil {
 			return "", err
 		}
-		st = append(st, v.Standing)
+		cs = append(cs, tenancy.Claimant{Standing: v.Standing, Deleting: b.GetDeletionTimestamp() != nil})
 	}
-	return tenancy.LiveBinding(st), nil
+	return tenancy.LiveBinding(cs, released), nil
 }
