@@ -38,12 +38,23 @@ const (
 	// ReasonWrongInstance: a static binding names an instance that is not
 	// the Database's.
 	ReasonWrongInstance = "WrongInstance"
+	// ReasonNotATenantsBinding: the binding is not controlled by a Tenant
+	// that exists in its namespace and names it: it was not written by a
+	// Tenant's Composition, and binds nothing.
+	ReasonNotATenantsBinding = "NotATenantsBinding"
+	// ReasonTenantGone: the Tenant that controlled the binding no longer
+	// exists (deleted with its dependents orphaned): the binding releases
+	// its Database as if it were deleted, and can be deleted.
+	ReasonTenantGone = "TenantGone"
 )
 
 // Reasons of a DatabaseBinding's Ready condition while it makes progress.
 const (
 	// ReasonBinding: the claim is being written or recorded.
 	ReasonBinding = "Binding"
+	// ReasonWaitingForTenant: the binding's Tenant exists but does not list
+	// the binding among its composed resources yet.
+	ReasonWaitingForTenant = "WaitingForTenant"
 	// ReasonProvisioning: the Database is being created.
 	ReasonProvisioning = "Provisioning"
 	// ReasonDelivering: the credential is being copied to the delivery
@@ -108,11 +119,144 @@ type BindingSpec struct {
 	// InstanceKind and Instance are spec.providerConfigRef (empty when
 	// unset).
 	InstanceKind, Instance string
-	// ControllerUID is the UID of the binding's controller owner reference:
-	// the Tenant (or, for a legacy claim, its composite) whose Composition
-	// wrote it.
-	ControllerUID string
+	// Controller is the binding's controller owner reference: the Tenant
+	// (or, for a legacy claim, its composite) whose Composition wrote it;
+	// zero when it has none.
+	Controller ControllerRef
 }
+
+// ControllerRef is an object's controller owner reference.
+type ControllerRef struct {
+	APIVersion, Kind, Name, UID string
+}
+
+// The kinds whose Composition writes DatabaseBindings: the namespaced
+// Tenant (package/configuration/xrd.yaml) and the legacy cluster-scoped
+// composite whose claim is a Tenant (package/configuration/legacy).
+const (
+	TenantAPIVersion       = "database.ayatori.ddupan.top/v1alpha1"
+	TenantKind             = "Tenant"
+	LegacyTenantAPIVersion = "legacy.database.ayatori.ddupan.top/v1alpha1"
+	LegacyCompositeKind    = "XTenant"
+	LegacyClaimKind        = "Tenant"
+)
+
+// ResourceRef is an entry of a composite's resource references
+// (spec.crossplane.resourceRefs of a Tenant, spec.resourceRefs of the
+// legacy composite).
+type ResourceRef struct {
+	APIVersion, Kind, Name, Namespace string
+}
+
+// ObservedTenant is the Tenant a binding's controller reference names, as
+// read from the API server (never from the binding). For the legacy
+// composite, Namespace and Name are its claim's (spec.claimRef).
+type ObservedTenant struct {
+	// Found: the object exists.
+	Found bool
+	// Legacy: it is the legacy composite.
+	Legacy          bool
+	UID             string
+	Namespace, Name string
+	ResourceRefs    []ResourceRef
+}
+
+// Standing is whether a binding counts as its Tenant's.
+type Standing string
+
+// Standings of a binding.
+const (
+	// StandingTenants: its controller is a Tenant (or the legacy
+	// composite) that exists in the binding's namespace, with the UID the
+	// binding names, and lists the binding among its composed resources.
+	StandingTenants Standing = "Tenants"
+	// StandingPending: that Tenant exists with that UID but does not list
+	// the binding yet (Crossplane writes the list before it creates the
+	// binding, so this lasts only as long as a cache is behind).
+	StandingPending Standing = "Pending"
+	// StandingGone: the Tenant it names no longer exists (not found, or
+	// another object of that name).
+	StandingGone Standing = "Gone"
+	// StandingForged: anything else (no Tenant kind, another namespace,
+	// another UID, a Tenant composing another binding): the binding was
+	// not written by its Tenant's Composition.
+	StandingForged Standing = "Forged"
+)
+
+// StandingVerdict is a binding's standing and what its Ready condition
+// says about it when it does not count.
+type StandingVerdict struct {
+	Standing        Standing
+	Reason, Message string
+}
+
+// ControllerIsTenantKind reports whether a controller reference names one
+// of the two served kinds whose Composition writes DatabaseBindings.
+func ControllerIsTenantKind(c ControllerRef) bool {
+	return (c.APIVersion == TenantAPIVersion && c.Kind == TenantKind) ||
+		(c.APIVersion == LegacyTenantAPIVersion && c.Kind == LegacyCompositeKind)
+}
+
+// DecideStanding decides whether a binding counts as its Tenant's, from
+// its spec (with its controller reference) and the Tenant read from the
+// API server: for a binding with a controller, the object that reference
+// names; for one without (its Tenant was deleted with its dependents
+// orphaned, which removes the reference), the Tenant the spec names.
+// Messages name nothing but the binding's own fields.
+func DecideStanding(s BindingSpec, t ObservedTenant) StandingVerdict {
+	forged := func(msg string) StandingVerdict {
+		return StandingVerdict{Standing: StandingForged, Reason: ReasonNotATenantsBinding, Message: msg + ": a DatabaseBinding is written by its Tenant's Composition only; nothing is bound, and it keeps nothing in use"}
+	}
+	gone := StandingVerdict{Standing: StandingGone, Reason: ReasonTenantGone,
+		Message: fmt.Sprintf("the Tenant %s of this namespace that this DatabaseBinding was made for no longer exists", s.TenantName)}
+	c := s.Controller
+	switch {
+	case c.UID == "" && (!t.Found || t.UID != s.TenantUID):
+		return gone
+	case c.UID == "":
+		return StandingVerdict{Standing: StandingPending, Reason: ReasonWaitingForTenant,
+			Message: fmt.Sprintf("this DatabaseBinding has no controller: waiting for the Tenant %s to take it back", s.TenantName)}
+	case !ControllerIsTenantKind(c):
+		return forged(fmt.Sprintf("this DatabaseBinding's controller is a %s of %s, not a %s of %s or a %s of %s", c.Kind, c.APIVersion, TenantKind, TenantAPIVersion, LegacyCompositeKind, LegacyTenantAPIVersion))
+	case c.UID != s.TenantUID:
+		return forged("spec.forProvider.tenant.uid is not the UID of this DatabaseBinding's controller")
+	case !t.Found || t.UID != c.UID:
+		return gone
+	case t.Namespace != s.Namespace || t.Name != s.TenantName:
+		return forged("this DatabaseBinding's controller is not the Tenant spec.forProvider.tenant names in this namespace")
+	}
+	other := false
+	for _, r := range t.ResourceRefs {
+		if r.APIVersion != v1alpha1.SchemeGroupVersion.String() || r.Kind != v1alpha1.DatabaseBindingKind {
+			continue
+		}
+		if r.Name == s.Name && (r.Namespace == "" || r.Namespace == s.Namespace) {
+			return StandingVerdict{Standing: StandingTenants}
+		}
+		other = true
+	}
+	if other {
+		return forged(fmt.Sprintf("the Tenant %s composes another DatabaseBinding", s.TenantName))
+	}
+	return StandingVerdict{Standing: StandingPending, Reason: ReasonWaitingForTenant,
+		Message: fmt.Sprintf("waiting for the Tenant %s to list this DatabaseBinding among its composed resources", s.TenantName)}
+}
+
+// Claimancy is whether a claim's Tenant holds its Database through a
+// binding that counts.
+type Claimancy string
+
+// Claimancies.
+const (
+	// ClaimLive: a binding of the claim's Tenant counts as its Tenant's.
+	ClaimLive Claimancy = "Live"
+	// ClaimPending: none counts yet, but one may (StandingPending): a
+	// Database neither shows Released nor goes away meanwhile.
+	ClaimPending Claimancy = "Pending"
+	// ClaimNone: no binding holds the claim (none, being deleted, gone or
+	// forged).
+	ClaimNone Claimancy = "None"
+)
 
 // Static reports whether the binding names an existing Database.
 func (s BindingSpec) Static() bool { return s.DatabaseRef != "" }
@@ -135,8 +279,9 @@ type ObservedDatabase struct {
 	Present                    bool
 	Name, UID, ResourceVersion string
 	ClaimRef                   *v1alpha1.ClaimReference
-	// ClaimantLive: a DatabaseBinding of the Tenant ClaimRef.UID exists,
-	// not being deleted, in ClaimRef.Namespace.
+	// ClaimantLive: a DatabaseBinding of the Tenant ClaimRef.UID, in
+	// ClaimRef.Namespace and not being deleted, counts as that Tenant's
+	// (or may yet: ClaimPending).
 	ClaimantLive bool
 	Deleting     bool
 	// Ready is the Database's Ready condition.
@@ -175,6 +320,9 @@ type BindingObservation struct {
 	Recorded BindingRecord
 	// RecordedCopy is the delivery path the binding's status records.
 	RecordedCopy string
+	// Standing is whether the binding counts as its Tenant's
+	// (DecideStanding); only StandingTenants binds.
+	Standing StandingVerdict
 }
 
 // BindingAction is what the binder does next.
@@ -230,6 +378,9 @@ type BindingDecision struct {
 	// CheckCopy: on deletion, the delivery copy may exist and must be
 	// deleted if it names this binding.
 	CheckCopy bool
+	// Orphaned: the binding's Tenant is gone; it is released as if it
+	// were deleted (Release, CheckCopy) while it stays.
+	Orphaned bool
 }
 
 // claimNames reports whether c names exactly this Tenant (namespace, name
@@ -244,22 +395,27 @@ func reservedFor(c *v1alpha1.ClaimReference, s BindingSpec) bool {
 	return c != nil && c.Namespace == s.Namespace && c.Name == s.TenantName && c.UID == ""
 }
 
-func describeClaim(c *v1alpha1.ClaimReference) string {
-	if c.UID == "" {
-		return fmt.Sprintf("Tenant %s/%s", c.Namespace, c.Name)
+// describeClaim names a claim as the binding's namespace may see it: a
+// Tenant of its own namespace by name, never a UID (an earlier Tenant's
+// UID is what a forged binding would name), and nothing of another
+// namespace.
+func describeClaim(c *v1alpha1.ClaimReference, s BindingSpec) string {
+	if c.Namespace == s.Namespace {
+		return fmt.Sprintf("the Tenant %s of this namespace", c.Name)
 	}
-	return fmt.Sprintf("Tenant %s/%s (uid %s)", c.Namespace, c.Name, c.UID)
+	return "a Tenant of another namespace"
 }
+
+// released reports whether the Database's binding status records that its
+// current claim was released: a binding of that claim's Tenant never binds
+// it again; an admin's edit of spec.claimRef does.
+func released(d ObservedDatabase) bool { return ReleasedClaim(d.Binding, d.ClaimRef) }
 
 // validateSpec returns what is wrong with the spec, or "".
 func validateSpec(s BindingSpec) string {
 	switch {
 	case s.TenantName == "" || s.TenantUID == "":
 		return "spec.forProvider.tenant must name the Tenant and its uid"
-	case s.ControllerUID != s.TenantUID:
-		// A binding written by hand could name the UID of an earlier
-		// Tenant and so take back a Released Database without an admin.
-		return fmt.Sprintf("spec.forProvider.tenant.uid %s is not the UID of the object that controls this binding (its controller owner reference, %q): a DatabaseBinding is written by a Tenant's Composition only; nothing is bound", s.TenantUID, s.ControllerUID)
 	case s.InstanceKind != "" && s.InstanceKind != v1alpha1.ClusterProviderConfigKind:
 		return fmt.Sprintf("spec.providerConfigRef.kind must be %s (the instance), not %q", v1alpha1.ClusterProviderConfigKind, s.InstanceKind)
 	case s.Static() && (s.Database != "" || s.LoginRole != ""):
@@ -302,11 +458,15 @@ func instanceProblem(name string, i ObservedInstance) string {
 	return ""
 }
 
-func databaseProblem(d ObservedDatabase) string {
+// databaseProblem returns why the Database cannot be used now, or "". Its
+// Ready reason and message are relayed only when it is the binding's own
+// (its claimRef names this Tenant): they describe that database, which the
+// Tenant's namespace may know about; another Database's are not its to see.
+func databaseProblem(d ObservedDatabase, own bool) string {
 	switch {
 	case d.Deleting:
 		return fmt.Sprintf("Database %s is being deleted", d.Name)
-	case d.Ready.Status != corev1.ConditionTrue && d.Ready.Reason == "":
+	case d.Ready.Status != corev1.ConditionTrue && (d.Ready.Reason == "" || !own):
 		return fmt.Sprintf("Database %s is not Ready yet", d.Name)
 	case d.Ready.Status != corev1.ConditionTrue:
 		return fmt.Sprintf("Database %s is not Ready (%s): %s", d.Name, d.Ready.Reason, d.Ready.Message)
@@ -379,6 +539,25 @@ func DecideBinding(o BindingObservation) BindingDecision {
 	if msg := validateSpec(s); msg != "" {
 		return refuse(v1alpha1.BindingPhasePending, ReasonInvalidSpec, msg)
 	}
+	switch st := o.Standing; st.Standing {
+	case StandingTenants:
+	case StandingGone:
+		return decideOrphaned(o)
+	case StandingPending:
+		return wait(v1alpha1.BindingPhasePending, st.Reason, st.Message)
+	default:
+		// Forged, or not decided (the zero value never binds).
+		reason, msg := st.Reason, st.Message
+		if reason == "" {
+			reason, msg = ReasonNotATenantsBinding, "whether a Tenant controls this DatabaseBinding is not known: nothing is bound"
+		}
+		return refuse(v1alpha1.BindingPhasePending, reason, msg)
+	}
+	if d.Present && claimNames(d.ClaimRef, s) && released(d) {
+		// Only an admin's edit of spec.claimRef makes a released Database
+		// bindable again, even for a binding of the Tenant it names.
+		return refuse(v1alpha1.BindingPhasePending, ReasonReleased, fmt.Sprintf("Database %s was released by this Tenant (its DatabaseBinding was deleted, or the Tenant was): a released Database is never rebound automatically; an admin clears or presets its spec.claimRef to make it bindable", d.Name))
+	}
 	if d.Present && claimNames(d.ClaimRef, s) {
 		return decideBound(o)
 	}
@@ -417,7 +596,7 @@ func DecideBinding(o BindingObservation) BindingDecision {
 	if msg := instanceProblem(d.Instance, o.Instance); msg != "" {
 		return wait(v1alpha1.BindingPhasePending, ReasonInstanceNotReady, msg)
 	}
-	if msg := databaseProblem(d); msg != "" {
+	if msg := databaseProblem(d, false); msg != "" {
 		return wait(v1alpha1.BindingPhasePending, ReasonDatabaseNotReady, msg)
 	}
 	claim := s.Claim()
@@ -436,13 +615,13 @@ func claimRefusal(o BindingObservation) (BindingDecision, bool) {
 	case c == nil || reservedFor(c, s):
 		return BindingDecision{}, false
 	case c.UID == "":
-		return refuse(v1alpha1.BindingPhasePending, ReasonAlreadyBound, fmt.Sprintf("Database %s is reserved for %s", d.Name, describeClaim(c))), true
+		return refuse(v1alpha1.BindingPhasePending, ReasonAlreadyBound, fmt.Sprintf("Database %s is reserved for %s", d.Name, describeClaim(c, s))), true
 	case d.ClaimantLive:
-		return refuse(v1alpha1.BindingPhasePending, ReasonAlreadyBound, fmt.Sprintf("Database %s is bound to %s", d.Name, describeClaim(c))), true
+		return refuse(v1alpha1.BindingPhasePending, ReasonAlreadyBound, fmt.Sprintf("Database %s is bound to %s", d.Name, describeClaim(c, s))), true
 	case c.Namespace == s.Namespace && c.Name == s.TenantName:
-		return refuse(v1alpha1.BindingPhasePending, ReasonReleased, fmt.Sprintf("Database %s was released by an earlier Tenant of this name (%s): a released Database is never rebound automatically; an admin clears or presets its spec.claimRef to make it bindable", d.Name, describeClaim(c))), true
+		return refuse(v1alpha1.BindingPhasePending, ReasonReleased, fmt.Sprintf("Database %s was released by an earlier Tenant of this name: a released Database is never rebound automatically; an admin clears or presets its spec.claimRef to make it bindable", d.Name)), true
 	default:
-		return refuse(v1alpha1.BindingPhasePending, ReasonReleased, fmt.Sprintf("Database %s was released by %s: a released Database is never rebound automatically; an admin clears or presets its spec.claimRef to make it bindable", d.Name, describeClaim(c))), true
+		return refuse(v1alpha1.BindingPhasePending, ReasonReleased, fmt.Sprintf("Database %s was released by %s: a released Database is never rebound automatically; an admin clears or presets its spec.claimRef to make it bindable", d.Name, describeClaim(c, s))), true
 	}
 }
 
@@ -464,7 +643,7 @@ func decideBound(o BindingObservation) BindingDecision {
 	// delivered; a dynamic one is Provisioning until its new Database is
 	// Ready and the credential delivered; either is Provisioning while its
 	// Database is not Ready.
-	if msg := databaseProblem(d); msg != "" {
+	if msg := databaseProblem(d, true); msg != "" {
 		phase := v1alpha1.BindingPhaseProvisioning
 		if d.Deleting {
 			phase = v1alpha1.BindingPhaseBound
@@ -480,18 +659,28 @@ func decideBound(o BindingObservation) BindingDecision {
 }
 
 // decideRelease decides the release of a binding being deleted. Only a
-// Database whose claimRef names this Tenant is released; a binding that
-// was refused or never bound releases nothing.
+// Database whose claimRef names this Tenant is released, and only by a
+// binding that is its Tenant's or whose Tenant is gone; a binding that was
+// forged, refused or never bound releases nothing.
 func decideRelease(o BindingObservation) BindingDecision {
 	s, d := o.Spec, o.Database
 	v := BindingDecision{Action: ActionNone, Phase: v1alpha1.BindingPhasePending, Record: o.Recorded}
-	ours := d.Present && claimNames(d.ClaimRef, s)
+	st := o.Standing.Standing
+	ours := d.Present && claimNames(d.ClaimRef, s) && (st == StandingTenants || st == StandingGone)
 	v.CheckCopy = ours || o.RecordedCopy != "" || o.Recorded.DatabaseName != ""
 	if !ours {
 		v.Message = "nothing to release"
 		return v
 	}
 	v.Phase = v1alpha1.BindingPhaseReleased
+	if released(d) {
+		// Released already (by this binder, or with no binding of the
+		// claim left): nothing more is done, whatever the reclaim policy
+		// says now; a Delete is never made from a later edit or a later
+		// binding.
+		v.Message = fmt.Sprintf("Database %s is Released", d.Name)
+		return v
+	}
 	switch d.ReclaimPolicy {
 	case v1alpha1.ReclaimDelete:
 		if d.Deleting {
@@ -501,15 +690,21 @@ func decideRelease(o BindingObservation) BindingDecision {
 		v.Action, v.Release = ActionRelease, v1alpha1.ReclaimDelete
 		v.Message = fmt.Sprintf("deleting Database %s (reclaimPolicy Delete)", d.Name)
 	default:
-		rc := d.Binding.ReleasedClaim
-		if d.Binding.Phase == v1alpha1.BindingReleased && rc != nil && *rc == *d.ClaimRef {
-			v.Message = fmt.Sprintf("Database %s is Released (reclaimPolicy Retain)", d.Name)
-			return v
-		}
 		st := ReleasedStatus(*d.ClaimRef)
 		v.Action, v.Release, v.Released = ActionRelease, v1alpha1.ReclaimRetain, &st
 		v.Message = fmt.Sprintf("recording Database %s as Released (reclaimPolicy Retain)", d.Name)
 	}
+	return v
+}
+
+// decideOrphaned decides a binding whose Tenant is gone: it releases its
+// Database exactly as its deletion would (Retain: Released; Delete: the
+// Database is deleted) and removes its delivery copy, and says that it can
+// be deleted.
+func decideOrphaned(o BindingObservation) BindingDecision {
+	v := decideRelease(o)
+	v.Orphaned, v.Reason = true, ReasonTenantGone
+	v.Message = fmt.Sprintf("%s: %s; its delivery copy is removed; delete this DatabaseBinding", o.Standing.Message, v.Message)
 	return v
 }
 

@@ -1,6 +1,7 @@
 package tenancy
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,12 +22,12 @@ var (
 )
 
 func staticSpec() BindingSpec {
-	return BindingSpec{Namespace: "shop", Name: "shop-db", UID: "b-1", TenantName: "shop", TenantUID: "t-1", ControllerUID: "t-1",
+	return BindingSpec{Namespace: "shop", Name: "shop-db", UID: "b-1", TenantName: "shop", TenantUID: "t-1", Controller: tenantRef("shop", "t-1"),
 		DatabaseRef: "orders", InstanceKind: v1alpha1.ClusterProviderConfigKind, Instance: "pg-a"}
 }
 
 func dynamicSpec() BindingSpec {
-	return BindingSpec{Namespace: "shop", Name: "shop-db", UID: "b-1", TenantName: "shop", TenantUID: "t-1", ControllerUID: "t-1",
+	return BindingSpec{Namespace: "shop", Name: "shop-db", UID: "b-1", TenantName: "shop", TenantUID: "t-1", Controller: tenantRef("shop", "t-1"),
 		Database: "shop", LoginRole: "shop_owner", Extensions: []string{"pg_trgm"}, InstanceKind: v1alpha1.ClusterProviderConfigKind, Instance: "pg-a"}
 }
 
@@ -48,8 +49,13 @@ func boundDB() ObservedDatabase {
 	return d
 }
 
+func tenantRef(name, uid string) ControllerRef {
+	return ControllerRef{APIVersion: TenantAPIVersion, Kind: TenantKind, Name: name, UID: uid}
+}
+
+// obs is an observation of a binding that is its Tenant's.
 func obs(s BindingSpec, d ObservedDatabase, mut ...func(*BindingObservation)) BindingObservation {
-	o := BindingObservation{Spec: s, Database: d, Instance: bInstance}
+	o := BindingObservation{Spec: s, Database: d, Instance: bInstance, Standing: StandingVerdict{Standing: StandingTenants}}
 	for _, m := range mut {
 		m(&o)
 	}
@@ -70,8 +76,9 @@ func TestDecideBindingStatic(t *testing.T) {
 	cases := map[string]struct {
 		o    BindingObservation
 		want BindingDecision
-		// msg must appear in the message.
-		msg string
+		// msg must appear in the message; none of hide may.
+		msg  string
+		hide []string
 	}{
 		"AvailableIsClaimedWithTheResourceVersionRead": {
 			o:    obs(staticSpec(), availableDB()),
@@ -92,7 +99,7 @@ func TestDecideBindingStatic(t *testing.T) {
 				return d
 			}()),
 			want: BindingDecision{Action: ActionRefuse, Phase: v1alpha1.BindingPhasePending, Reason: ReasonAlreadyBound},
-			msg:  "reserved for Tenant shop/billing",
+			msg:  "reserved for the Tenant billing of this namespace",
 		},
 		"ReservedInAnotherNamespace": {
 			o: obs(staticSpec(), func() ObservedDatabase {
@@ -110,7 +117,8 @@ func TestDecideBindingStatic(t *testing.T) {
 				return d
 			}()),
 			want: BindingDecision{Action: ActionRefuse, Phase: v1alpha1.BindingPhasePending, Reason: ReasonAlreadyBound},
-			msg:  "bound to Tenant billing/billing (uid t-9)",
+			msg:  "bound to a Tenant of another namespace",
+			hide: []string{"billing/", "t-9"},
 		},
 		"ReleasedByAnotherTenant": {
 			o: obs(staticSpec(), func() ObservedDatabase {
@@ -119,7 +127,8 @@ func TestDecideBindingStatic(t *testing.T) {
 				return d
 			}()),
 			want: BindingDecision{Action: ActionRefuse, Phase: v1alpha1.BindingPhasePending, Reason: ReasonReleased},
-			msg:  "never rebound automatically",
+			msg:  "released by a Tenant of another namespace",
+			hide: []string{"billing", "t-9"},
 		},
 		"ReleasedIsNotReboundToANewTenantOfTheSameName": {
 			o: obs(staticSpec(), func() ObservedDatabase {
@@ -130,6 +139,21 @@ func TestDecideBindingStatic(t *testing.T) {
 			}()),
 			want: BindingDecision{Action: ActionRefuse, Phase: v1alpha1.BindingPhasePending, Reason: ReasonReleased},
 			msg:  "earlier Tenant of this name",
+			hide: []string{"t-0"},
+		},
+		// The Database records that this very claim was released: even a
+		// binding of the Tenant it names (here one that is its Tenant's)
+		// does not bind it again; only an admin's claimRef edit does.
+		"ReleasedForThisClaimIsNotRebound": {
+			o: obs(staticSpec(), func() ObservedDatabase {
+				d := boundDB()
+				d.ClaimantLive = false
+				d.Binding = ReleasedStatus(*d.ClaimRef)
+				return d
+			}(), recorded),
+			want: BindingDecision{Action: ActionRefuse, Phase: v1alpha1.BindingPhasePending, Reason: ReasonReleased},
+			msg:  "released by this Tenant",
+			hide: []string{"t-1"},
 		},
 		"BeingDeleted": {
 			o: obs(staticSpec(), func() ObservedDatabase {
@@ -147,7 +171,10 @@ func TestDecideBindingStatic(t *testing.T) {
 				return d
 			}()),
 			want: BindingDecision{Action: ActionWait, Phase: v1alpha1.BindingPhasePending, Reason: ReasonDatabaseNotReady},
-			msg:  "not Ready (Creating): step role",
+			// Not its own Database: its Ready reason and message are not
+			// relayed.
+			msg:  "Database orders is not Ready yet",
+			hide: []string{"Creating", "step role"},
 		},
 		"ReadyWithoutARecord": {
 			o: obs(staticSpec(), func() ObservedDatabase {
@@ -268,9 +295,21 @@ func TestDecideBindingStatic(t *testing.T) {
 		},
 		// Written by hand (no controller, or another one): refused, even
 		// naming a claim's UID.
-		"NotControlledByItsTenantIsInvalid": {
-			o:    obs(func() BindingSpec { s := staticSpec(); s.ControllerUID = ""; return s }(), availableDB()),
-			want: BindingDecision{Action: ActionRefuse, Phase: v1alpha1.BindingPhasePending, Reason: ReasonInvalidSpec},
+		"NotATenantsBindingIsRefused": {
+			o: obs(staticSpec(), availableDB(), func(o *BindingObservation) {
+				o.Standing = StandingVerdict{Standing: StandingForged, Reason: ReasonNotATenantsBinding, Message: "forged"}
+			}),
+			want: BindingDecision{Action: ActionRefuse, Phase: v1alpha1.BindingPhasePending, Reason: ReasonNotATenantsBinding},
+		},
+		"UndecidedStandingBindsNothing": {
+			o:    obs(staticSpec(), availableDB(), func(o *BindingObservation) { o.Standing = StandingVerdict{} }),
+			want: BindingDecision{Action: ActionRefuse, Phase: v1alpha1.BindingPhasePending, Reason: ReasonNotATenantsBinding},
+		},
+		"PendingStandingWaits": {
+			o: obs(staticSpec(), availableDB(), func(o *BindingObservation) {
+				o.Standing = StandingVerdict{Standing: StandingPending, Reason: ReasonWaitingForTenant, Message: "waiting"}
+			}),
+			want: BindingDecision{Action: ActionWait, Phase: v1alpha1.BindingPhasePending, Reason: ReasonWaitingForTenant},
 		},
 		"NoTenantUIDIsInvalid": {
 			o:    obs(func() BindingSpec { s := staticSpec(); s.TenantUID = ""; return s }(), availableDB()),
@@ -285,6 +324,11 @@ func TestDecideBindingStatic(t *testing.T) {
 			}
 			if !strings.Contains(got.Message, tc.msg) {
 				t.Errorf("message %q does not contain %q", got.Message, tc.msg)
+			}
+			for _, h := range tc.hide {
+				if strings.Contains(got.Message, h) {
+					t.Errorf("message %q tells %q", got.Message, h)
+				}
 			}
 			if got.Message == "" {
 				t.Error("no message")
@@ -434,7 +478,7 @@ func TestBindingDynamicDatabaseDefaultsToRetain(t *testing.T) {
 func TestDecideBindingRace(t *testing.T) {
 	a := staticSpec()
 	b := staticSpec()
-	b.Namespace, b.Name, b.UID, b.TenantName, b.TenantUID, b.ControllerUID = "billing", "billing-db", "b-2", "billing", "t-2", "t-2"
+	b.Namespace, b.Name, b.UID, b.TenantName, b.TenantUID, b.Controller = "billing", "billing-db", "b-2", "billing", "t-2", tenantRef("billing", "t-2")
 	d := availableDB()
 	da, db := DecideBinding(obs(a, d)), DecideBinding(obs(b, d))
 	if da.Action != ActionWriteClaim || db.Action != ActionWriteClaim || da.ResourceVersion != d.ResourceVersion || db.ResourceVersion != d.ResourceVersion {
@@ -453,6 +497,9 @@ func TestDecideBindingRace(t *testing.T) {
 
 func TestDecideBindingRelease(t *testing.T) {
 	deleting := func(o *BindingObservation) { o.Deleting = true }
+	orphaned := func(o *BindingObservation) {
+		o.Standing = StandingVerdict{Standing: StandingGone, Reason: ReasonTenantGone, Message: "the Tenant shop of this namespace that this DatabaseBinding was made for no longer exists"}
+	}
 	retainDone := boundDB()
 	retainDone.Binding = ReleasedStatus(*ourClaim())
 	released := ReleasedStatus(*ourClaim())
@@ -509,6 +556,70 @@ func TestDecideBindingRelease(t *testing.T) {
 				return d
 			}(), deleting),
 			want: BindingDecision{Action: ActionNone, Phase: v1alpha1.BindingPhasePending},
+		},
+		// A forged binding naming a Tenant's claim releases nothing when
+		// it is deleted: only the Tenant's own binding, or one whose
+		// Tenant is gone, releases.
+		"ForgedReleasesNothing": {
+			o: obs(staticSpec(), boundDB(), deleting, func(o *BindingObservation) {
+				o.Standing = StandingVerdict{Standing: StandingForged, Reason: ReasonNotATenantsBinding}
+			}),
+			want: BindingDecision{Action: ActionNone, Phase: v1alpha1.BindingPhasePending},
+		},
+		"PendingReleasesNothing": {
+			o: obs(staticSpec(), boundDB(), deleting, func(o *BindingObservation) {
+				o.Standing = StandingVerdict{Standing: StandingPending, Reason: ReasonWaitingForTenant}
+			}),
+			want: BindingDecision{Action: ActionNone, Phase: v1alpha1.BindingPhasePending},
+		},
+		"DeletedAfterItsTenantReleases": {
+			o:    obs(staticSpec(), boundDB(), deleting, func(o *BindingObservation) { o.Standing = StandingVerdict{Standing: StandingGone} }),
+			want: BindingDecision{Action: ActionRelease, Phase: v1alpha1.BindingPhaseReleased, Release: v1alpha1.ReclaimRetain, Released: &released, CheckCopy: true},
+		},
+		// Its Tenant gone (deleted with its dependents orphaned), a binding
+		// that stays releases as if it were deleted.
+		"OrphanRetainRecordsReleased": {
+			o:    obs(staticSpec(), boundDB(), recorded, orphaned),
+			want: BindingDecision{Action: ActionRelease, Phase: v1alpha1.BindingPhaseReleased, Reason: ReasonTenantGone, Orphaned: true, Release: v1alpha1.ReclaimRetain, Released: &released, CheckCopy: true, Record: BindingRecord{DatabaseName: "orders", DatabaseUID: "d-1"}},
+		},
+		"OrphanDeleteDeletesTheDatabase": {
+			o: obs(staticSpec(), func() ObservedDatabase {
+				d := boundDB()
+				d.ReclaimPolicy = v1alpha1.ReclaimDelete
+				return d
+			}(), orphaned),
+			want: BindingDecision{Action: ActionRelease, Phase: v1alpha1.BindingPhaseReleased, Reason: ReasonTenantGone, Orphaned: true, Release: v1alpha1.ReclaimDelete, CheckCopy: true},
+		},
+		"OrphanReleased": {
+			o:    obs(staticSpec(), retainDone, orphaned),
+			want: BindingDecision{Action: ActionNone, Phase: v1alpha1.BindingPhaseReleased, Reason: ReasonTenantGone, Orphaned: true, CheckCopy: true},
+		},
+		// Released already, reclaimPolicy Delete set afterwards: a binding
+		// whose Tenant is gone (a forged one naming the old claim) deletes
+		// nothing, deleted or not.
+		"ReleasedThenDeleteIsNeverDeletedByAGoneBinding": {
+			o: obs(staticSpec(), func() ObservedDatabase {
+				d := retainDone
+				d.ReclaimPolicy = v1alpha1.ReclaimDelete
+				return d
+			}(), orphaned),
+			want: BindingDecision{Action: ActionNone, Phase: v1alpha1.BindingPhaseReleased, Reason: ReasonTenantGone, Orphaned: true, CheckCopy: true},
+		},
+		"ReleasedThenDeleteIsNeverDeletedByAGoneBindingsDeletion": {
+			o: obs(staticSpec(), func() ObservedDatabase {
+				d := retainDone
+				d.ReclaimPolicy = v1alpha1.ReclaimDelete
+				return d
+			}(), orphaned, deleting),
+			want: BindingDecision{Action: ActionNone, Phase: v1alpha1.BindingPhaseReleased, CheckCopy: true},
+		},
+		"OrphanOfAnotherClaimReleasesNothing": {
+			o: obs(staticSpec(), func() ObservedDatabase {
+				d := availableDB()
+				d.ClaimRef = &v1alpha1.ClaimReference{Namespace: "shop", Name: "shop", UID: "t-0"}
+				return d
+			}(), orphaned),
+			want: BindingDecision{Action: ActionNone, Phase: v1alpha1.BindingPhasePending, Reason: ReasonTenantGone, Orphaned: true},
 		},
 		"NeverBoundReleasesNothing": {
 			o:    obs(staticSpec(), availableDB(), deleting),
@@ -782,6 +893,88 @@ func TestDeliveryCheckDue(t *testing.T) {
 			why := DeliveryCheckDue(c)
 			if (why == "") != tc.skips {
 				t.Errorf("DeliveryCheckDue(...) = %q, want a skip: %v", why, tc.skips)
+			}
+		})
+	}
+}
+
+func TestDecideStanding(t *testing.T) {
+	refs := []ResourceRef{
+		{APIVersion: "external-secrets.io/v1", Kind: "ExternalSecret", Name: "shop-db"},
+		{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: v1alpha1.DatabaseBindingKind, Name: "shop-db"},
+	}
+	tenant := ObservedTenant{Found: true, UID: "t-1", Namespace: "shop", Name: "shop", ResourceRefs: refs}
+	with := func(f func(*BindingSpec, *ObservedTenant)) (BindingSpec, ObservedTenant) {
+		s, t := staticSpec(), tenant
+		t.ResourceRefs = slices.Clone(refs)
+		f(&s, &t)
+		return s, t
+	}
+	cases := map[string]struct {
+		f    func(*BindingSpec, *ObservedTenant)
+		want Standing
+		// hide must not appear in the message.
+		hide []string
+	}{
+		"TenantsOwn": {f: func(*BindingSpec, *ObservedTenant) {}, want: StandingTenants},
+		"LegacyComposite": {f: func(s *BindingSpec, t *ObservedTenant) {
+			s.Controller = ControllerRef{APIVersion: LegacyTenantAPIVersion, Kind: LegacyCompositeKind, Name: "shop-x7k2p", UID: "t-1"}
+			t.Legacy = true
+			t.ResourceRefs[1].Namespace = "shop"
+		}, want: StandingTenants},
+		// The attack: a controller reference of an unserved apiVersion
+		// (the garbage collector never removes the binding) with the UID
+		// of an earlier Tenant.
+		"UnservedAPIVersion": {f: func(s *BindingSpec, _ *ObservedTenant) {
+			s.Controller.APIVersion = "example.org/v1"
+		}, want: StandingForged},
+		"AnotherKind": {f: func(s *BindingSpec, _ *ObservedTenant) { s.Controller.Kind = "ConfigMap" }, want: StandingForged},
+		"LegacyClaimIsNotTheController": {f: func(s *BindingSpec, _ *ObservedTenant) {
+			s.Controller.APIVersion = LegacyTenantAPIVersion
+		}, want: StandingForged},
+		"TenantUIDIsNotTheController's": {f: func(s *BindingSpec, _ *ObservedTenant) { s.TenantUID = "t-0" }, want: StandingForged},
+		"TenantGone":                    {f: func(_ *BindingSpec, t *ObservedTenant) { *t = ObservedTenant{} }, want: StandingGone},
+		// A new Tenant of the same name is another Tenant: the earlier one
+		// is gone.
+		"TenantRecreated": {f: func(_ *BindingSpec, t *ObservedTenant) { t.UID = "t-2" }, want: StandingGone},
+		"TenantOfAnotherNamespace": {f: func(_ *BindingSpec, t *ObservedTenant) { t.Namespace = "billing" }, want: StandingForged,
+			hide: []string{"billing"}},
+		"TenantOfAnotherName": {f: func(_ *BindingSpec, t *ObservedTenant) { t.Name = "other" }, want: StandingForged},
+		"TenantComposesAnotherBinding": {f: func(_ *BindingSpec, t *ObservedTenant) {
+			t.ResourceRefs[1].Name = "shop-db-2"
+		}, want: StandingForged},
+		"BindingOfAnotherNamespaceInTheRefs": {f: func(_ *BindingSpec, t *ObservedTenant) {
+			t.ResourceRefs[1].Namespace = "billing"
+		}, want: StandingForged},
+		// Crossplane writes the references before it creates what they
+		// name; a cache behind may not show them yet.
+		"RefsNotWrittenYet": {f: func(_ *BindingSpec, t *ObservedTenant) { t.ResourceRefs = nil }, want: StandingPending},
+		// Deleted with its dependents orphaned: the garbage collector
+		// removed the controller reference.
+		"OrphanedTenantGone": {f: func(s *BindingSpec, t *ObservedTenant) {
+			s.Controller = ControllerRef{}
+			*t = ObservedTenant{}
+		}, want: StandingGone},
+		"OrphanedTenantRecreated": {f: func(s *BindingSpec, t *ObservedTenant) {
+			s.Controller = ControllerRef{}
+			t.UID = "t-2"
+		}, want: StandingGone},
+		"NoControllerTenantStillThere": {f: func(s *BindingSpec, _ *ObservedTenant) { s.Controller = ControllerRef{} }, want: StandingPending},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			spec, ten := with(tc.f)
+			got := DecideStanding(spec, ten)
+			if got.Standing != tc.want {
+				t.Fatalf("DecideStanding() = %+v, want %s", got, tc.want)
+			}
+			if (got.Standing == StandingTenants) != (got.Reason == "" && got.Message == "") {
+				t.Errorf("a reason and message exactly when it does not count: %+v", got)
+			}
+			for _, h := range append(tc.hide, "t-1", "t-0", "t-2") {
+				if strings.Contains(got.Message, h) {
+					t.Errorf("message %q tells %q", got.Message, h)
+				}
 			}
 		})
 	}

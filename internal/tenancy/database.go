@@ -700,20 +700,54 @@ func ClaimString(c *v1alpha1.ClaimReference) string {
 	return c.Namespace + "/" + c.Name
 }
 
-// LiveBinding reports whether bindings (the DatabaseBindings of the
-// claim's namespace) hold one that is not being deleted and is of the
-// claim's Tenant (by UID; a new Tenant of the same name is another claim).
-func LiveBinding(bindings []v1alpha1.DatabaseBinding, claim *v1alpha1.ClaimReference) bool {
+// Claimants are the bindings that may hold claim: in its namespace, of its
+// Tenant's UID, being deleted or not. Each holds it only as its standing
+// says (LiveBinding).
+func Claimants(bindings []v1alpha1.DatabaseBinding, claim *v1alpha1.ClaimReference) []*v1alpha1.DatabaseBinding {
 	if claim == nil || claim.UID == "" {
-		return false
+		return nil
 	}
+	var out []*v1alpha1.DatabaseBinding
 	for i := range bindings {
 		b := &bindings[i]
-		if b.GetNamespace() == claim.Namespace && b.Spec.ForProvider.Tenant.UID == claim.UID && b.GetDeletionTimestamp() == nil {
-			return true
+		if b.GetNamespace() == claim.Namespace && b.Spec.ForProvider.Tenant.UID == claim.UID {
+			out = append(out, b)
 		}
 	}
-	return false
+	return out
+}
+
+// Claimant is a binding of a claim's Tenant UID, as LiveBinding needs it.
+type Claimant struct {
+	Standing Standing
+	Deleting bool
+}
+
+// LiveBinding is whether a claim is held, from its claimants (their
+// standing, DecideStanding) and whether the Database already records the
+// claim Released: live when one is its Tenant's and not being deleted;
+// pending while one may yet be (its Tenant does not list it yet), or while
+// the binder has a release to make (a binding of the Tenant being deleted,
+// or one whose Tenant is gone, and the claim not recorded Released yet);
+// none otherwise. A forged binding holds nothing.
+func LiveBinding(claimants []Claimant, released bool) Claimancy {
+	out := ClaimNone
+	for _, c := range claimants {
+		switch {
+		case c.Standing == StandingTenants && !c.Deleting:
+			return ClaimLive
+		case c.Standing == StandingPending && !c.Deleting,
+			(c.Standing == StandingTenants || c.Standing == StandingGone) && !released:
+			out = ClaimPending
+		}
+	}
+	return out
+}
+
+// ReleasedClaim reports whether a Database's binding status records its
+// current claim as Released.
+func ReleasedClaim(b v1alpha1.BindingStatus, claim *v1alpha1.ClaimReference) bool {
+	return b.Phase == v1alpha1.BindingReleased && b.ReleasedClaim != nil && claim != nil && *b.ReleasedClaim == *claim
 }
 
 // BindingOf is the binding status a Database shows, from its claimRef,
@@ -758,7 +792,10 @@ type DeletionVerdict struct {
 // Delete, and otherwise leaves everything in place.
 func DecideDeletion(reclaim v1alpha1.ReclaimPolicy, policiesAllowDelete bool, claim *v1alpha1.ClaimReference, liveBinding bool) DeletionVerdict {
 	if claim != nil && claim.UID != "" && liveBinding {
-		return DeletionVerdict{Wait: true, Reason: ReasonBoundToTenant, Message: fmt.Sprintf("the Database is bound to the Tenant %s (uid %s), whose DatabaseBinding still exists: it is deleted once that claim is released (delete the Tenant's DatabaseBinding, or the Tenant); nothing was dropped", ClaimString(claim), claim.UID)}
+		// The message goes to Events too, which for a cluster-scoped
+		// object are in namespace default: it names no claim (the
+		// Database's spec.claimRef does, for an admin).
+		return DeletionVerdict{Wait: true, Reason: ReasonBoundToTenant, Message: "the Database is bound to the Tenant its spec.claimRef names, whose DatabaseBinding still exists: it is deleted once that claim is released (delete the Tenant's DatabaseBinding, or the Tenant); nothing was dropped"}
 	}
 	return DeletionVerdict{Drop: reclaim == v1alpha1.ReclaimDelete && policiesAllowDelete}
 }

@@ -539,7 +539,7 @@ func TestBindingOf(t *testing.T) {
 	}
 }
 
-func TestLiveBinding(t *testing.T) {
+func TestClaimants(t *testing.T) {
 	now := metav1.Now()
 	b := func(ns, uid string, deleting bool) v1alpha1.DatabaseBinding {
 		x := v1alpha1.DatabaseBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}}
@@ -553,19 +553,50 @@ func TestLiveBinding(t *testing.T) {
 	cases := map[string]struct {
 		bindings []v1alpha1.DatabaseBinding
 		claim    *v1alpha1.ClaimReference
-		want     bool
+		want     int
 	}{
-		"Live":                   {bindings: []v1alpha1.DatabaseBinding{b("team", "t-1", false)}, claim: claim, want: true},
-		"Deleting":               {bindings: []v1alpha1.DatabaseBinding{b("team", "t-1", true)}, claim: claim},
+		"OfTheClaim":             {bindings: []v1alpha1.DatabaseBinding{b("team", "t-1", false)}, claim: claim, want: 1},
+		"Deleting":               {bindings: []v1alpha1.DatabaseBinding{b("team", "t-1", true)}, claim: claim, want: 1},
 		"NewTenantOfTheSameName": {bindings: []v1alpha1.DatabaseBinding{b("team", "t-2", false)}, claim: claim},
 		"OtherNamespace":         {bindings: []v1alpha1.DatabaseBinding{b("other", "t-1", false)}, claim: claim},
 		"None":                   {claim: claim},
-		"ReservedHasNoLiveClaim": {bindings: []v1alpha1.DatabaseBinding{b("team", "", false)}, claim: &v1alpha1.ClaimReference{Namespace: "team", Name: "shop"}},
+		"ReservedHasNoClaimant":  {bindings: []v1alpha1.DatabaseBinding{b("team", "", false)}, claim: &v1alpha1.ClaimReference{Namespace: "team", Name: "shop"}},
 		"NoClaim":                {bindings: []v1alpha1.DatabaseBinding{b("team", "t-1", false)}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if got := LiveBinding(tc.bindings, tc.claim); got != tc.want {
+			if got := len(Claimants(tc.bindings, tc.claim)); got != tc.want {
+				t.Errorf("len(Claimants()) = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestLiveBinding(t *testing.T) {
+	c := func(s Standing, deleting bool) Claimant { return Claimant{Standing: s, Deleting: deleting} }
+	cases := map[string]struct {
+		claimants []Claimant
+		released  bool
+		want      Claimancy
+	}{
+		"None":           {want: ClaimNone},
+		"TenantsBinding": {claimants: []Claimant{c(StandingTenants, false)}, want: ClaimLive},
+		// A forged binding holds nothing, deleted or not, released or not.
+		"ForgedHoldsNothing":         {claimants: []Claimant{c(StandingForged, false)}, want: ClaimNone},
+		"ForgedBeingDeleted":         {claimants: []Claimant{c(StandingForged, true)}, want: ClaimNone},
+		"RefsNotWrittenYet":          {claimants: []Claimant{c(StandingForged, false), c(StandingPending, false)}, want: ClaimPending},
+		"OneTenantsBindingHolds":     {claimants: []Claimant{c(StandingPending, false), c(StandingForged, false), c(StandingTenants, false)}, want: ClaimLive},
+		"PendingBeingDeletedHoldsNo": {claimants: []Claimant{c(StandingPending, true)}, want: ClaimNone},
+		// The binder has a release to make: neither Bound nor Released is
+		// shown, and a deletion waits, until it is made.
+		"TenantsBeingDeleted":         {claimants: []Claimant{c(StandingTenants, true)}, want: ClaimPending},
+		"TenantGone":                  {claimants: []Claimant{c(StandingGone, false)}, want: ClaimPending},
+		"TenantsBeingDeletedReleased": {claimants: []Claimant{c(StandingTenants, true)}, released: true, want: ClaimNone},
+		"TenantGoneReleased":          {claimants: []Claimant{c(StandingGone, false)}, released: true, want: ClaimNone},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := LiveBinding(tc.claimants, tc.released); got != tc.want {
 				t.Errorf("LiveBinding() = %v, want %v", got, tc.want)
 			}
 		})
@@ -587,7 +618,7 @@ func TestDecideDeletion(t *testing.T) {
 		"DeleteWithoutDeletePolicy": {reclaim: v1alpha1.ReclaimDelete, want: DeletionVerdict{}},
 		"ReleasedClaimDeleteDrops":  {reclaim: v1alpha1.ReclaimDelete, policies: true, claim: claim, want: DeletionVerdict{Drop: true}},
 		"ReservedClaimDoesNotWait":  {reclaim: v1alpha1.ReclaimDelete, policies: true, claim: &v1alpha1.ClaimReference{Namespace: "team", Name: "shop"}, live: true, want: DeletionVerdict{Drop: true}},
-		"BoundWaitsEvenWithDelete":  {reclaim: v1alpha1.ReclaimDelete, policies: true, claim: claim, live: true, want: DeletionVerdict{Wait: true, Reason: ReasonBoundToTenant}, msg: "bound to the Tenant team/shop (uid t-1)"},
+		"BoundWaitsEvenWithDelete":  {reclaim: v1alpha1.ReclaimDelete, policies: true, claim: claim, live: true, want: DeletionVerdict{Wait: true, Reason: ReasonBoundToTenant}, msg: "bound to the Tenant its spec.claimRef names"},
 		"BoundWaitsWithRetain":      {reclaim: v1alpha1.ReclaimRetain, policies: true, claim: claim, live: true, want: DeletionVerdict{Wait: true, Reason: ReasonBoundToTenant}, msg: "nothing was dropped"},
 	}
 	for name, tc := range cases {

@@ -30,6 +30,11 @@ type Options struct {
 	Crossplane bool
 	// ExtraCRDDirs are installed next to package/crds.
 	ExtraCRDDirs []string
+	// TenantCRDs installs the CRDs of the Tenant kinds made from the XRDs
+	// (ConvertXRDs; needs Kube, not with Crossplane, which installs them
+	// from the Configuration): the provider's controllers read the Tenant
+	// a DatabaseBinding belongs to. Nothing composes a Tenant then.
+	TenantCRDs bool
 }
 
 // All starts every component.
@@ -122,6 +127,16 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 		crds := append([]string{}, o.ExtraCRDDirs...)
 		if !o.Crossplane {
 			crds = append(crds, filepath.Join(RepoRoot(), "package", "crds"))
+		}
+		if o.TenantCRDs && !o.Crossplane {
+			d := filepath.Join(dir, "tenant-crds")
+			if err := os.MkdirAll(d, 0o700); err != nil {
+				return fail(err)
+			}
+			if err := ConvertXRDs(d); err != nil {
+				return fail(err)
+			}
+			crds = append(crds, d)
 		}
 		if o.ESO {
 			d := ESOCRDDir(e.BinDir)

@@ -399,6 +399,25 @@ func TestStaticBindingRefusals(t *testing.T) {
 	if err := env.Kube.Client.Get(ctx, client.ObjectKey{Namespace: thief, Name: tenantkit.StaticSecretName(thief)}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the thief got a Secret (%v)", err)
 	}
+	// What the thief's namespace reads names neither the owner's
+	// namespace, nor its Tenant's UID, nor the Database's messages.
+	b, err := tenantkit.Get(ctx, env.Kube.Client, api, "DatabaseBinding", thief, thief)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tn, err := tenantkit.Get(ctx, env.Kube.Client, api, "Tenant", thief, thief)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, bmsg := tenantkit.Condition(b, "Ready")
+	for _, msg := range []string{bmsg, str(tn, "status", "message")} {
+		// The Database's name (which the thief named, and which a dynamic
+		// Database derives from its Tenant's UID) aside.
+		msg = strings.ReplaceAll(msg, taken.GetName(), "<database>")
+		if strings.Contains(msg, owner+"/") || strings.Contains(msg, "namespace "+owner) || strings.Contains(msg, claim) {
+			t.Errorf("the refusal the thief's namespace reads tells the owner's claim: %q", msg)
+		}
+	}
 
 	// Not Ready: an import whose credential does not log in.
 	const notReady = "not-ready"
@@ -563,6 +582,114 @@ subjects: [{kind: ServiceAccount, name: deployer, namespace: %s}]
 	}
 	if err := env.Kube.Client.Delete(ctx, victim); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// An app namespace's own identity (a service account with crossplane-edit
+// in its namespace, not the admin) cannot reopen the Released Database of
+// its deleted Tenant by writing a DatabaseBinding that names that Tenant's
+// name and UID, controlled (ownerReference with that UID) by an object of
+// an apiVersion nobody serves, so that the garbage collector never removes
+// it: the binding is refused, the Database stays Released with its claim,
+// no delivery copy is written where the namespace's ESO reads, and the
+// refusal names no UID.
+func TestForgedBindingCannotReopenAReleasedDatabase(t *testing.T) {
+	testenv.Need(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	const ns, name = "forger", "victim"
+	tenantkit.NewTenant(ctx, t, env, api, ns, name, "{instanceRef: shared}")
+	tn, err := tenantkit.Get(ctx, env.Kube.Client, api, "Tenant", ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldUID := string(tn.GetUID())
+	dbName := dynDB(ctx, t, ns, name)
+	deleteTenant(ctx, t, ns, name)
+	waitFor(ctx, t, "the Database Released", func() bool {
+		return str(getDatabase(ctx, t, dbName), "status", "binding", "phase") == "Released"
+	}, func() string { return fmt.Sprint(getDatabase(ctx, t, dbName).Object["status"]) })
+	if v := tenantkit.RecordVersions(ctx, t, env, tenantkit.DeliveryPath(ns, name)); v != 0 {
+		t.Fatalf("the delivery copy survived the release (%d versions)", v)
+	}
+
+	// The namespace's own identity: crossplane-edit in its namespace.
+	if err := env.Kube.EnsureServiceAccount(ctx, ns, "app"); err != nil {
+		t.Fatal(err)
+	}
+	rb := tenantkit.MustUnstructured(fmt.Sprintf(`apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: app-crossplane-edit, namespace: %s}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: crossplane-edit}
+subjects: [{kind: ServiceAccount, name: app, namespace: %s}]
+`, ns, ns))
+	if err := env.Kube.Client.Create(ctx, rb); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	cfg := rest.CopyConfig(env.Kube.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":app"}
+	as, err := client.New(cfg, client.Options{Scheme: env.Kube.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := tenantkit.MustUnstructured(fmt.Sprintf(`apiVersion: %[1]s
+kind: DatabaseBinding
+metadata:
+  name: %[2]s
+  namespace: %[3]s
+  ownerReferences:
+  - {apiVersion: forged.example.org/v1, kind: Tenant, name: %[2]s, uid: %[4]s, controller: true}
+spec:
+  providerConfigRef: {kind: ClusterProviderConfig, name: shared}
+  forProvider:
+    tenant: {name: %[2]s, uid: %[4]s}
+    database: %[2]s
+`, api, name, ns, oldUID))
+	var cerr error
+	waitFor(ctx, t, "the app identity's create (the RBAC manager's roles aggregate)", func() bool {
+		cerr = as.Create(ctx, forged.DeepCopy())
+		return cerr == nil || apierrors.IsAlreadyExists(cerr)
+	}, func() string {
+		return fmt.Sprintf("the namespace's identity cannot create a DatabaseBinding, so nothing below would be proven: %v", cerr)
+	})
+
+	waitFor(ctx, t, "the forged binding refused", func() bool {
+		b, err := tenantkit.Get(ctx, env.Kube.Client, api, "DatabaseBinding", ns, name)
+		_, reason, _ := tenantkit.Condition(b, "Ready")
+		return err == nil && reason == "NotATenantsBinding"
+	}, func() string { return tenantkit.Describe(context.Background(), env, api, ns, name) })
+	time.Sleep(5 * time.Second)
+	b, err := tenantkit.Get(ctx, as, api, "DatabaseBinding", ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, typ := range []string{"Ready", "Synced"} {
+		if _, _, msg := tenantkit.Condition(b, typ); strings.Contains(msg, oldUID) {
+			t.Errorf("the %s message the namespace reads tells the earlier Tenant's UID: %q", typ, msg)
+		}
+	}
+	if p := str(b, "status", "atProvider", "databaseName"); p != "" {
+		t.Errorf("the forged binding recorded Database %s", p)
+	}
+	db := getDatabase(ctx, t, dbName)
+	if p := str(db, "status", "binding", "phase"); p != "Released" {
+		t.Errorf("the Database is %q, want Released", p)
+	}
+	if got := str(db, "spec", "claimRef", "uid"); got != oldUID {
+		t.Errorf("the claim changed from %s to %q", oldUID, got)
+	}
+	if v := tenantkit.RecordVersions(ctx, t, env, tenantkit.DeliveryPath(ns, name)); v != 0 {
+		t.Errorf("the forged binding got a delivery copy (%d versions)", v)
+	}
+	if err := env.Kube.Client.Delete(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(ctx, t, "the forged binding's deletion", func() bool {
+		_, err := tenantkit.Get(ctx, env.Kube.Client, api, "DatabaseBinding", ns, name)
+		return apierrors.IsNotFound(err)
+	}, func() string { return tenantkit.Describe(context.Background(), env, api, ns, name) })
+	if p := str(getDatabase(ctx, t, dbName), "status", "binding", "phase"); p != "Released" {
+		t.Errorf("after the forged binding's deletion the Database is %q, want Released", p)
 	}
 }
 

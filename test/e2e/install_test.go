@@ -55,7 +55,7 @@ func TestProviderRunsWithTheGeneratedRBAC(t *testing.T) {
 		t.Fatal(err)
 	}
 	slices.Sort(roles)
-	wantRoles := []string{"crossplane:provider:" + x.ProviderRevision + ":system", "provider-postgresql-tenant:reclaim"}
+	wantRoles := []string{"crossplane:provider:" + x.ProviderRevision + ":system", "provider-postgresql-tenant:reclaim", "provider-postgresql-tenant:tenants"}
 	slices.Sort(wantRoles)
 	if !slices.Equal(roles, wantRoles) {
 		t.Errorf("ClusterRoles bound to the provider's service account: %v, want exactly %v", roles, wantRoles)

@@ -24,7 +24,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -38,6 +37,7 @@ import (
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 	"ddupan.top/provider-postgresql-tenant/internal/clients/openbao"
 	"ddupan.top/provider-postgresql-tenant/internal/controller/requeue"
+	"ddupan.top/provider-postgresql-tenant/internal/controller/tenants"
 	"ddupan.top/provider-postgresql-tenant/internal/memo"
 	"ddupan.top/provider-postgresql-tenant/internal/metrics"
 	"ddupan.top/provider-postgresql-tenant/internal/options"
@@ -103,6 +103,7 @@ func Setup(mgr ctrl.Manager, o controller.Options, d Deps) error {
 		}),
 		managed.WithLogger(log),
 		managed.WithPollInterval(o.PollInterval),
+		managed.WithPollIntervalHook(waitingForTenant),
 		managed.WithRecorder(recorder),
 		managed.WithManagementPolicies(),
 		// A binding has no external name: the Database it binds is named
@@ -138,6 +139,20 @@ func Setup(mgr ctrl.Manager, o controller.Options, d Deps) error {
 		For(&v1alpha1.DatabaseBinding{}, builder.WithPredicates(bindingChanged())).
 		Watches(&v1alpha1.Database{}, handler.EnqueueRequestsFromMapFunc(bindingsOf(mgr.GetClient(), log)), builder.WithPredicates(databaseChanged())).
 		Complete(ratelimiter.NewReconciler(name, requeue.Reconciler(r, lost), o.GlobalRateLimiter))
+}
+
+// TenantWait is how soon a binding whose Tenant does not list it yet is
+// looked at again: Crossplane writes the Tenant's resource references
+// before it creates the binding, so only a cache behind makes it wait, and
+// the first Secret should not wait a whole poll for that.
+const TenantWait = 2 * time.Second
+
+// waitingForTenant shortens the poll of a binding waiting for its Tenant.
+func waitingForTenant(mg resource.Managed, poll time.Duration) time.Duration {
+	if c := mg.GetCondition(xpv2.TypeReady); c.Reason == tenancy.ReasonWaitingForTenant && poll > TenantWait {
+		return TenantWait
+	}
+	return poll
 }
 
 // bindingChanged passes the DatabaseBinding events that can change what a
@@ -265,27 +280,4 @@ func (c *connector) Connect(ctx context.Context, b *v1alpha1.DatabaseBinding) (m
 }
 
 // specOf is what a binding asks for, as the decision core reads it.
-func specOf(b *v1alpha1.DatabaseBinding) tenancy.BindingSpec {
-	p := b.Spec.ForProvider
-	s := tenancy.BindingSpec{
-		Namespace: b.GetNamespace(), Name: b.GetName(), UID: string(b.GetUID()),
-		TenantName: p.Tenant.Name, TenantUID: p.Tenant.UID,
-		Extensions: p.Extensions,
-	}
-	if p.DatabaseRef != nil {
-		s.DatabaseRef = *p.DatabaseRef
-	}
-	if p.Database != nil {
-		s.Database = *p.Database
-	}
-	if p.LoginRole != nil {
-		s.LoginRole = *p.LoginRole
-	}
-	if r := b.GetProviderConfigReference(); r != nil {
-		s.InstanceKind, s.Instance = r.Kind, r.Name
-	}
-	if c := metav1.GetControllerOf(b); c != nil {
-		s.ControllerUID = string(c.UID)
-	}
-	return s
-}
+func specOf(b *v1alpha1.DatabaseBinding) tenancy.BindingSpec { return tenants.SpecOf(b) }

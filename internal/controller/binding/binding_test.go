@@ -23,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/utils/ptr"
@@ -86,7 +87,8 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	testenv.Main(m, testenv.Options{Kube: true, OpenBao: true}, &env, start)
+	// With the Tenant kinds' CRDs, so that bindings have real Tenants.
+	testenv.Main(m, testenv.Options{Kube: true, OpenBao: true, TenantCRDs: true}, &env, start)
 }
 
 // binderPolicy grants the binder what it needs: read the Databases' own
@@ -277,9 +279,22 @@ func staticBinding(ns, tenant, tenantUID, inst, ref string) *v1alpha1.DatabaseBi
 	return b
 }
 
+// tenant creates the Tenant ns/name, as an app team would, listing the
+// DatabaseBindings named bindings among its composed resources as
+// Crossplane would before creating them, and returns its UID. Nothing
+// composes it here.
+func tenant(t *testing.T, ns, name string, bindings ...string) string {
+	t.Helper()
+	uid, err := testenv.CreateTenant(context.Background(), env.Kube.Client, ns, name, bindings...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return uid
+}
+
 // ownedByItsTenant gives a binding the controller owner reference a
 // Tenant's Composition gives it (this environment has no garbage
-// collector, so the Tenant itself need not exist).
+// collector: a binding whose Tenant does not exist stays).
 func ownedByItsTenant(b *v1alpha1.DatabaseBinding) {
 	if metav1.GetControllerOf(b) != nil {
 		return
@@ -418,7 +433,7 @@ func TestDynamicProvisioning(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
 	inst := instance(t, v1alpha1.ReclaimDelete)
-	tenantUID := string(uuid.NewUUID())
+	tenantUID := tenant(t, ns, "shop", "shop-db")
 	b := &v1alpha1.DatabaseBinding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shop-db"},
 		Spec: v1alpha1.DatabaseBindingSpec{
@@ -531,9 +546,9 @@ func TestStaticClaimCarriesTheResourceVersionRead(t *testing.T) {
 	conn := &connector{log: logging.NewNopLogger(), kube: env.Kube.Client, reader: env.Kube.Client, usage: nopTracker{}, deps: Deps{Options: opts, KV: binderKV}}
 
 	nsA, nsB := namespace(t), namespace(t)
-	a := staticBinding(nsA, "alpha", string(uuid.NewUUID()), "", db.GetName())
+	a := staticBinding(nsA, "alpha", tenant(t, nsA, "alpha", "alpha-db"), "", db.GetName())
 	a.SetUID(uuid.NewUUID())
-	b := staticBinding(nsB, "beta", string(uuid.NewUUID()), "", db.GetName())
+	b := staticBinding(nsB, "beta", tenant(t, nsB, "beta", "beta-db"), "", db.GetName())
 	b.SetUID(uuid.NewUUID())
 	ea, err := conn.Connect(ctx, a)
 	if err != nil {
@@ -598,7 +613,7 @@ func TestRetainReleaseNeedsOnlyKubernetes(t *testing.T) {
 	ns := namespace(t)
 	inst := instance(t, v1alpha1.ReclaimDelete)
 	db := database(t, inst, nil, v1alpha1.ReclaimRetain, "retain-secret")
-	tenantUID := string(uuid.NewUUID())
+	tenantUID := tenant(t, ns, "web", "web-db")
 	b := staticBinding(ns, "web", tenantUID, inst, db.GetName())
 	create(t, b)
 	awaitBinding(t, b, "the binding is Available", available)
@@ -677,7 +692,7 @@ func TestReleasedIsNotRebound(t *testing.T) {
 		t.Fatal(err)
 	}
 	rv := db.GetResourceVersion()
-	b := staticBinding(ns, "shop", string(uuid.NewUUID()), inst, db.GetName())
+	b := staticBinding(ns, "shop", tenant(t, ns, "shop", "shop-db"), inst, db.GetName())
 	create(t, b)
 	awaitBinding(t, b, "the binding is refused as Released", readyReason(tenancy.ReasonReleased))
 	if !strings.Contains(b.GetCondition(xpv2.TypeReady).Message, "never rebound automatically") {
@@ -717,7 +732,7 @@ func TestDeliveryPathOwnedByAnother(t *testing.T) {
 	if _, err := admin.Write(ctx, cp, map[string]string{"username": "someone"}, 0); err != nil {
 		t.Fatal(err)
 	}
-	b := staticBinding(ns, "api", string(uuid.NewUUID()), inst, db.GetName())
+	b := staticBinding(ns, "api", tenant(t, ns, "api", "api-db"), inst, db.GetName())
 	create(t, b)
 	awaitBinding(t, b, "the binding reports the Conflict", readyReason(tenancy.ReasonConflict))
 	if msg := b.GetCondition(xpv2.TypeReady).Message; !strings.Contains(msg, "an-earlier-binding") {
@@ -742,23 +757,23 @@ func TestDeliveryPathOwnedByAnother(t *testing.T) {
 func TestDynamicRetryReusesOnlyItsOwnDatabase(t *testing.T) {
 	testenv.Need(t)
 	ctx := context.Background()
-	ns := namespace(t)
 	inst := instance(t, v1alpha1.ReclaimRetain)
 	conn := &connector{log: logging.NewNopLogger(), kube: env.Kube.Client, reader: env.Kube.Client, usage: nopTracker{}, deps: Deps{Options: opts, KV: binderKV}}
 	for name, tc := range map[string]struct {
-		claim   func(tenantUID string) *v1alpha1.ClaimReference
+		claim   func(ns, tenantUID string) *v1alpha1.ClaimReference
 		wantErr bool
 	}{
-		"Ours": {claim: func(u string) *v1alpha1.ClaimReference {
+		"Ours": {claim: func(ns, u string) *v1alpha1.ClaimReference {
 			return &v1alpha1.ClaimReference{Namespace: ns, Name: "shop", UID: u}
 		}},
-		"Another": {claim: func(string) *v1alpha1.ClaimReference {
+		"Another": {claim: func(string, string) *v1alpha1.ClaimReference {
 			return &v1alpha1.ClaimReference{Namespace: "elsewhere", Name: "shop", UID: "someone-else"}
 		}, wantErr: true},
-		"None": {claim: func(string) *v1alpha1.ClaimReference { return nil }, wantErr: true},
+		"None": {claim: func(string, string) *v1alpha1.ClaimReference { return nil }, wantErr: true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			tenantUID := string(uuid.NewUUID())
+			ns := namespace(t)
+			tenantUID := tenant(t, ns, "shop", "shop-db")
 			b := &v1alpha1.DatabaseBinding{
 				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shop-db", UID: uuid.NewUUID()},
 				Spec: v1alpha1.DatabaseBindingSpec{
@@ -780,7 +795,7 @@ func TestDynamicRetryReusesOnlyItsOwnDatabase(t *testing.T) {
 				Spec: v1alpha1.DatabaseSpec{
 					ClusterManagedResourceSpec: xpv2.ClusterManagedResourceSpec{ProviderConfigReference: &xpv2.Reference{Name: inst}},
 					ForProvider:                v1alpha1.DatabaseParameters{Database: "other"},
-					ClaimRef:                   tc.claim(tenantUID),
+					ClaimRef:                   tc.claim(ns, tenantUID),
 				},
 			}
 			create(t, there)
@@ -803,44 +818,123 @@ func TestDynamicRetryReusesOnlyItsOwnDatabase(t *testing.T) {
 }
 
 // A DatabaseBinding written by hand, naming the UID of an earlier Tenant
-// whose Database was Released, takes nothing back: its tenant UID is not
-// the UID of the object that controls it, so it is refused and the
-// Database stays Released with its claim.
+// whose Database was Released, takes nothing back, whatever controller
+// reference it carries: none (its Tenant is gone: it releases what it
+// holds, which is nothing), one of an apiVersion nobody serves (so the
+// garbage collector would never remove it) or the Tenant kind with the
+// gone Tenant's UID. It is refused, records nothing, gets no copy, and the
+// Database stays Released with its claim; its message names no UID.
 func TestHandWrittenBindingTakesNothing(t *testing.T) {
 	testenv.Need(t)
-	ctx := context.Background()
-	ns := namespace(t)
-	inst := instance(t, v1alpha1.ReclaimRetain)
-	old := v1alpha1.ClaimReference{Namespace: ns, Name: "shop", UID: string(uuid.NewUUID())}
-	db := database(t, inst, &old, v1alpha1.ReclaimRetain, "forged-secret")
-	db.Status.Binding = tenancy.ReleasedStatus(old)
-	if err := env.Kube.Client.Status().Update(ctx, db); err != nil {
-		t.Fatal(err)
+	for name, tc := range map[string]struct {
+		owner  func(b *v1alpha1.DatabaseBinding)
+		reason string
+	}{
+		"NoController": {owner: func(b *v1alpha1.DatabaseBinding) { b.SetOwnerReferences(nil) }, reason: tenancy.ReasonTenantGone},
+		"UnservedAPIVersion": {owner: func(b *v1alpha1.DatabaseBinding) {
+			b.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "forged.example.org/v1", Kind: "Anything", Name: "shop",
+				UID: types.UID(b.Spec.ForProvider.Tenant.UID), Controller: ptr.To(true)}})
+		}, reason: tenancy.ReasonNotATenantsBinding},
+		"TenantKindOfTheGoneTenant": {owner: func(*v1alpha1.DatabaseBinding) {}, reason: tenancy.ReasonTenantGone},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			ns := namespace(t)
+			inst := instance(t, v1alpha1.ReclaimRetain)
+			old := v1alpha1.ClaimReference{Namespace: ns, Name: "shop", UID: string(uuid.NewUUID())}
+			db := database(t, inst, &old, v1alpha1.ReclaimDelete, "forged-secret")
+			db.Status.Binding = tenancy.ReleasedStatus(old)
+			if err := env.Kube.Client.Status().Update(ctx, db); err != nil {
+				t.Fatal(err)
+			}
+			rv := db.GetResourceVersion()
+			b := staticBinding(ns, "shop", old.UID, "", db.GetName())
+			tc.owner(b)
+			if err := env.Kube.Client.Create(ctx, b); err != nil {
+				t.Fatal(err)
+			}
+			awaitBinding(t, b, "the forged binding is refused", readyReason(tc.reason))
+			time.Sleep(3 * time.Second)
+			if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+				t.Fatal(err)
+			}
+			if b.Status.AtProvider.DatabaseName != "" {
+				t.Errorf("the forged binding recorded Database %s", b.Status.AtProvider.DatabaseName)
+			}
+			if msg := b.GetCondition(xpv2.TypeReady).Message; strings.Contains(msg, old.UID) {
+				t.Errorf("the refusal tells the earlier Tenant's UID: %q", msg)
+			}
+			if rec := readKV(t, copyPath(ns, "shop")); rec != nil {
+				t.Errorf("the forged binding got a copy: %s", ownerOnly(rec))
+			}
+			if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(db), db); err != nil {
+				t.Fatal(err)
+			}
+			if db.GetResourceVersion() != rv || db.Status.Binding.Phase != v1alpha1.BindingReleased || db.GetDeletionTimestamp() != nil {
+				t.Errorf("the Released Database was written (resourceVersion %s -> %s): phase %q, deleting %v", rv, db.GetResourceVersion(), db.Status.Binding.Phase, db.GetDeletionTimestamp() != nil)
+			}
+		})
 	}
-	b := staticBinding(ns, "shop", old.UID, "", db.GetName())
-	// No controller owner reference: written by hand, not by a Tenant.
-	b.SetOwnerReferences(nil)
-	if err := env.Kube.Client.Create(ctx, b); err != nil {
-		t.Fatal(err)
-	}
-	awaitBinding(t, b, "the forged binding is refused", func(b *v1alpha1.DatabaseBinding) bool {
-		return b.GetCondition(xpv2.TypeReady).Reason == tenancy.ReasonInvalidSpec
-	})
-	time.Sleep(3 * time.Second)
-	if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
-		t.Fatal(err)
-	}
-	if b.Status.AtProvider.DatabaseName != "" {
-		t.Errorf("the forged binding recorded Database %s", b.Status.AtProvider.DatabaseName)
-	}
-	if rec := readKV(t, copyPath(ns, "shop")); rec != nil {
-		t.Errorf("the forged binding got a copy: %s", ownerOnly(rec))
-	}
-	if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(db), db); err != nil {
-		t.Fatal(err)
-	}
-	if db.Status.Binding.Phase != v1alpha1.BindingReleased {
-		t.Errorf("the Database is %q, want Released", db.Status.Binding.Phase)
+}
+
+// A Tenant deleted with its dependents orphaned leaves its binding without
+// a controller: the binding releases its Database as its deletion would
+// (Retain: Released; Delete: the Database is deleted), removes its delivery
+// copy and says its Tenant is gone; a binding whose Tenant exists but does
+// not list it (forged next to a live Tenant) is never delivered.
+func TestOrphanedBindingReleases(t *testing.T) {
+	testenv.Need(t)
+	for _, reclaim := range []v1alpha1.ReclaimPolicy{v1alpha1.ReclaimRetain, v1alpha1.ReclaimDelete} {
+		t.Run(string(reclaim), func(t *testing.T) {
+			ctx := context.Background()
+			ns := namespace(t)
+			inst := instance(t, v1alpha1.ReclaimRetain)
+			db := database(t, inst, nil, reclaim, "orphan-secret")
+			uid := tenant(t, ns, "app", "app-db")
+			b := staticBinding(ns, "app", uid, inst, db.GetName())
+			create(t, b)
+			awaitBinding(t, b, "the binding is Available", available)
+			if rec := readKV(t, copyPath(ns, "app")); rec == nil {
+				t.Fatal("no delivery copy")
+			}
+			// kubectl delete tenant app --cascade=orphan: the garbage
+			// collector removes the owner reference, then the Tenant goes.
+			u := &unstructured.Unstructured{}
+			u.SetAPIVersion(tenancy.TenantAPIVersion)
+			u.SetKind(tenancy.TenantKind)
+			u.SetNamespace(ns)
+			u.SetName("app")
+			if err := env.Kube.Client.Delete(ctx, u); err != nil {
+				t.Fatal(err)
+			}
+			if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+				t.Fatal(err)
+			}
+			b.SetOwnerReferences(nil)
+			if err := env.Kube.Client.Update(ctx, b); err != nil {
+				t.Fatal(err)
+			}
+			awaitBinding(t, b, "the binding says its Tenant is gone", readyReason(tenancy.ReasonTenantGone))
+			if msg := b.GetCondition(xpv2.TypeReady).Message; !strings.Contains(msg, "delete this DatabaseBinding") {
+				t.Errorf("message %q does not say what to do", msg)
+			}
+			if reclaim == v1alpha1.ReclaimDelete {
+				awaitGone(t, db, "the Database (reclaimPolicy Delete)")
+			} else {
+				testenv.Await(t, env.Kube.Client, db, timeout, "the Database is Released", func(d *v1alpha1.Database) bool {
+					return d.Status.Binding.Phase == v1alpha1.BindingReleased && !controllerutil.ContainsFinalizer(d, tenancy.ClaimProtectionFinalizer)
+				}, func(d *v1alpha1.Database) string {
+					return fmt.Sprintf("%+v, finalizers %v", d.Status.Binding, d.GetFinalizers())
+				})
+			}
+			deadline := time.Now().Add(timeout)
+			for rec := readKV(t, copyPath(ns, "app")); rec != nil; rec = readKV(t, copyPath(ns, "app")) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the delivery copy is still there: %s", ownerOnly(rec))
+				}
+				time.Sleep(poll)
+			}
+		})
 	}
 }
 
@@ -854,7 +948,7 @@ func TestBoundDatabaseIsProtectedUntilReleased(t *testing.T) {
 	ns := namespace(t)
 	inst := instance(t, v1alpha1.ReclaimRetain)
 	db := database(t, inst, nil, v1alpha1.ReclaimRetain, "protected-secret")
-	b := staticBinding(ns, "app", string(uuid.NewUUID()), inst, db.GetName())
+	b := staticBinding(ns, "app", tenant(t, ns, "app", "app-db"), inst, db.GetName())
 	create(t, b)
 	awaitBinding(t, b, "the binding is Available", available)
 	if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(db), db); err != nil {
@@ -878,4 +972,89 @@ func TestBoundDatabaseIsProtectedUntilReleased(t *testing.T) {
 	}
 	awaitGone(t, b, "the binding")
 	awaitGone(t, db, "the released Database")
+}
+
+// Deleting a Tenant's own binding (the Tenant stays) releases its
+// Database, and a released Database is not bound again, even to a binding
+// of the very Tenant that released it: only an admin's claimRef edit
+// reopens it. With the claim cleared, the Tenant's binding binds it again.
+func TestReleasedIsNotReboundEvenForItsTenant(t *testing.T) {
+	testenv.Need(t)
+	ctx := context.Background()
+	ns := namespace(t)
+	inst := instance(t, v1alpha1.ReclaimRetain)
+	db := database(t, inst, nil, v1alpha1.ReclaimRetain, "rebind-secret")
+	uid := tenant(t, ns, "app", "app-db")
+	b := staticBinding(ns, "app", uid, inst, db.GetName())
+	create(t, b)
+	awaitBinding(t, b, "the binding is Available", available)
+	if err := env.Kube.Client.Delete(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	awaitGone(t, b, "the binding")
+	testenv.Await(t, env.Kube.Client, db, timeout, "the Database is Released", func(d *v1alpha1.Database) bool {
+		return d.Status.Binding.Phase == v1alpha1.BindingReleased
+	}, func(d *v1alpha1.Database) string { return fmt.Sprintf("%+v", d.Status.Binding) })
+
+	again := staticBinding(ns, "app", uid, inst, db.GetName())
+	create(t, again)
+	awaitBinding(t, again, "the Tenant's new binding is refused as Released", readyReason(tenancy.ReasonReleased))
+	time.Sleep(2 * time.Second)
+	if rec := readKV(t, copyPath(ns, "app")); rec != nil {
+		t.Errorf("the refused binding got a copy: %s", ownerOnly(rec))
+	}
+	if msg := again.GetCondition(xpv2.TypeReady).Message; strings.Contains(msg, uid) {
+		t.Errorf("the refusal tells a UID: %q", msg)
+	}
+
+	// The admin clears the claim: the Tenant's binding binds it again.
+	if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(db), db); err != nil {
+		t.Fatal(err)
+	}
+	db.Spec.ClaimRef = nil
+	if err := env.Kube.Client.Update(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	// As the Database controller (not running here) shows it.
+	db.Status.Binding = tenancy.BindingOf(nil, db.Status.Binding, false)
+	if err := env.Kube.Client.Status().Update(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	awaitBinding(t, again, "the binding is Available after the admin's edit", available)
+}
+
+// What a binding's namespace reads of a refusal names nothing of another
+// namespace's claim (its namespace, Tenant name or UID) and none of the
+// messages of a Database that is not its own.
+func TestRefusalsNameNoOtherClaim(t *testing.T) {
+	testenv.Need(t)
+	ctx := context.Background()
+	owner, thief := namespace(t), namespace(t)
+	inst := instance(t, v1alpha1.ReclaimRetain)
+	db := database(t, inst, nil, v1alpha1.ReclaimRetain, "owned-secret")
+	ownerUID := tenant(t, owner, "precious", "precious-db")
+	ob := staticBinding(owner, "precious", ownerUID, inst, db.GetName())
+	create(t, ob)
+	awaitBinding(t, ob, "the owner's binding is Available", available)
+	tb := staticBinding(thief, "grab", tenant(t, thief, "grab", "grab-db"), inst, db.GetName())
+	create(t, tb)
+	awaitBinding(t, tb, "AlreadyBound", readyReason(tenancy.ReasonAlreadyBound))
+	if msg := tb.GetCondition(xpv2.TypeReady).Message; strings.Contains(msg, owner) || strings.Contains(msg, "precious") || strings.Contains(msg, ownerUID) {
+		t.Errorf("the refusal tells the other namespace's claim: %q", msg)
+	}
+
+	// A Database that is not the binding's and not Ready: its message is
+	// not relayed.
+	const secretMessage = "only-for-the-admin-0451"
+	other := database(t, inst, nil, v1alpha1.ReclaimRetain, "other-secret")
+	other.Status.SetConditions(xpv2.Condition{Type: xpv2.TypeReady, Status: corev1.ConditionFalse, Reason: "Conflict", Message: secretMessage, LastTransitionTime: metav1.Now()})
+	if err := env.Kube.Client.Status().Update(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	wb := staticBinding(thief, "wait", tenant(t, thief, "wait", "wait-db"), inst, other.GetName())
+	create(t, wb)
+	awaitBinding(t, wb, "DatabaseNotReady", readyReason(tenancy.ReasonDatabaseNotReady))
+	if msg := wb.GetCondition(xpv2.TypeReady).Message; strings.Contains(msg, secretMessage) {
+		t.Errorf("another Database's Ready message reached the binding: %q", msg)
+	}
 }

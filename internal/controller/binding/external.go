@@ -20,6 +20,7 @@ import (
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 	"ddupan.top/provider-postgresql-tenant/internal/clients/openbao"
+	"ddupan.top/provider-postgresql-tenant/internal/controller/tenants"
 	"ddupan.top/provider-postgresql-tenant/internal/memo"
 	"ddupan.top/provider-postgresql-tenant/internal/metrics"
 	"ddupan.top/provider-postgresql-tenant/internal/options"
@@ -81,7 +82,7 @@ func (e *external) Observe(ctx context.Context, b *v1alpha1.DatabaseBinding) (ma
 		// Only a delivery in sync is remembered.
 		e.forgetDelivery()
 	}
-	if o.Deleting {
+	if o.Deleting || d.Orphaned {
 		exists := d.Action == tenancy.ActionRelease
 		if d.CheckCopy {
 			rec, err := e.kv.Read(ctx, e.copyPath())
@@ -96,7 +97,14 @@ func (e *external) Observe(ctx context.Context, b *v1alpha1.DatabaseBinding) (ma
 			}
 			exists = exists || e.copyOurs
 		}
-		return managed.ExternalObservation{ResourceExists: exists, ResourceUpToDate: true}, nil
+		if o.Deleting {
+			return managed.ExternalObservation{ResourceExists: exists, ResourceUpToDate: true}, nil
+		}
+		// Its Tenant is gone: what is left to release is released by
+		// Update, as Delete would.
+		metrics.Failure("binding", d.Reason)
+		setReady(b, d.Reason, d.Message)
+		return managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: !exists}, nil
 	}
 
 	switch d.Action {
@@ -125,8 +133,15 @@ func (e *external) observe(ctx context.Context, b *v1alpha1.DatabaseBinding) (te
 		Recorded:     tenancy.BindingRecord{DatabaseName: b.Status.AtProvider.DatabaseName, DatabaseUID: b.Status.AtProvider.DatabaseUID},
 		RecordedCopy: b.Status.AtProvider.Credential.Path,
 	}
+	// Whether the binding is its Tenant's: read from the API server, never
+	// from the binding.
+	st, err := tenants.Standing(ctx, e.reader, b)
+	if err != nil {
+		return o, err
+	}
+	o.Standing = st
 	db := &v1alpha1.Database{}
-	err := e.kube.Get(ctx, types.NamespacedName{Name: e.spec.DatabaseName()}, db)
+	err = e.kube.Get(ctx, types.NamespacedName{Name: e.spec.DatabaseName()}, db)
 	switch {
 	case kerrors.IsNotFound(err):
 	case err != nil:
@@ -177,13 +192,17 @@ func (e *external) observeDatabase(ctx context.Context, db *v1alpha1.Database) (
 	if c == nil || c.UID == "" || (c.Namespace == e.spec.Namespace && c.UID == e.spec.TenantUID) {
 		return d, nil
 	}
-	// Is the Tenant that holds the claim still there? A live (not
-	// deleting) binding of its UID in its namespace says so.
-	l := &v1alpha1.DatabaseBindingList{}
-	if err := e.kube.List(ctx, l, client.InNamespace(c.Namespace)); err != nil {
-		return d, fmt.Errorf("cannot list the DatabaseBindings of namespace %s: %w", c.Namespace, err)
+	// Is the Tenant that holds the claim still there? A binding of its UID
+	// in its namespace, not being deleted, that is that Tenant's says so
+	// (or one that may yet be: it is not taken over meanwhile).
+	live, err := tenants.Claimancy(ctx, e.kube, e.reader, c, tenancy.ReleasedClaim(db.Status.Binding, c))
+	if err != nil {
+		// The cause names the other claim's namespace and Tenant: it is
+		// logged for admins, not told to this binding's namespace.
+		e.log.Debug("cannot tell whether the claim of a Database is held", "database", db.GetName(), "error", err)
+		return d, fmt.Errorf("cannot tell whether the Tenant that holds the claim of Database %s still uses it; retrying", db.GetName())
 	}
-	d.ClaimantLive = tenancy.LiveBinding(l.Items, c)
+	d.ClaimantLive = live != tenancy.ClaimNone
 	return d, nil
 }
 
@@ -343,10 +362,15 @@ func (e *external) Create(ctx context.Context, b *v1alpha1.DatabaseBinding) (man
 	return managed.ExternalCreation{}, fmt.Errorf("nothing to create (%s)", d.Action)
 }
 
-// Update completes the binding's record of a confirmed claim, or copies the
-// bound Database's credential to the delivery path.
+// Update completes the binding's record of a confirmed claim, copies the
+// bound Database's credential to the delivery path, or releases the
+// Database of a binding whose Tenant is gone.
 func (e *external) Update(ctx context.Context, b *v1alpha1.DatabaseBinding) (managed.ExternalUpdate, error) {
 	d := e.decision
+	if d.Orphaned {
+		_, err := e.Delete(ctx, b)
+		return managed.ExternalUpdate{}, err
+	}
 	switch d.Action {
 	case tenancy.ActionCompleteRecord:
 		if err := e.protect(ctx); err != nil {

@@ -31,17 +31,19 @@ import (
 	"ddupan.top/provider-postgresql-tenant/internal/clients/postgres"
 	"ddupan.top/provider-postgresql-tenant/internal/controller/config"
 	"ddupan.top/provider-postgresql-tenant/internal/controller/requeue"
+	"ddupan.top/provider-postgresql-tenant/internal/controller/tenants"
 	"ddupan.top/provider-postgresql-tenant/internal/metrics"
 	"ddupan.top/provider-postgresql-tenant/internal/options"
 	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
 )
 
 const (
-	errTrackUsage  = "cannot track ClusterProviderConfig usage"
-	errGetConfig   = "cannot get the referenced ClusterProviderConfig"
-	errNoConfigRef = "spec.providerConfigRef is required"
-	errBindings    = "cannot list the DatabaseBindings of the claim's namespace"
-	errRecord      = "cannot record the reclaim policy in effect for the deletion"
+	errTrackUsage   = "cannot track ClusterProviderConfig usage"
+	errGetConfig    = "cannot get the referenced ClusterProviderConfig"
+	errNoConfigRef  = "spec.providerConfigRef is required"
+	errBindings     = "cannot tell whether the claim's Tenant holds the claim"
+	errClaimUnknown = "cannot tell whether the Tenant spec.claimRef names still holds the claim (the provider's log says why): the deletion waits; nothing was dropped"
+	errRecord       = "cannot record the reclaim policy in effect for the deletion"
 )
 
 // AnnotationReclaimAtDeletion records the reclaim policy in effect when a
@@ -125,6 +127,7 @@ func Setup(mgr ctrl.Manager, o controller.Options, d Deps) error {
 		managed.WithTypedExternalConnector[*v1alpha1.Database](&connector{
 			log:     o.Logger.WithValues("controller", name),
 			kube:    mgr.GetClient(),
+			reader:  mgr.GetAPIReader(),
 			usage:   resource.NewLegacyProviderConfigUsageTracker(mgr.GetClient(), &v1alpha1.ClusterProviderConfigUsage{}),
 			deps:    d,
 			record:  recorder,
@@ -169,8 +172,11 @@ func Setup(mgr ctrl.Manager, o controller.Options, d Deps) error {
 // A connector resolves a Database's ClusterProviderConfig and produces the
 // external client that acts on its server.
 type connector struct {
-	log     logging.Logger
-	kube    client.Client
+	log  logging.Logger
+	kube client.Client
+	// reader reads the API server itself: the Tenants that bindings
+	// belong to.
+	reader  client.Reader
 	usage   resource.LegacyTracker
 	deps    Deps
 	record  event.Recorder
@@ -186,11 +192,15 @@ func (c *connector) Connect(ctx context.Context, db *v1alpha1.Database) (managed
 	if err := c.usage.Track(ctx, db); err != nil {
 		return nil, errors.Wrap(err, errTrackUsage)
 	}
-	live, lerr := c.liveBinding(ctx, db.Spec.ClaimRef)
-	if lerr == nil {
-		c.showBinding(db, live)
-	} else {
+	live, lerr := tenants.Claimancy(ctx, c.kube, c.reader, db.Spec.ClaimRef, tenancy.ReleasedClaim(db.Status.Binding, db.Spec.ClaimRef))
+	switch {
+	case lerr != nil:
 		c.log.Debug(errBindings, "name", db.GetName(), "error", lerr)
+	case live != tenancy.ClaimPending:
+		// Pending (a binding whose Tenant may yet list it, or a release
+		// the binder is making): the binding status shown stays as it
+		// was; the binder records Released, or the last binding goes.
+		c.showBinding(db, live == tenancy.ClaimLive)
 	}
 
 	drop := false
@@ -200,10 +210,12 @@ func (c *connector) Connect(ctx context.Context, db *v1alpha1.Database) (managed
 			return nil, errors.Wrap(err, errRecord)
 		}
 		if lerr != nil {
-			// Whether the claim is still in use cannot be told: wait.
-			return nil, errors.Wrap(lerr, errBindings)
+			// Whether the claim is still in use cannot be told: wait. The
+			// cause (logged above) names the claim's namespace and Tenant;
+			// this error also becomes an Event, in namespace default.
+			return nil, errors.New(errClaimUnknown)
 		}
-		d := tenancy.DecideDeletion(reclaim, policies(db).ShouldDelete(), db.Spec.ClaimRef, live)
+		d := tenancy.DecideDeletion(reclaim, policies(db).ShouldDelete(), db.Spec.ClaimRef, live != tenancy.ClaimNone)
 		if d.Wait {
 			return nil, fail(db, d.Reason, d.Message)
 		}
@@ -254,19 +266,6 @@ func (c *connector) Connect(ctx context.Context, db *v1alpha1.Database) (managed
 	}, nil
 }
 
-// liveBinding reports whether the claim's Tenant has a DatabaseBinding that
-// is not being deleted (read from the manager's cache).
-func (c *connector) liveBinding(ctx context.Context, claim *v1alpha1.ClaimReference) (bool, error) {
-	if claim == nil || claim.UID == "" {
-		return false, nil
-	}
-	l := &v1alpha1.DatabaseBindingList{}
-	if err := c.kube.List(ctx, l, client.InNamespace(claim.Namespace)); err != nil {
-		return false, err
-	}
-	return tenancy.LiveBinding(l.Items, claim), nil
-}
-
 // showBinding sets status.binding (persisted with the rest of the status)
 // and records an Event when the Database becomes Bound or Released.
 // Released is shown by the phase and the Event only: the Ready condition
@@ -280,10 +279,12 @@ func (c *connector) showBinding(db *v1alpha1.Database, live bool) {
 		return
 	}
 	switch b.Phase {
+	// Events of a cluster-scoped object are recorded in namespace default:
+	// they name no claim (status.binding and spec.claimRef do, for admins).
 	case v1alpha1.BindingBound:
-		c.record.Event(db, event.Normal("Bound", fmt.Sprintf("bound to the Tenant %s", b.Claim)))
+		c.record.Event(db, event.Normal("Bound", "bound to the Tenant its spec.claimRef names"))
 	case v1alpha1.BindingReleased:
-		c.record.Event(db, event.Normal("Released", fmt.Sprintf("the Tenant %s released its claim: the Database is kept as it is and is not bound again until an admin clears or replaces spec.claimRef", b.Claim)))
+		c.record.Event(db, event.Normal("Released", "the Tenant its spec.claimRef names released its claim: the Database is kept as it is and is not bound again until an admin clears or replaces spec.claimRef"))
 	}
 }
 

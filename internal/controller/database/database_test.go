@@ -18,6 +18,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -67,7 +69,13 @@ func inject(step string, n int) {
 	faults[step] = n
 }
 
-func TestMain(m *testing.M) { testenv.Main(m, testenv.All, &env, start) }
+func TestMain(m *testing.M) {
+	// With the Tenant kinds' CRDs: a binding keeps its Database Bound only
+	// if its Tenant exists and lists it.
+	o := testenv.All
+	o.TenantCRDs = true
+	testenv.Main(m, o, &env, start)
+}
 
 func start(e *testenv.Env) (func(), error) {
 	ctx := context.Background()
@@ -881,21 +889,40 @@ func TestImportWithDeleteDropsOnlyWhatItsCredentialProves(t *testing.T) {
 	}
 }
 
-// binding creates a DatabaseBinding of the Tenant name/uid in ns that names
-// the Database d (static), as a Tenant's Composition would.
-func binding(t *testing.T, ns, tenant, uid, d string) *v1alpha1.DatabaseBinding {
+// binding creates the Tenant ns/tenant and its DatabaseBinding that names
+// the Database d (static), as the Tenant's Composition would: controlled
+// by the Tenant, listed in its resource references. The Tenant's UID is
+// the binding's spec.forProvider.tenant.uid.
+func binding(t *testing.T, ns, tenant, d string) *v1alpha1.DatabaseBinding {
 	t.Helper()
 	ctx := context.Background()
 	if err := env.Kube.EnsureNamespace(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	b := &v1alpha1.DatabaseBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db-" + uid}}
+	name := "db-" + tenant + "-" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
+	uid, err := testenv.CreateTenant(ctx, env.Kube.Client, ns, tenant, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &v1alpha1.DatabaseBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, OwnerReferences: []metav1.OwnerReference{{
+		APIVersion: "database.ayatori.ddupan.top/v1alpha1", Kind: "Tenant", Name: tenant, UID: types.UID(uid), Controller: ptr.To(true),
+	}}}}
 	b.Spec.ForProvider.Tenant = v1alpha1.TenantReference{Name: tenant, UID: uid}
 	b.Spec.ForProvider.DatabaseRef = ptr.To(d)
 	if err := env.Kube.Client.Create(ctx, b); err != nil {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// tenantObject is the Tenant ns/name to delete.
+func tenantObject(ns, name string) client.Object {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("database.ayatori.ddupan.top/v1alpha1")
+	u.SetKind("Tenant")
+	u.SetNamespace(ns)
+	u.SetName(name)
+	return u
 }
 
 func phase(p v1alpha1.BindingPhase) func(*v1alpha1.Database) bool {
@@ -909,7 +936,7 @@ func phase(p v1alpha1.BindingPhase) func(*v1alpha1.Database) bool {
 func TestBindingPhaseFollowsBindings(t *testing.T) {
 	testenv.Need(t)
 	ctx := context.Background()
-	claim := &v1alpha1.ClaimReference{Namespace: "claims-a", Name: "shop", UID: "uid-bind-1"}
+	claim := &v1alpha1.ClaimReference{Namespace: "claims-a", Name: "shop"}
 	d := newDB("bindphase", func(d *v1alpha1.Database) {
 		d.Spec.ClaimRef = &v1alpha1.ClaimReference{Namespace: "claims-a", Name: "shop"}
 	})
@@ -919,7 +946,8 @@ func TestBindingPhaseFollowsBindings(t *testing.T) {
 	})
 
 	// The binder writes the claim's UID; the Tenant's binding exists.
-	b := binding(t, "claims-a", "shop", claim.UID, d.Name)
+	b := binding(t, "claims-a", "shop", d.Name)
+	claim.UID = b.Spec.ForProvider.Tenant.UID
 	d.Spec.ClaimRef = claim
 	if err := env.Kube.Client.Update(ctx, d); err != nil {
 		t.Fatal(err)
@@ -927,7 +955,12 @@ func TestBindingPhaseFollowsBindings(t *testing.T) {
 	waitDB(t, d, "Bound", phase(v1alpha1.BindingBound))
 
 	// A new Tenant of the same name (another UID) does not keep it bound.
-	other := binding(t, "claims-a", "shop", "uid-bind-2", d.Name)
+	other := &v1alpha1.DatabaseBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "claims-a", Name: "db-shop-other"}}
+	other.Spec.ForProvider.Tenant = v1alpha1.TenantReference{Name: "shop", UID: "uid-bind-2"}
+	other.Spec.ForProvider.DatabaseRef = ptr.To(d.Name)
+	if err := env.Kube.Client.Create(ctx, other); err != nil {
+		t.Fatal(err)
+	}
 	start := time.Now()
 	if err := env.Kube.Client.Delete(ctx, b); err != nil {
 		t.Fatal(err)
@@ -940,6 +973,53 @@ func TestBindingPhaseFollowsBindings(t *testing.T) {
 		t.Errorf("a Released Database: ready %v, binding %+v", ready(d), d.Status.Binding)
 	}
 	_ = env.Kube.Client.Delete(ctx, other)
+
+	// A binding of the released claim's Tenant UID that is not that
+	// Tenant's (controlled by an object of an apiVersion nobody serves,
+	// the Tenant gone) does not make the Database Bound again.
+	if err := env.Kube.Client.Delete(ctx, tenantObject("claims-a", "shop")); err != nil {
+		t.Fatal(err)
+	}
+	forged := &v1alpha1.DatabaseBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "claims-a", Name: "shop", OwnerReferences: []metav1.OwnerReference{{
+		APIVersion: "forged.example.org/v1", Kind: "Tenant", Name: "shop", UID: types.UID(claim.UID), Controller: ptr.To(true),
+	}}}}
+	forged.Spec.ForProvider.Tenant = v1alpha1.TenantReference{Name: "shop", UID: claim.UID}
+	forged.Spec.ForProvider.DatabaseRef = ptr.To(d.Name)
+	if err := env.Kube.Client.Create(ctx, forged); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * poll)
+	if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Status.Binding.Phase != v1alpha1.BindingReleased {
+		t.Errorf("a forged binding of the released claim made the Database %q, want Released", d.Status.Binding.Phase)
+	}
+	_ = env.Kube.Client.Delete(ctx, forged)
+
+	// The Bound and Released Events are in namespace default, which is
+	// not the claim's: they name no claim.
+	evs := &corev1.EventList{}
+	if err := env.Kube.Client.List(ctx, evs, client.InNamespace(metav1.NamespaceDefault)); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, e := range evs.Items {
+		if e.InvolvedObject.Name != d.Name || (e.Reason != "Bound" && e.Reason != "Released") {
+			continue
+		}
+		seen[e.Reason] = true
+		if strings.Contains(e.Message, "claims-a") || strings.Contains(e.Message, claim.UID) {
+			t.Errorf("the %s Event names the claim: %q", e.Reason, e.Message)
+		}
+	}
+	if !seen["Bound"] {
+		var all []string
+		for _, e := range evs.Items {
+			all = append(all, e.InvolvedObject.Kind+"/"+e.InvolvedObject.Name+" "+e.Reason)
+		}
+		t.Errorf("the Database's Events in namespace default: %v of Bound and Released, want at least Bound; all: %v", seen, all)
+	}
 
 	// The admin clears the claim: Available again, the released claim kept.
 	d.Spec.ClaimRef = nil
@@ -954,7 +1034,7 @@ func TestBindingPhaseFollowsBindings(t *testing.T) {
 
 // TestDeletionWaitsWhileBoundAndKeepsTheReclaimPolicyOfItsStart: a deleted
 // Database whose claim's Tenant still has a DatabaseBinding waits (Ready
-// False BoundToTenant naming the claim) and drops nothing; the reclaim
+// False BoundToTenant, naming no claim) and drops nothing; the reclaim
 // policy in effect when the deletion started decides, whatever
 // spec.reclaimPolicy says later.
 func TestDeletionWaitsWhileBoundAndKeepsTheReclaimPolicyOfItsStart(t *testing.T) {
@@ -968,14 +1048,13 @@ func TestDeletionWaitsWhileBoundAndKeepsTheReclaimPolicyOfItsStart(t *testing.T)
 		{name: "delwait-retain", start: v1alpha1.ReclaimRetain, later: v1alpha1.ReclaimDelete},
 	} {
 		t.Run(string(tc.start), func(t *testing.T) {
-			uid := "uid-" + tc.name
+			b := binding(t, "claims-b", tc.name, tc.name)
 			d := newDB(strings.ReplaceAll(tc.name, "-", "_"), func(d *v1alpha1.Database) {
 				d.Name = tc.name
 				d.Spec.ReclaimPolicy = tc.start
-				d.Spec.ClaimRef = &v1alpha1.ClaimReference{Namespace: "claims-b", Name: "shop", UID: uid}
+				d.Spec.ClaimRef = &v1alpha1.ClaimReference{Namespace: "claims-b", Name: tc.name, UID: b.Spec.ForProvider.Tenant.UID}
 			})
 			db := d.Spec.ForProvider.Database
-			b := binding(t, "claims-b", "shop", uid, d.Name)
 			apply(t, d)
 			waitDB(t, d, "Ready and Bound", func(d *v1alpha1.Database) bool { return ready(d) && d.Status.Binding.Phase == v1alpha1.BindingBound })
 
@@ -983,8 +1062,10 @@ func TestDeletionWaitsWhileBoundAndKeepsTheReclaimPolicyOfItsStart(t *testing.T)
 				t.Fatal(err)
 			}
 			waitDB(t, d, "BoundToTenant", reason("BoundToTenant"))
-			if c := d.GetCondition(xpv2.TypeReady); c.Status != corev1.ConditionFalse || !strings.Contains(c.Message, "claims-b/shop") {
-				t.Errorf("Ready %+v, want False naming the claim", c)
+			// The message is also an Event, in namespace default: it names
+			// no claim.
+			if c := d.GetCondition(xpv2.TypeReady); c.Status != corev1.ConditionFalse || strings.Contains(c.Message, "claims-b") || strings.Contains(c.Message, b.Spec.ForProvider.Tenant.UID) {
+				t.Errorf("Ready %+v, want False naming no claim", c)
 			}
 			if got, want := d.GetAnnotations()[database.AnnotationReclaimAtDeletion], tenancy.ReclaimRecord(tc.start, string(d.GetUID()), d.GetDeletionTimestamp().Time); got != want {
 				t.Errorf("recorded reclaim policy %q, want %q", got, want)
