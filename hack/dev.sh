@@ -13,6 +13,16 @@ PIDFILE=$STATE/devenv.pid
 
 running() { [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; }
 
+# stop_on_failure (an EXIT trap of up) stops the environment up started
+# when up fails after starting it.
+stop_on_failure() {
+  local rc=$?
+  if [ "$rc" -ne 0 ] && running; then
+    echo "make dev failed (exit $rc); stopping the environment it started (log: $STATE/devenv.log)." >&2
+    down >&2
+  fi
+}
+
 up() {
   if running; then
     echo "The dev environment is already running (pid $(cat "$PIDFILE")); 'make dev-down' stops it."
@@ -29,7 +39,7 @@ up() {
   : > "$STATE/devenv.log"
   # From here on a failure of this script (not of devenv, reported below)
   # must not leave the environment running unannounced: stop it.
-  trap 'rc=$?; if [ "$rc" -ne 0 ] && running; then echo "make dev failed (exit $rc); stopping the environment it started (log: $STATE/devenv.log)." >&2; down >&2; fi' EXIT
+  trap stop_on_failure EXIT
   setsid "$STATE/devenv" -state "$STATE" >> "$STATE/devenv.log" 2>&1 < /dev/null &
   echo $! > "$PIDFILE"
   local shown=0 t0=$SECONDS

@@ -661,7 +661,7 @@ func (x *Crossplane) rbacExited() error {
 	if x.rbac == nil || !x.rbac.exited() {
 		return nil
 	}
-	return Permanent(fmt.Errorf("crossplane's RBAC manager exited (%v); its log %s ends:\n%s", x.rbac.err, x.rbacLog, Tail(x.rbacLog, 30)))
+	return Permanent(fmt.Errorf("crossplane's RBAC manager exited (%w); its log %s ends:\n%s", x.rbac.err, x.rbacLog, Tail(x.rbacLog, 30)))
 }
 
 // lockFile takes an exclusive lock on file, waiting until ctx ends; closing

@@ -110,7 +110,7 @@ func (f fixedPort) startHolder(ctx context.Context, name, logFile string, cmd *e
 // fails with the holder's log if the holder has exited.
 func startBeside(ctx context.Context, holder *process, holderLog, name, logFile string, cmd *exec.Cmd, addr string, cfg *tls.Config) (*process, error) {
 	if holder.exited() {
-		return nil, fmt.Errorf("%s exited (%v); its log %s ends:\n%s", holder.name, holder.err, holderLog, Tail(holderLog, 30))
+		return nil, fmt.Errorf("%s exited (%w); its log %s ends:\n%s", holder.name, holder.err, holderLog, Tail(holderLog, 30))
 	}
 	p, err := startProcess(name, logFile, cmd)
 	if err != nil {
@@ -121,7 +121,7 @@ func startBeside(ctx context.Context, holder *process, holderLog, name, logFile 
 		return nil, err
 	}
 	if holder.exited() {
-		return p, fmt.Errorf("%s exited (%v) while %s started; its log %s ends:\n%s", holder.name, holder.err, name, holderLog, Tail(holderLog, 30))
+		return p, fmt.Errorf("%s exited (%w) while %s started; its log %s ends:\n%s", holder.name, holder.err, name, holderLog, Tail(holderLog, 30))
 	}
 	return p, nil
 }
@@ -140,7 +140,7 @@ func releaseHolder(p *process, lock *os.File) {
 func waitListening(ctx context.Context, p *process, logFile string, port int, timeout time.Duration) error {
 	return WaitFor(ctx, timeout, func(context.Context) error {
 		if p.exited() {
-			return Permanent(fmt.Errorf("%s exited (%v) before it listened on port %d; its log %s ends:\n%s", p.name, p.err, port, logFile, Tail(logFile, 30)))
+			return Permanent(fmt.Errorf("%s exited (%w) before it listened on port %d; its log %s ends:\n%s", p.name, p.err, port, logFile, Tail(logFile, 30)))
 		}
 		if slices.Contains(listenerPIDs(port), p.cmd.Process.Pid) {
 			return nil
@@ -157,7 +157,7 @@ func waitListening(ctx context.Context, p *process, logFile string, port int, ti
 func awaitGRPC(ctx context.Context, p *process, logFile, addr string, cfg *tls.Config, timeout time.Duration) error {
 	return WaitFor(ctx, timeout, func(ctx context.Context) error {
 		if p.exited() {
-			return Permanent(fmt.Errorf("%s exited (%v):\n%s", p.name, p.err, Tail(logFile, 30)))
+			return Permanent(fmt.Errorf("%s exited (%w):\n%s", p.name, p.err, Tail(logFile, 30)))
 		}
 		return h2Settings(ctx, addr, cfg)
 	})
@@ -249,7 +249,7 @@ func describeListeners(port int) string {
 	}
 	var parts []string
 	for _, pid := range pids {
-		cmd, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline")) //nolint:gosec // a process's command line
+		cmd, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
 		name := strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " "))
 		if len(name) > 200 {
 			name = name[:200] + "..."

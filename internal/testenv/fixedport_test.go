@@ -200,7 +200,7 @@ func TestFixedPortEnvironmentsStartTogether(t *testing.T) {
 		wg.Wait()
 	}
 	for _, f := range logs {
-		if b, _ := os.ReadFile(f); strings.Contains(string(b), "took the port") { //nolint:gosec // the test's own logs
+		if b, _ := os.ReadFile(f); strings.Contains(string(b), "took the port") {
 			t.Errorf("%s: a function took the fixed port", filepath.Base(f))
 		}
 	}
