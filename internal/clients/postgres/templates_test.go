@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -186,42 +184,8 @@ func TestNoForeignSessionWhileProvisioning(t *testing.T) {
 	apw := testenv.RandomSecret("lurker-")
 	provision(t, p, "lurker", apw)
 
-	var sessions atomic.Int32
-	var tries atomic.Int32
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		poll, err := appConn(t, "lurker", apw, "lurker")
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer poll.Close(ctx) //nolint:errcheck // test
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			var exists bool
-			if err := poll.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = 'target')").Scan(&exists); err != nil {
-				t.Error(err)
-				return
-			}
-			if !exists {
-				time.Sleep(5 * time.Millisecond)
-				continue
-			}
-			tries.Add(1)
-			if c, err := appConn(t, "lurker", apw, "target"); err == nil {
-				sessions.Add(1)
-				// Keep it open, as an attacker would.
-				defer c.Close(ctx) //nolint:errcheck // test: kept open until the loop ends, as an attacker would
-			}
-		}
-	}()
+	lurker := env.Postgres.Lurk(t, "lurker", apw, "lurker", "target")
+	defer lurker.Stop()
 
 	pw := testenv.RandomSecret("target-")
 	v, err := scram.Verifier(pw)
@@ -235,10 +199,7 @@ func TestNoForeignSessionWhileProvisioning(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Paused between the database and its CONNECT step.
-	deadline := time.Now().Add(10 * time.Second)
-	for tries.Load() < 20 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	lurker.WaitTries(20, 10*time.Second)
 	if err := p.RestrictConnect(ctx, "target", "target"); err != nil {
 		t.Fatal(err)
 	}
@@ -249,12 +210,11 @@ func TestNoForeignSessionWhileProvisioning(t *testing.T) {
 	_ = tc.Close(ctx)
 	time.Sleep(500 * time.Millisecond)
 	left := foreignSessions(t, "target", "lurker")
-	close(stop)
-	wg.Wait()
-	if tries.Load() < 20 {
-		t.Fatalf("the connect loop tried only %d times", tries.Load())
+	lurker.Stop()
+	if n := lurker.Tries.Load(); n < 20 {
+		t.Fatalf("the connect loop tried only %d times", n)
 	}
-	if n := sessions.Load(); n > 0 || left > 0 {
+	if n := lurker.Sessions.Load(); n > 0 || left > 0 {
 		t.Errorf("another tenant's login had %d session(s) in the new database (%d still there after it was provisioned)", n, left)
 	}
 }

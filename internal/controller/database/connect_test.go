@@ -3,7 +3,6 @@ package database_test
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -60,47 +59,13 @@ func sessionsOf(t *testing.T, database, role string) int {
 // the new database, and the new Database still becomes Ready.
 func TestConnectLoopNeverEntersANewDatabase(t *testing.T) {
 	testenv.Need(t)
-	ctx := context.Background()
 	attacker := newDB("lurker")
 	apply(t, attacker)
 	waitDB(t, attacker, "Ready", ready)
 	apw := readKV(t, dbPath("lurker")).Data["password"].(string)
 
-	var tries, sessions atomic.Int32
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		poll, err := appLogin(t, "lurker", apw, "lurker")
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer poll.Close(ctx) //nolint:errcheck // test
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			var exists bool
-			if err := poll.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = 'prey')").Scan(&exists); err != nil {
-				t.Error(err)
-				return
-			}
-			if !exists {
-				time.Sleep(5 * time.Millisecond)
-				continue
-			}
-			tries.Add(1)
-			if c, err := appLogin(t, "lurker", apw, "prey"); err == nil {
-				sessions.Add(1)
-				defer c.Close(ctx) //nolint:errcheck // test: kept open until the loop ends, as an attacker would
-			}
-		}
-	}()
-	defer func() { close(stop); wg.Wait() }()
+	lurker := env.Postgres.Lurk(t, "lurker", apw, "lurker", "prey")
+	defer lurker.Stop()
 
 	p := pauseNext(database.StepConnect)
 	victim := newDB("prey")
@@ -110,17 +75,14 @@ func TestConnectLoopNeverEntersANewDatabase(t *testing.T) {
 	case <-time.After(90 * time.Second):
 		t.Fatal("provisioning never reached the CONNECT step")
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for tries.Load() < 20 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	lurker.WaitTries(20, 10*time.Second)
 	close(p.release)
 	waitDB(t, victim, "Ready", ready)
 	time.Sleep(time.Second)
-	if n := tries.Load(); n < 20 {
+	if n := lurker.Tries.Load(); n < 20 {
 		t.Fatalf("the connect loop tried only %d times while provisioning was held", n)
 	}
-	if n, left := sessions.Load(), sessionsOf(t, "prey", "lurker"); n > 0 || left > 0 {
+	if n, left := lurker.Sessions.Load(), sessionsOf(t, "prey", "lurker"); n > 0 || left > 0 {
 		t.Errorf("another tenant's login had %d session(s) in the new database (%d still there once it was Ready)", n, left)
 	}
 }
