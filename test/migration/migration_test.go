@@ -132,7 +132,10 @@ func TestMigrationRunbookDrill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := su.Exec(ctx, "CREATE DATABASE legacy OWNER legacy_app"); err != nil {
+	// The old server's database is as a PostgreSQL 14 default made it
+	// (PUBLIC may create in its public schema): copied from template0,
+	// since the harness hardens template1 as the provider requires.
+	if _, err := su.Exec(ctx, "CREATE DATABASE legacy OWNER legacy_app TEMPLATE template0"); err != nil {
 		t.Fatal(err)
 	}
 	_ = su.Close(ctx)
