@@ -133,7 +133,7 @@ func TestRebindRunbookRemovesTheOldOwnersGrants(t *testing.T) {
 	for _, s := range []string{
 		"CREATE ROLE rb_old LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD '" + v + "'",
 		grantToAdmin,
-		"CREATE DATABASE rb_old OWNER rb_old",
+		"CREATE DATABASE rb_old OWNER rb_old TEMPLATE template0", // as the provider makes it
 		"REVOKE CONNECT, TEMPORARY ON DATABASE rb_old FROM PUBLIC",
 		"GRANT CONNECT ON DATABASE rb_old TO rb_old",
 	} {
