@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"ddupan.top/provider-postgresql-tenant/internal/clients/postgres"
-	"ddupan.top/provider-postgresql-tenant/internal/scram"
 	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
 	"ddupan.top/provider-postgresql-tenant/internal/testenv"
 )
@@ -67,16 +66,7 @@ func TestPlantedTemplate1NeverReachesANewDatabase(t *testing.T) {
 		}
 	}
 
-	v, err := scram.Verifier(testenv.RandomSecret("victim-"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.CreateRole(ctx, "victim", v); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.CreateDatabase(ctx, "victim", "victim"); err != nil {
-		t.Fatalf("CreateDatabase: %v", err)
-	}
+	createRoleAndDatabase(t, p, "victim", testenv.RandomSecret("victim-"))
 	if err := p.RestrictConnect(ctx, "victim", "victim"); err != nil {
 		t.Fatalf("RestrictConnect: %v", err)
 	}
@@ -125,20 +115,11 @@ func TestLoginToADatabaseNotAcceptingConnections(t *testing.T) {
 	ctx := context.Background()
 	p := adminPool(t)
 	pw := testenv.RandomSecret("closed-")
-	v, err := scram.Verifier(pw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.CreateRole(ctx, "closed", v); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.CreateDatabase(ctx, "closed", "closed"); err != nil {
-		t.Fatal(err)
-	}
+	createRoleAndDatabase(t, p, "closed", pw)
 	if c, err := p.Observe(ctx, "closed", "closed"); err != nil || !c.DatabaseExists || c.AllowConn {
 		t.Fatalf("Observe after CreateDatabase = %+v, %v; want a database that accepts no connections", c, err)
 	}
-	_, err = p.ConnectAs(ctx, "closed", postgres.Credential{Username: "closed", Password: pw})
+	_, err := p.ConnectAs(ctx, "closed", postgres.Credential{Username: "closed", Password: pw})
 	var pe *postgres.Error
 	if err == nil || !errors.As(err, &pe) || pe.SQLState != "55000" || pe.Class == postgres.ClassAuthentication {
 		t.Fatalf("login with the right password = %v; want SQLSTATE 55000, not an authentication failure", err)
@@ -188,16 +169,7 @@ func TestNoForeignSessionWhileProvisioning(t *testing.T) {
 	defer lurker.Stop()
 
 	pw := testenv.RandomSecret("target-")
-	v, err := scram.Verifier(pw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.CreateRole(ctx, "target", v); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.CreateDatabase(ctx, "target", "target"); err != nil {
-		t.Fatal(err)
-	}
+	createRoleAndDatabase(t, p, "target", pw)
 	// Paused between the database and its CONNECT step.
 	lurker.WaitTries(20, 10*time.Second)
 	if err := p.RestrictConnect(ctx, "target", "target"); err != nil {

@@ -30,16 +30,7 @@ func adminPool(t *testing.T) *postgres.Pool {
 func provision(t *testing.T, p *postgres.Pool, name, password string) {
 	t.Helper()
 	ctx := context.Background()
-	v, err := scram.Verifier(password)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.CreateRole(ctx, name, v); err != nil {
-		t.Fatalf("CreateRole: %v", err)
-	}
-	if err := p.CreateDatabase(ctx, name, name); err != nil {
-		t.Fatalf("CreateDatabase: %v", err)
-	}
+	createRoleAndDatabase(t, p, name, password)
 	if err := p.RestrictConnect(ctx, name, name); err != nil {
 		t.Fatalf("RestrictConnect: %v", err)
 	}
@@ -50,6 +41,24 @@ func provision(t *testing.T, p *postgres.Pool, name, password string) {
 	defer tc.Close(ctx) //nolint:errcheck // test
 	if err := tc.CreateExtension(ctx, "pg_trgm"); err != nil {
 		t.Fatalf("CreateExtension: %v", err)
+	}
+}
+
+// createRoleAndDatabase takes the first provisioning steps for name: the
+// login role with password's verifier, and its database, which accepts no
+// connection until RestrictConnect.
+func createRoleAndDatabase(t *testing.T, p *postgres.Pool, name, password string) {
+	t.Helper()
+	ctx := context.Background()
+	v, err := scram.Verifier(password)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.CreateRole(ctx, name, v); err != nil {
+		t.Fatalf("CreateRole: %v", err)
+	}
+	if err := p.CreateDatabase(ctx, name, name); err != nil {
+		t.Fatalf("CreateDatabase: %v", err)
 	}
 }
 
