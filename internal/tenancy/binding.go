@@ -293,6 +293,8 @@ type ObservedDatabase struct {
 	// RecordPath is status.atProvider.credential.path.
 	RecordPath string
 	Binding    v1alpha1.BindingStatus
+	// Protected: the Database carries the claim protection finalizer.
+	Protected bool
 }
 
 // ObservedInstance is what was read of a ClusterProviderConfig.
@@ -381,6 +383,11 @@ type BindingDecision struct {
 	// Orphaned: the binding's Tenant is gone; it is released as if it
 	// were deleted (Release, CheckCopy) while it stays.
 	Orphaned bool
+	// Unprotect: on deletion, the released Database still carries the
+	// claim protection this binding's Tenant put on it, and it is lifted
+	// (after the Release, if any). Without it the Database could never go
+	// away: nothing else removes that finalizer.
+	Unprotect bool
 }
 
 // claimNames reports whether c names exactly this Tenant (namespace, name
@@ -673,6 +680,7 @@ func decideRelease(o BindingObservation) BindingDecision {
 		return v
 	}
 	v.Phase = v1alpha1.BindingPhaseReleased
+	v.Unprotect = d.Protected
 	if released(d) {
 		// Released already (by this binder, or with no binding of the
 		// claim left): nothing more is done, whatever the reclaim policy

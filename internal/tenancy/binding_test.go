@@ -548,6 +548,43 @@ func TestDecideBindingRelease(t *testing.T) {
 			}(), deleting),
 			want: BindingDecision{Action: ActionNone, Phase: v1alpha1.BindingPhaseReleased, CheckCopy: true},
 		},
+		// The protection this binder put on the Database is lifted even
+		// when nothing else is left to release: without it the Database
+		// being deleted never goes away.
+		"DeleteAlreadyDeletingLiftsTheProtection": {
+			o: obs(staticSpec(), func() ObservedDatabase {
+				d := boundDB()
+				d.ReclaimPolicy, d.Deleting, d.Protected = v1alpha1.ReclaimDelete, true, true
+				return d
+			}(), deleting),
+			want: BindingDecision{Action: ActionNone, Phase: v1alpha1.BindingPhaseReleased, CheckCopy: true, Unprotect: true},
+		},
+		"RetainAlreadyReleasedLiftsTheProtection": {
+			o: obs(staticSpec(), func() ObservedDatabase {
+				d := retainDone
+				d.Protected = true
+				return d
+			}(), deleting),
+			want: BindingDecision{Action: ActionNone, Phase: v1alpha1.BindingPhaseReleased, CheckCopy: true, Unprotect: true},
+		},
+		"RetainRecordsReleasedThenLiftsTheProtection": {
+			o: obs(staticSpec(), func() ObservedDatabase {
+				d := boundDB()
+				d.Protected = true
+				return d
+			}(), deleting),
+			want: BindingDecision{Action: ActionRelease, Phase: v1alpha1.BindingPhaseReleased, Release: v1alpha1.ReclaimRetain, Released: &released, CheckCopy: true, Unprotect: true},
+		},
+		// Another claim's protection is not this binding's to lift.
+		"AnotherClaimsProtectionIsKept": {
+			o: obs(staticSpec(), func() ObservedDatabase {
+				d := availableDB()
+				d.ClaimRef = &v1alpha1.ClaimReference{Namespace: "billing", Name: "billing", UID: "t-9"}
+				d.Protected = true
+				return d
+			}(), deleting),
+			want: BindingDecision{Action: ActionNone, Phase: v1alpha1.BindingPhasePending},
+		},
 		"RefusedReleasesNothing": {
 			o: obs(staticSpec(), func() ObservedDatabase {
 				d := availableDB()

@@ -83,7 +83,9 @@ func (e *external) Observe(ctx context.Context, b *v1alpha1.DatabaseBinding) (ma
 		e.forgetDelivery()
 	}
 	if o.Deleting || d.Orphaned {
-		exists := d.Action == tenancy.ActionRelease
+		// Something is left to do while the Database is to be released or
+		// still carries this Tenant's claim protection, or the copy is ours.
+		exists := d.Action == tenancy.ActionRelease || d.Unprotect
 		if d.CheckCopy {
 			rec, err := e.kv.Read(ctx, e.copyPath())
 			switch {
@@ -180,6 +182,7 @@ func (e *external) observeDatabase(ctx context.Context, db *v1alpha1.Database) (
 		ClaimRef: db.Spec.ClaimRef, Deleting: meta.WasDeleted(db), Ready: db.GetCondition(xpv2.TypeReady),
 		ReclaimPolicy: db.Spec.ReclaimPolicy, Database: db.Spec.ForProvider.Database,
 		RecordPath: db.Status.AtProvider.Credential.Path, Binding: db.Status.Binding,
+		Protected: controllerutil.ContainsFinalizer(db, tenancy.ClaimProtectionFinalizer),
 	}
 	d.LoginRole = d.Database
 	if r := db.Spec.ForProvider.LoginRole; r != nil {

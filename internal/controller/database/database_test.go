@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
@@ -655,7 +656,7 @@ func waitGone(t *testing.T, d *v1alpha1.Database) {
 	cur := &v1alpha1.Database{}
 	_ = env.Kube.Client.Get(context.Background(), client.ObjectKeyFromObject(d), cur)
 	b, _ := json.Marshal(cur.Status.Conditions)
-	t.Fatalf("%s was not deleted; conditions %s", d.Name, b)
+	t.Fatalf("%s was not deleted; finalizers %v; conditions %s", d.Name, cur.GetFinalizers(), b)
 }
 
 func TestDeleteWithLiveSessionAndFailures(t *testing.T) {
@@ -1056,12 +1057,28 @@ func TestDeletionWaitsWhileBoundAndKeepsTheReclaimPolicyOfItsStart(t *testing.T)
 			})
 			db := d.Spec.ForProvider.Database
 			apply(t, d)
-			waitDB(t, d, "Ready and Bound", func(d *v1alpha1.Database) bool { return ready(d) && d.Status.Binding.Phase == v1alpha1.BindingBound })
+			// The binder protects the Database it bound: the release must
+			// lift that protection, or the Database never goes away.
+			waitDB(t, d, "Ready, Bound and protected", func(d *v1alpha1.Database) bool {
+				return ready(d) && d.Status.Binding.Phase == v1alpha1.BindingBound && controllerutil.ContainsFinalizer(d, tenancy.ClaimProtectionFinalizer)
+			})
 
 			if err := env.Kube.Client.Delete(ctx, d); err != nil {
 				t.Fatal(err)
 			}
 			waitDB(t, d, "BoundToTenant", reason("BoundToTenant"))
+			// Whether the binder wrote its delivery copy before the
+			// deletion started is a race; without one, lifting the
+			// protection is all its release has left to do (reclaim
+			// Delete on a Database being deleted: nothing to release).
+			// The Database is no longer Ready, so no copy is written now.
+			root, err := env.OpenBao.Client(env.OpenBao.RootToken)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := root.KVv2(env.OpenBao.KVMount).DeleteMetadata(ctx, tenancy.DeliveryPath(options.DefaultTenantBasePath, "claims-b", tc.name)); err != nil {
+				t.Fatal(err)
+			}
 			// The message is also an Event, in namespace default: it names
 			// no claim.
 			if c := d.GetCondition(xpv2.TypeReady); c.Status != corev1.ConditionFalse || strings.Contains(c.Message, "claims-b") || strings.Contains(c.Message, b.Spec.ForProvider.Tenant.UID) {
