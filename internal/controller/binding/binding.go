@@ -36,6 +36,7 @@ import (
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 	"ddupan.top/provider-postgresql-tenant/internal/clients/openbao"
+	"ddupan.top/provider-postgresql-tenant/internal/controller/quiet"
 	"ddupan.top/provider-postgresql-tenant/internal/controller/requeue"
 	"ddupan.top/provider-postgresql-tenant/internal/controller/tenants"
 	"ddupan.top/provider-postgresql-tenant/internal/memo"
@@ -131,7 +132,7 @@ func Setup(mgr ctrl.Manager, o controller.Options, d Deps) error {
 	ro = append(ro, mo...)
 
 	lost := requeue.NewLost()
-	r := managed.NewReconciler(requeue.Manager{Manager: mgr, Lost: lost}, resource.ManagedKind(v1alpha1.DatabaseBindingGroupVersionKind), ro...)
+	r := managed.NewReconciler(requeue.Manager{Manager: quiet.Manager{Manager: mgr}, Lost: lost}, resource.ManagedKind(v1alpha1.DatabaseBindingGroupVersionKind), ro...)
 
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(name).

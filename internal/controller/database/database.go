@@ -30,6 +30,7 @@ import (
 	"ddupan.top/provider-postgresql-tenant/internal/clients/openbao"
 	"ddupan.top/provider-postgresql-tenant/internal/clients/postgres"
 	"ddupan.top/provider-postgresql-tenant/internal/controller/config"
+	"ddupan.top/provider-postgresql-tenant/internal/controller/quiet"
 	"ddupan.top/provider-postgresql-tenant/internal/controller/requeue"
 	"ddupan.top/provider-postgresql-tenant/internal/controller/tenants"
 	"ddupan.top/provider-postgresql-tenant/internal/metrics"
@@ -157,7 +158,7 @@ func Setup(mgr ctrl.Manager, o controller.Options, d Deps) error {
 	ro = append(ro, mo...)
 
 	lost := requeue.NewLost()
-	r := managed.NewReconciler(requeue.Manager{Manager: quietStatusManager{mgr}, Lost: lost}, resource.ManagedKind(v1alpha1.DatabaseGroupVersionKind), ro...)
+	r := managed.NewReconciler(requeue.Manager{Manager: quiet.Manager{Manager: mgr}, Lost: lost}, resource.ManagedKind(v1alpha1.DatabaseGroupVersionKind), ro...)
 
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(name).
