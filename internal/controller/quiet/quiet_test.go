@@ -69,7 +69,7 @@ func TestQuietStatusSkipsOnlyUpdatesThatChangeNothing(t *testing.T) {
 			Type: xpv2.TypeReady, Status: corev1.ConditionTrue, Reason: xpv2.ReasonAvailable, LastTransitionTime: metav1.Now()}), sent: 0},
 		"Database, a new condition: sent": {obj: readyDB, change: setCondition(xpv2.Condition{
 			Type: xpv2.TypeReady, Status: corev1.ConditionFalse, Reason: "Conflict", LastTransitionTime: metav1.Now()}), sent: 1},
-		"Database, a status field: sent": {obj: readyDB, change: func(o client.Object) { o.(*v1alpha1.Database).Status.AtProvider.Owner = "intruder" }, sent: 1},
+		"Database, a status field: sent":                           {obj: readyDB, change: func(o client.Object) { o.(*v1alpha1.Database).Status.AtProvider.Owner = "intruder" }, sent: 1},
 		"Database, another resourceVersion than the cache's: sent": {obj: readyDB, change: func(o client.Object) { o.SetResourceVersion("8") }, sent: 1},
 		"binding, nothing changed: skipped":                        {obj: boundBinding, change: func(client.Object) {}, sent: 0},
 		"binding, the same condition set again: skipped": {obj: boundBinding, change: setCondition(xpv2.Condition{
