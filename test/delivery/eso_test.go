@@ -229,9 +229,12 @@ func TestExternalSecretReadsOnceAndProjectsSevenKeys(t *testing.T) {
 	for k, v := range record {
 		want[k] = v.(string)
 	}
-	// The extra fields: one shaped like ownership metadata, one planted.
+	// The extra fields: one shaped like ownership metadata, one planted,
+	// and one whose name is no Secret key (ESO converts such a name before
+	// templating; it must neither fail the sync nor reach the Secret).
 	record["managed-by"] = "provider-postgresql-tenant"
 	record["planted"] = "PGOPTIONS=-c search_path=evil"
+	record["planted key/1"] = map[string]any{"nested": true}
 
 	const shipped, perKey = "eso-shipped", "eso-perkey"
 	const syncs = 3
@@ -261,7 +264,13 @@ func TestExternalSecretReadsOnceAndProjectsSevenKeys(t *testing.T) {
 				t.Errorf("%s: Secret key %s is not the record's value", ns, k)
 			}
 		}
+		// ESO revokes a sync's token after it has reported the sync: give
+		// the last revocation a moment to reach the audit log.
 		c, other := baoCosts(t, ns)
+		for end := time.Now().Add(15 * time.Second); c.Revocations < c.Logins && time.Now().Before(end); {
+			time.Sleep(200 * time.Millisecond)
+			c, other = baoCosts(t, ns)
+		}
 		got[ns] = c
 		t.Logf("%s: %d syncs seen, %d logins: %d kv reads, %d token lookups, %d token revocations, %d other requests %v",
 			ns, s.syncs, c.Logins, c.Reads, c.Lookups, c.Revocations, c.Other, other)
