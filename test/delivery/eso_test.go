@@ -289,4 +289,30 @@ func TestExternalSecretReadsOnceAndProjectsSevenKeys(t *testing.T) {
 			t.Errorf("%s: %d kv reads in %d syncs, want %d per sync", ns, c.Reads, c.Logins, reads)
 		}
 	}
+
+	// An existing Tenant's ExternalSecret, moved from the per-key form to
+	// the shipped one (as a new Composition revision applies it), keeps
+	// its Secret: the same seven keys with the same values.
+	before := secretData(ctx, t, perKey, "orders-postgresql")
+	es := &unstructured.Unstructured{}
+	es.SetAPIVersion("external-secrets.io/v1")
+	es.SetKind("ExternalSecret")
+	if err := env.Kube.Client.Get(ctx, client.ObjectKey{Namespace: perKey, Name: "orders-postgresql"}, es); err != nil {
+		t.Fatal(err)
+	}
+	es.Object["spec"] = shippedExternalSecretSpec(t, tenancy.DeliveryPath(env.OpenBao.TenantBasePath, perKey, "orders"), "orders-postgresql")
+	if err := env.Kube.Client.Update(ctx, es); err != nil {
+		t.Fatal(err)
+	}
+	synced, _, _ := unstructured.NestedString(es.Object, "status", "syncedResourceVersion")
+	(&esSync{ns: perKey, name: "orders-postgresql", last: synced}).wait(ctx, t)
+	after := secretData(ctx, t, perKey, "orders-postgresql")
+	if diff := cmp.Diff(keysOf(before), keysOf(after)); diff != "" {
+		t.Errorf("the Secret's keys changed with the form: -before +after:\n%s", diff)
+	}
+	for k := range before {
+		if before[k] != after[k] {
+			t.Errorf("the Secret's %s changed with the form", k)
+		}
+	}
 }
