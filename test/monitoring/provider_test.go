@@ -139,7 +139,7 @@ func startPrometheus(ctx context.Context, t *testing.T, forDuration string) *pro
 		t.Fatal(err)
 	}
 	shortened := regexp.MustCompile(`(?m)^(\s+for:\s*).+$`).ReplaceAll(b, []byte("${1}"+forDuration))
-	if err := os.WriteFile(filepath.Join(d, rulesFile), shortened, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(d, rulesFile), shortened, 0o600); err != nil { //nolint:gosec // the test's temporary directory and a fixed name
 		t.Fatal(err)
 	}
 	cfg := fmt.Sprintf(`global:
@@ -165,7 +165,7 @@ scrape_configs:
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, //nolint:gosec,noctx // the test stops it
+	cmd := exec.Command(bin, //nolint:noctx // the test stops it
 		"--config.file="+filepath.Join(d, "prometheus.yml"),
 		"--storage.tsdb.path="+filepath.Join(d, "data"),
 		"--web.listen-address="+p.addr,
@@ -227,8 +227,11 @@ func (p *prometheus) alerts(ctx context.Context) ([]alert, error) {
 			Alerts []alert `json:"alerts"`
 		} `json:"data"`
 	}
-	if err := json.Unmarshal(b, &r); err != nil || r.Status != "success" {
-		return nil, fmt.Errorf("/api/v1/alerts: %v: %s", err, b)
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("/api/v1/alerts: %w", err)
+	}
+	if r.Status != "success" {
+		return nil, fmt.Errorf("/api/v1/alerts: %s", b)
 	}
 	return r.Data.Alerts, nil
 }
@@ -245,8 +248,11 @@ func (p *prometheus) query(ctx context.Context, q string) (int, error) {
 			Result []json.RawMessage `json:"result"`
 		} `json:"data"`
 	}
-	if err := json.Unmarshal(b, &r); err != nil || r.Status != "success" {
-		return 0, fmt.Errorf("query %q: %v: %s", q, err, b)
+	if err := json.Unmarshal(b, &r); err != nil {
+		return 0, fmt.Errorf("query %q: %w", q, err)
+	}
+	if r.Status != "success" {
+		return 0, fmt.Errorf("query %q: %s", q, b)
 	}
 	return len(r.Data.Result), nil
 }
