@@ -333,7 +333,9 @@ func TestAlertFiresAndResolves(t *testing.T) {
 		t.Fatal(err)
 	}
 	t1 := time.Now()
-	if err := testenv.WaitFor(ctx, 3*time.Minute, func(ctx context.Context) error {
+	// The Database's retries after InstanceNotReady back off (up to a
+	// minute) while the config is broken: allow for that on a busy machine.
+	if err := testenv.WaitFor(ctx, 4*time.Minute, func(ctx context.Context) error {
 		as, err := p.alerts(ctx)
 		if err != nil {
 			return err
