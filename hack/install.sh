@@ -5,7 +5,9 @@
 #                   (garbage collector), ESO, OpenBao, PostgreSQL, Crossplane
 #                   core and the two composition functions, the Crossplane CLI
 #                   and crane for the package build, and what `make lint`
-#                   needs: golangci-lint and ShellCheck (hack/install-lint.sh)
+#                   needs: golangci-lint and ShellCheck (hack/install-lint.sh),
+#                   and Prometheus with promtool for test/monitoring
+#                   (hack/install-prometheus.sh, Debian's package)
 #   dev             what `make dev` uses: the test set and kubectl
 #   all             the same as dev
 # Every set: PostgreSQL of the default major ($PG_MAJOR), of each of
@@ -31,7 +33,7 @@ t0=$SECONDS
 hack/install-postgres.sh $PG_MAJOR ${PG_MAJORS-$PG_SUPPORTED_MAJORS} ${PG_SUPPORTED_MAJORS%% *}
 hack/install-k8s.sh "${k8s[@]}" > "$PPT_CACHE/logs/install-k8s-$set_.log" 2>&1 & k8s_pid=$!
 { hack/install-k8s.sh "${eso[@]}" && hack/install-tools.sh "${eso_tools[@]}"; } > "$PPT_CACHE/logs/install-eso-$set_.log" 2>&1 & eso_pid=$!
-{ hack/install-tools.sh "${tools[@]}" && hack/install-lint.sh; } > "$PPT_CACHE/logs/install-tools-$set_.log" 2>&1 & tools_pid=$!
+{ hack/install-tools.sh "${tools[@]}" && hack/install-lint.sh && hack/install-prometheus.sh; } > "$PPT_CACHE/logs/install-tools-$set_.log" 2>&1 & tools_pid=$!
 rc=0
 for q in k8s:$k8s_pid eso:$eso_pid tools:$tools_pid; do
   name=${q%%:*} pid=${q##*:} f=$PPT_CACHE/logs/install-${q%%:*}-$set_.log

@@ -42,6 +42,7 @@ import (
 	"ddupan.top/provider-postgresql-tenant/internal/clients/postgres"
 	pctrl "ddupan.top/provider-postgresql-tenant/internal/controller"
 	"ddupan.top/provider-postgresql-tenant/internal/controller/pace"
+	pmetrics "ddupan.top/provider-postgresql-tenant/internal/metrics"
 	"ddupan.top/provider-postgresql-tenant/internal/options"
 )
 
@@ -211,6 +212,12 @@ func run(args []string) error {
 		return err
 	}
 
+	// The provider's state gauges (configs Ready, resources not Ready by
+	// reason, Released Databases), counted from the cache as often as
+	// Crossplane's managed-resource state metrics.
+	if err := mgr.Add(&pmetrics.StateRecorder{Cache: mgr.GetCache(), Interval: f.pollStateMetric, State: pmetrics.StateGauges}); err != nil {
+		return err
+	}
 	mrMetrics := managed.NewMRMetricRecorder()
 	stateMetrics := statemetrics.NewMRStateMetrics()
 	metrics.Registry.MustRegister(mrMetrics, stateMetrics)

@@ -24,6 +24,15 @@ var TenantLogins = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Observes of a Database's credential by outcome: login (logged in as the role) or skipped (the last proven login still stood).",
 }, []string{"check"})
 
+// LoginFailures counts the logins as a Database's role that failed, by
+// result: "refused" (the server refused the credential: wrong password,
+// NOLOGIN, expired, pg_hba) or "unavailable" (the login failed for another
+// reason, e.g. the server did not answer).
+var LoginFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "provider_postgresql_tenant_credential_login_failures_total",
+	Help: "Logins as a Database's role that failed, by result: refused (the server refused the credential) or unavailable (another failure, e.g. the server did not answer).",
+}, []string{"result"})
+
 // StaleAdminSessions counts the admin sessions closed because the server
 // refused a statement for lack of privileges that the catalog shows the
 // admin holds: the session acted on an outdated list of its memberships.
@@ -57,8 +66,32 @@ var ReconcileRate = prometheus.NewGauge(prometheus.GaugeOpts{
 })
 
 func init() {
-	metrics.Registry.MustRegister(Failures, TenantLogins, RecordReads, DeliveryChecks, ReconcileRate, StaleAdminSessions)
+	metrics.Registry.MustRegister(Failures, TenantLogins, RecordReads, DeliveryChecks, ReconcileRate, StaleAdminSessions, LoginFailures, StateGauges)
+	// Every series of a fixed label set exists from the start at 0, so a
+	// rate or an increase over it is defined before the first event.
+	for _, v := range []string{"login", "skipped"} {
+		TenantLogins.WithLabelValues(v)
+	}
+	for _, v := range []string{"openbao", "memory"} {
+		RecordReads.WithLabelValues(v)
+	}
+	for _, v := range []string{"read", "skipped"} {
+		DeliveryChecks.WithLabelValues(v)
+	}
+	for _, v := range []string{LoginRefused, LoginUnavailable} {
+		LoginFailures.WithLabelValues(v)
+	}
 }
+
+// Results of a failed login (LoginFailures).
+const (
+	LoginRefused     = "refused"
+	LoginUnavailable = "unavailable"
+)
+
+// LoginFailed records a failed login as a Database's role with its result
+// (LoginRefused or LoginUnavailable).
+func LoginFailed(result string) { LoginFailures.WithLabelValues(result).Inc() }
 
 // LoginSkipped records an Observe that relied on the last proven login.
 func LoginSkipped() { TenantLogins.WithLabelValues("skipped").Inc() }

@@ -178,6 +178,20 @@ const (
 	LoginNotAccepting
 )
 
+// LoginFailure names a login result that is a failure of the credential
+// check, as the metrics count it: "refused" (the server refused the
+// credential) or "unavailable" (the login failed for another reason); ""
+// for a login that proved the password or was not tried.
+func LoginFailure(l Login) string {
+	switch l {
+	case LoginRefused:
+		return "refused"
+	case LoginUnavailable:
+		return "unavailable"
+	}
+	return ""
+}
+
 // passwordAccepted: the login proved the password, whether or not it
 // reached the database.
 func passwordAccepted(l Login) bool {

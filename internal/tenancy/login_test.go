@@ -197,3 +197,24 @@ func TestSteady(t *testing.T) {
 		})
 	}
 }
+
+func TestLoginFailure(t *testing.T) {
+	cases := map[string]struct {
+		login Login
+		want  string
+	}{
+		"NotTried":     {login: LoginNotTried, want: ""},
+		"OK":           {login: LoginOK, want: ""},
+		"AuthOK":       {login: LoginAuthOK, want: ""},
+		"NotAccepting": {login: LoginNotAccepting, want: ""},
+		"Refused":      {login: LoginRefused, want: "refused"},
+		"Unavailable":  {login: LoginUnavailable, want: "unavailable"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, LoginFailure(tc.login)); diff != "" {
+				t.Errorf("LoginFailure(%d): -want +got:\n%s", tc.login, diff)
+			}
+		})
+	}
+}

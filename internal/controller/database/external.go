@@ -377,6 +377,9 @@ func (e *external) loginIfDue(ctx context.Context, db *v1alpha1.Database, n name
 	}
 	login, installed := e.login(ctx, n, o.KV.Data["password"])
 	metrics.LoginMade()
+	if f := tenancy.LoginFailure(login); f != "" {
+		metrics.LoginFailed(f)
+	}
 	if e.logins != nil {
 		if login == tenancy.LoginOK && e.opts.LoginCheckInterval > 0 {
 			p := tenancy.ProvenLogin{Fingerprint: check.Fingerprint, Installed: installed,

@@ -111,9 +111,14 @@ func TestReadyDatabaseLogsInOnlyWhenTheCatalogChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	reads = recordReads(dbPath("quiet"))
+	refused := testutil.ToFloat64(metrics.LoginFailures.WithLabelValues(metrics.LoginRefused))
 	waitDB(t, d, "not Ready: the credential no longer logs in", func(d *v1alpha1.Database) bool { return !ready(d) })
 	if n := loginsOf(t, "quiet", off); n == 0 {
 		t.Error("the expiry was reported without a login")
+	}
+	// The refusal is counted for the alert on refused logins.
+	if got := testutil.ToFloat64(metrics.LoginFailures.WithLabelValues(metrics.LoginRefused)) - refused; got < 1 {
+		t.Errorf("%v refused logins counted after the expiry, want at least 1", got)
 	}
 	if n := recordReads(dbPath("quiet")) - reads; n == 0 {
 		t.Error("the login after the expiry was made without reading the credential record")
