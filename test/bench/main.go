@@ -4,7 +4,9 @@
 //
 //   - the floor: a straight-line program doing, per tenant and in sequence,
 //     exactly the external work of a Create with the provider's own clients,
-//     and N CREATE DATABASE statements alone;
+//     and N CREATE DATABASE statements alone, each beside a plain pgx
+//     loop's in the same run (plain.go), so a floor that pays more than
+//     the plain loop for the same statement shows;
 //   - the provider, built from this tree and run as a separate process: N
 //     Databases created at once, time until all are Ready, for each
 //     --max-reconcile-rate asked for, as a ratio to the floor;
@@ -15,7 +17,8 @@
 //     CPU seconds per poll and RSS (/proc).
 //
 // Every provider run and every floor run gets fresh components, so no run
-// inherits another's catalog, records or objects. Everything started is
+// inherits another's catalog, records or objects, and prints the server's
+// settings a CREATE DATABASE's cost depends on. Everything started is
 // stopped on exit, also on SIGINT/SIGTERM.
 //
 //	go run ./test/bench                      # N=50,200; rates default(10),25,50,100
