@@ -28,6 +28,8 @@ type benchEnv struct {
 	// tokenFile is the provider's service-account token (for the
 	// provider process and for the floor's OpenBao client).
 	tokenFile string
+	// server is the PostgreSQL server's settings, printed with every run.
+	server serverInfo
 }
 
 // dbStack is what the Database measurements need; fullStack adds what a
@@ -53,6 +55,9 @@ func startEnv(ctx context.Context, o testenv.Options) (*benchEnv, error) {
 		return fail(err)
 	}
 	if b.super, err = e.Postgres.SuperConn(sctx, "postgres"); err != nil {
+		return fail(err)
+	}
+	if b.server, err = readServer(sctx, b.super); err != nil {
 		return fail(err)
 	}
 	if o.Crossplane {

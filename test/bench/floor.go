@@ -19,16 +19,31 @@ import (
 // Floor steps, in the order a Create runs them.
 var floorSteps = []string{"kv write+read", "create role", "create database", "connect grants", "extension login", "verify login"}
 
+// plainSteps are the floor's steps a plain loop has (it keeps no
+// credential in OpenBao).
+var plainSteps = floorSteps[1:]
+
 type floorResult struct {
 	N int
-	// Total is the straight-line time for N tenants, one after another.
+	// Total is the straight-line time for N tenants, one after another
+	// (the floor's own tenants: the plain loop's are not counted).
 	Total time.Duration
 	// Steps is the time spent in each step over all N tenants.
 	Steps map[string]time.Duration
-	// CreateDBOnly is N sequential CREATE DATABASE statements, nothing else.
-	CreateDBOnly time.Duration
+	// Plain is the same for the plain loop's N tenants, and PlainTotal
+	// their total.
+	Plain      map[string]time.Duration
+	PlainTotal time.Duration
+	// CreateDBOnly is N sequential CREATE DATABASE statements through the
+	// provider's pool, nothing else; CreateDBOnlyPlain N through the plain
+	// loop's session, alternating with them.
+	CreateDBOnly, CreateDBOnlyPlain time.Duration
 	// CPU used by each component while the tenants were made.
 	CPU cpuShare
+	// Server is the server's settings; Activity what the server and the
+	// machine did while the tenants were made.
+	Server   serverInfo
+	Activity string
 }
 
 // runFloor does, per tenant and sequentially, exactly the external work of
@@ -43,34 +58,87 @@ type floorResult struct {
 //	the tenant that lists and creates pg_trgm; one more login as the
 //	tenant (the verification a Ready Observe makes).
 //
-// Afterwards it times N CREATE DATABASE statements alone (and drops them).
+// Each floor tenant alternates with a plain loop's tenant (plainTenant: the
+// same statements over one plain pgx session, no OpenBao), the floor's
+// first on even i and the plain loop's first on odd i, so both meet the
+// same server state (its databases, its WAL, the machine's page cache and
+// the other users of the machine) and their per-step costs compare within
+// one run.
+//
+// Afterwards it times N CREATE DATABASE statements alone through the pool,
+// alternating with N through the plain session the same way.
 func runFloor(ctx context.Context, b *benchEnv, n int) (*floorResult, error) {
 	pool, kv, closeFloor, err := floorClients(ctx, b)
 	if err != nil {
 		return nil, err
 	}
 	defer closeFloor()
-	r := &floorResult{N: n, Steps: map[string]time.Duration{}}
+	plain, err := newPlainLoop(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	defer plain.close()
+	r := &floorResult{N: n, Steps: map[string]time.Duration{}, Plain: map[string]time.Duration{}, Server: b.server}
 
+	act0, err := readActivity(ctx, b.super)
+	if err != nil {
+		return nil, err
+	}
 	cpu0 := sampleCPU()
-	start := time.Now()
 	for i := 0; i < n; i++ {
-		if err := floorTenant(ctx, pool, kv, b, fmt.Sprintf("f%04d", i), r.Steps); err != nil {
+		floor := func() error {
+			t := time.Now()
+			err := floorTenant(ctx, pool, kv, b, fmt.Sprintf("f%04d", i), r.Steps)
+			r.Total += time.Since(t)
+			return err
+		}
+		loop := func() error {
+			t := time.Now()
+			err := plain.tenant(ctx, fmt.Sprintf("p%04d", i), r.Plain)
+			r.PlainTotal += time.Since(t)
+			return err
+		}
+		if err := alternate(i, floor, loop); err != nil {
 			return nil, err
 		}
 	}
-	r.Total = time.Since(start)
 	r.CPU = sampleCPU().sub(cpu0)
+	act1, err := readActivity(ctx, b.super)
+	if err != nil {
+		return nil, err
+	}
+	r.Activity = activityNote(act0, act1, 2*n)
 
 	// CREATE DATABASE alone.
-	start = time.Now()
 	for i := 0; i < n; i++ {
-		if err := pool.CreateDatabase(ctx, fmt.Sprintf("c%04d", i), b.Postgres.AdminUser); err != nil {
+		viaPool := func() error {
+			t := time.Now()
+			err := pool.CreateDatabase(ctx, fmt.Sprintf("c%04d", i), b.Postgres.AdminUser)
+			r.CreateDBOnly += time.Since(t)
+			return err
+		}
+		viaPlain := func() error {
+			t := time.Now()
+			err := plain.createDatabase(ctx, fmt.Sprintf("d%04d", i), b.Postgres.AdminUser)
+			r.CreateDBOnlyPlain += time.Since(t)
+			return err
+		}
+		if err := alternate(i, viaPool, viaPlain); err != nil {
 			return nil, fmt.Errorf("create database alone: %w", err)
 		}
 	}
-	r.CreateDBOnly = time.Since(start)
 	return r, nil
+}
+
+// alternate runs a then b on even i, b then a on odd i.
+func alternate(i int, a, b func() error) error {
+	if i%2 == 1 {
+		a, b = b, a
+	}
+	if err := a(); err != nil {
+		return err
+	}
+	return b()
 }
 
 func floorTenant(ctx context.Context, pool *postgres.Pool, kv *openbao.Client, b *benchEnv, name string, steps map[string]time.Duration) error {

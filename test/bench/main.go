@@ -4,7 +4,9 @@
 //
 //   - the floor: a straight-line program doing, per tenant and in sequence,
 //     exactly the external work of a Create with the provider's own clients,
-//     and N CREATE DATABASE statements alone;
+//     and N CREATE DATABASE statements alone, each beside a plain pgx
+//     loop's in the same run (plain.go), so a floor that pays more than
+//     the plain loop for the same statement shows;
 //   - the provider, built from this tree and run as a separate process: N
 //     Databases created at once, time until all are Ready, for each
 //     --max-reconcile-rate asked for, as a ratio to the floor;
@@ -15,7 +17,8 @@
 //     CPU seconds per poll and RSS (/proc).
 //
 // Every provider run and every floor run gets fresh components, so no run
-// inherits another's catalog, records or objects. Everything started is
+// inherits another's catalog, records or objects, and prints the server's
+// settings a CREATE DATABASE's cost depends on. Everything started is
 // stopped on exit, also on SIGINT/SIGTERM.
 //
 //	go run ./test/bench                      # N=50,200; rates default(10),25,50,100
@@ -174,6 +177,8 @@ type provResult struct {
 	// CPU used by each component until all were Ready.
 	CPU    cpuShare
 	Steady *steadyResult
+	// Server is the PostgreSQL server's settings.
+	Server serverInfo
 }
 
 type steadyResult struct {
@@ -226,8 +231,10 @@ func run(ctx context.Context, c cfg) error {
 				return fmt.Errorf("floor N=%d: %w", n, err)
 			}
 			floors[n] = f
-			fmt.Printf("    floor %s (%.1f ms/tenant), CREATE DATABASE alone %s\n", f.Total.Round(time.Millisecond),
-				ms(f.Total)/float64(n), f.CreateDBOnly.Round(time.Millisecond))
+			fmt.Printf("    floor %s (%.1f ms/tenant), CREATE DATABASE alone %s; plain loop %s (%.1f ms/tenant), CREATE DATABASE alone %s\n",
+				f.Total.Round(time.Millisecond), ms(f.Total)/float64(n), f.CreateDBOnly.Round(time.Millisecond),
+				f.PlainTotal.Round(time.Millisecond), ms(f.PlainTotal)/float64(n), f.CreateDBOnlyPlain.Round(time.Millisecond))
+			fmt.Printf("    %s\n", f.Activity)
 		}
 		rates := c.rates
 		if n >= 1000 {
@@ -291,6 +298,7 @@ func withEnv[T any](ctx context.Context, o testenv.Options, fn func(*benchEnv) (
 		return zero, err
 	}
 	defer b.stop()
+	fmt.Printf("    server: %s\n", b.server)
 	// Let the components finish starting (the apiserver's CRD
 	// controllers, OpenBao's KV upgrade) before anything is timed.
 	if err := sleep(ctx, 5*time.Second); err != nil {
@@ -307,7 +315,7 @@ func rateLabel(rate int) string {
 }
 
 func runProvider(ctx context.Context, c cfg, b *benchEnv, bin, logDir string, n, rate int, steady bool) (*provResult, error) {
-	r := &provResult{N: n, Rate: rate}
+	r := &provResult{N: n, Rate: rate, Server: b.server}
 	flagRate := rate
 	if rate == defaultRate {
 		flagRate = 0 // the provider's default: no flag
@@ -433,6 +441,14 @@ func runProvider(ctx context.Context, c cfg, b *benchEnv, bin, logDir string, n,
 	return r, nil
 }
 
+// ratio is a ÷ b, "–" when b is zero.
+func ratio(a, b time.Duration) string {
+	if b <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", a.Seconds()/b.Seconds())
+}
+
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
@@ -457,7 +473,19 @@ func table(c cfg, floors map[int]*floorResult, provs []*provResult, took time.Du
 			for _, s := range floorSteps {
 				fmt.Fprintf(&w, " %.1f ms (%.0f%%) |", ms(f.Steps[s])/float64(n), 100*f.Steps[s].Seconds()/f.Total.Seconds())
 			}
-			fmt.Fprintf(&w, " %s |\n", cpuCell(f.CPU, f.Total))
+			fmt.Fprintf(&w, " %s |\n", cpuCell(f.CPU, f.Total+f.PlainTotal))
+			fmt.Fprintf(&w, "| %d | plain loop: %.2f s | %.1f ms | %.2f s (%.1f ms each) | – |", n, f.PlainTotal.Seconds(), ms(f.PlainTotal)/float64(n), f.CreateDBOnlyPlain.Seconds(), ms(f.CreateDBOnlyPlain)/float64(n))
+			for _, s := range plainSteps {
+				fmt.Fprintf(&w, " %.1f ms (%.0f%%) |", ms(f.Plain[s])/float64(n), 100*f.Plain[s].Seconds()/f.PlainTotal.Seconds())
+			}
+			fmt.Fprintf(&w, " (with the floor's) |\n")
+		}
+		fmt.Fprintln(&w)
+		for _, n := range sortedKeys(floors) {
+			f := floors[n]
+			fmt.Fprintf(&w, "- N=%d: floor ÷ plain loop: per tenant without the OpenBao step %s×, CREATE DATABASE %s×, CREATE DATABASE alone %s×; server: %s; while the %d tenants were made: %s\n",
+				n, ratio(f.Total-f.Steps["kv write+read"], f.PlainTotal), ratio(f.Steps["create database"], f.Plain["create database"]),
+				ratio(f.CreateDBOnly, f.CreateDBOnlyPlain), f.Server, 2*n, f.Activity)
 		}
 		fmt.Fprintln(&w)
 	}
@@ -473,8 +501,8 @@ func table(c cfg, floors map[int]*floorResult, provs []*provResult, took time.Du
 	}
 	fmt.Fprintln(&w)
 	for _, p := range provs {
-		fmt.Fprintf(&w, "- N=%d rate %s, per Database until all were Ready: the provider's apiserver requests %s; new PostgreSQL connections: admin %.2f, tenant %.2f\n",
-			p.N, rateLabel(p.Rate), perDatabase(p.Ctrl.Requests, p.N), float64(p.PG.AdminConns)/float64(p.N), float64(p.PG.TenantConns)/float64(p.N))
+		fmt.Fprintf(&w, "- N=%d rate %s, per Database until all were Ready: the provider's apiserver requests %s; new PostgreSQL connections: admin %.2f, tenant %.2f; server: %s\n",
+			p.N, rateLabel(p.Rate), perDatabase(p.Ctrl.Requests, p.N), float64(p.PG.AdminConns)/float64(p.N), float64(p.PG.TenantConns)/float64(p.N), p.Server)
 	}
 	fmt.Fprintln(&w)
 

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // The server log as PostgreSQL 17 writes it with log_statement=all and
@@ -48,5 +52,74 @@ func TestCaughtUp(t *testing.T) {
 		if got := caughtUp(prev, c.cur, c.n); got != c.want {
 			t.Errorf("%s: caughtUp = %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+func TestCreateDatabaseStrategy(t *testing.T) {
+	for _, tc := range []struct {
+		major int
+		want  string
+	}{
+		{14, "file_copy"},
+		{15, "wal_log"},
+		{17, "wal_log"},
+		{18, "wal_log"},
+	} {
+		got, _, _ := strings.Cut(createDatabaseStrategy(tc.major), " ")
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("createDatabaseStrategy(%d) (-want +got):\n%s", tc.major, diff)
+		}
+	}
+}
+
+func TestMachineCounters(t *testing.T) {
+	meminfo := "MemTotal:       24683624 kB\nDirty:            102084 kB\nWriteback:             0 kB\n"
+	pressure := "some avg10=2.96 avg60=1.50 avg300=1.21 total=229674845\nfull avg10=0.00 avg60=0.46 avg300=0.74 total=66235033\n"
+	got := []int64{meminfoKiB(meminfo, "Dirty"), meminfoKiB(meminfo, "Writeback"), meminfoKiB(meminfo, "Absent"), pressureTotal(pressure), pressureTotal("")}
+	if diff := cmp.Diff([]int64{102084, 0, 0, 229674845, 0}, got); diff != "" {
+		t.Errorf("meminfo and pressure counters (-want +got):\n%s", diff)
+	}
+	a := serverActivity{Checkpoints: 3, WALBytes: 10 << 20, DirtyKiB: 1024, IOStallUS: 1_000_000}
+	b := serverActivity{Checkpoints: 5, WALBytes: 410 << 20, DirtyKiB: 2048 * 1024, IOStallUS: 3_500_000}
+	want := "2 checkpoints, 400 MiB of WAL (4.0 MiB per CREATE DATABASE), dirty page cache 1 → 2048 MiB, tasks stalled on I/O 2.5 s (machine-wide)"
+	if diff := cmp.Diff(want, activityNote(a, b, 100)); diff != "" {
+		t.Errorf("activityNote (-want +got):\n%s", diff)
+	}
+}
+
+func TestAlternate(t *testing.T) {
+	var got []string
+	for i := 0; i < 3; i++ {
+		_ = alternate(i, func() error { got = append(got, "floor"); return nil }, func() error { got = append(got, "plain"); return nil })
+	}
+	if diff := cmp.Diff([]string{"floor", "plain", "plain", "floor", "floor", "plain"}, got); diff != "" {
+		t.Errorf("alternate (-want +got):\n%s", diff)
+	}
+}
+
+// failingSession echoes every statement in its error, as a careless
+// driver or wrapper might.
+type failingSession struct{}
+
+func (failingSession) Exec(_ context.Context, sql string, _ ...any) (pgconn.CommandTag, error) {
+	return pgconn.CommandTag{}, errors.New("refused: " + strings.Fields(sql)[0])
+}
+
+func (failingSession) Close(context.Context) error { return nil }
+
+// The plain loop's CREATE ROLE carries the role's SCRAM verifier: an error
+// of the loop names the statement by its position, never by its text.
+func TestPlainLoopErrorQuotesNoStatement(t *testing.T) {
+	verifier := "SCRAM-SHA-256$4096:c2FsdA==$c3RvcmVk:c2VydmVy"
+	l := &plainLoop{admin: failingSession{}}
+	err := l.exec(context.Background(), "CREATE ROLE t0001 LOGIN PASSWORD '"+verifier+"'", "GRANT t0001 TO CURRENT_USER")
+	if err == nil {
+		t.Fatal("no error from a failing session")
+	}
+	if strings.Contains(err.Error(), verifier) || strings.Contains(err.Error(), "PASSWORD") {
+		t.Errorf("the error quotes the statement: %v", err)
+	}
+	if diff := cmp.Diff("plain loop, statement 1 of 2: refused: CREATE", err.Error()); diff != "" {
+		t.Errorf("error (-want +got):\n%s", diff)
 	}
 }
