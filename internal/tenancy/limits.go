@@ -79,30 +79,39 @@ func ValidateLimits(field string, l *v1alpha1.TenantLimits) error {
 		return fmt.Errorf("%s.connectionLimit %d must be -1 (no limit) or between 1 and 262143: 0 would refuse every login, the provider's own checks included", field, *c)
 	}
 	for _, name := range LimitSettings {
-		v := settingsOf(l)[name]
-		if v == nil {
-			continue
-		}
-		f := field + "." + fieldOf[name]
-		if name == SettingWorkMem {
-			m := sizeRE.FindStringSubmatch(*v)
-			if m == nil {
-				return fmt.Errorf("%s %q must be a size: an integer with kB, MB, GB or TB (no unit is kB)", f, *v)
+		if v := settingsOf(l)[name]; v != nil {
+			if err := ValidateSetting(name, *v); err != nil {
+				return fmt.Errorf("%s.%s %w", field, fieldOf[name], err)
 			}
-			n, _ := strconv.ParseFloat(m[1], 64)
-			if kb := n * sizeKB[m[2]]; kb < 64 || kb > maxInt {
-				return fmt.Errorf("%s %q must be between 64kB and %dkB", f, *v, maxInt)
-			}
-			continue
 		}
-		m := durationRE.FindStringSubmatch(*v)
+	}
+	return nil
+}
+
+// ValidateSetting checks one allow-listed session setting's value: the
+// only names and values the provider ever writes into ALTER ROLE ... SET.
+func ValidateSetting(name, v string) error {
+	switch {
+	case name == SettingWorkMem:
+		m := sizeRE.FindStringSubmatch(v)
 		if m == nil {
-			return fmt.Errorf("%s %q must be a duration: an integer with us, ms, s, min, h or d (no unit is ms), or 0 for none", f, *v)
+			return fmt.Errorf("%q must be a size: an integer with kB, MB, GB or TB (no unit is kB)", v)
+		}
+		n, _ := strconv.ParseFloat(m[1], 64)
+		if kb := n * sizeKB[m[2]]; kb < 64 || kb > maxInt {
+			return fmt.Errorf("%q must be between 64kB and %dkB", v, maxInt)
+		}
+	case slices.Contains(LimitSettings, name):
+		m := durationRE.FindStringSubmatch(v)
+		if m == nil {
+			return fmt.Errorf("%q must be a duration: an integer with us, ms, s, min, h or d (no unit is ms), or 0 for none", v)
 		}
 		n, _ := strconv.ParseFloat(m[1], 64)
 		if ms := n * durationMS[m[2]]; ms > maxInt {
-			return fmt.Errorf("%s %q is longer than PostgreSQL's largest timeout, %dms (about 24 days)", f, *v, maxInt)
+			return fmt.Errorf("%q is longer than PostgreSQL's largest timeout, %dms (about 24 days)", v, maxInt)
 		}
+	default:
+		return fmt.Errorf("%q is not one of the session settings a tenant role's limits may set (%s)", name, strings.Join(LimitSettings, ", "))
 	}
 	return nil
 }
@@ -301,12 +310,12 @@ func DecideConnectionBudget(in ConnectionBudgetInput) BudgetVerdict {
 	}}
 	head := fmt.Sprintf("max_connections %d leaves %d for tenant roles after %d reserved (superuser_reserved_connections, reserved_connections) and the provider's admin pool of %d", in.MaxConnections, avail, reserved, in.AdminPool)
 	switch {
+	case in.TenantSum > int64(avail):
+		v.Reason = ReasonOvercommitted
+		v.Message = fmt.Sprintf("the connection limits of the %d login roles the admin provisioned add up to %d, more than the %d left (and %d have none): when they all use their limit, new sessions are refused with \"too many clients\". Lower the limits or raise max_connections", in.Roles, in.TenantSum, avail, in.Unlimited)
 	case in.Unlimited > 0:
 		v.Reason = ReasonUnlimited
 		v.Message = fmt.Sprintf("%d of the %d login roles the admin provisioned have no connection limit: any one of them can take all %d; the others' limits add up to %d. Set spec.tenantLimits.connectionLimit (or a Database's spec.forProvider.limits.connectionLimit)", in.Unlimited, in.Roles, avail, in.TenantSum)
-	case in.TenantSum > int64(avail):
-		v.Reason = ReasonOvercommitted
-		v.Message = fmt.Sprintf("the connection limits of the %d login roles the admin provisioned add up to %d, more than the %d left: when they all use their limit, new sessions are refused with \"too many clients\". Lower the limits or raise max_connections", in.Roles, in.TenantSum, avail)
 	default:
 		v.Fits, v.Reason = true, ReasonWithinBudget
 		v.Message = fmt.Sprintf("the connection limits of the %d login roles the admin provisioned add up to %d, within the %d left", in.Roles, in.TenantSum, avail)
