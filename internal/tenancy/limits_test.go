@@ -180,3 +180,20 @@ func TestDecideConnectionBudget(t *testing.T) {
 		})
 	}
 }
+
+func TestValidateSettingRefusesNamesOffTheAllowList(t *testing.T) {
+	for _, name := range []string{"search_path", "session_preload_libraries", "temp_file_limit", "statement_timeout; RESET ALL", ""} {
+		if err := ValidateSetting(name, "1s"); err == nil || !strings.Contains(err.Error(), "not one of the session settings") {
+			t.Errorf("ValidateSetting(%q) = %v, want a refusal", name, err)
+		}
+	}
+	for _, name := range LimitSettings {
+		v := "1s"
+		if name == SettingWorkMem {
+			v = "1MB"
+		}
+		if err := ValidateSetting(name, v); err != nil {
+			t.Errorf("ValidateSetting(%q, %q) = %v", name, v, err)
+		}
+	}
+}
