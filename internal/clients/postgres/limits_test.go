@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -257,4 +258,57 @@ func TestConnectionBudget(t *testing.T) {
 	if after.TenantSum-before.TenantSum != 7 || after.Unlimited-before.Unlimited != 1 || after.Roles-before.Roles != 2 {
 		t.Errorf("after two new roles (limit 7, none): %+v, before %+v", after, before)
 	}
+}
+
+// BenchmarkConnectionBudget: the config's budget query with 2,000 login
+// roles the admin is a member of (it runs once per health check).
+func BenchmarkConnectionBudget(b *testing.B) {
+	testenv.Need(b)
+	ctx := context.Background()
+	const roles = 2000
+	cc, err := env.Postgres.ConnConfig(env.Postgres.AdminUser, env.Postgres.AdminPassword, "postgres")
+	if err != nil {
+		b.Fatal(err)
+	}
+	adm, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer adm.Close(ctx) //nolint:errcheck // test
+	for i := benchMembers; i < roles; i++ {
+		r := pgx.Identifier{"bench_member_" + strconv.Itoa(i)}.Sanitize()
+		if _, err := adm.Exec(ctx, "CREATE ROLE "+r+" LOGIN CONNECTION LIMIT 3"); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := adm.Exec(ctx, "GRANT "+r+" TO CURRENT_USER"); err != nil {
+			b.Fatal(err)
+		}
+		benchMembers = i + 1
+	}
+	m := postgres.NewManager(postgres.Options{CABundleFile: bundle(b, env.CA.CertPEM)})
+	defer m.Close()
+	p, _, err := m.Get("b/budget", "uid", target(env.Postgres.Host, postgres.SSLVerifyFull), admin())
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := p.ConnectionBudget(ctx); err != nil {
+		b.Fatal(err)
+	}
+	cpu0, err := env.Postgres.CPU()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		in, err := p.ConnectionBudget(ctx)
+		if err != nil || in.Roles < roles {
+			b.Fatalf("ConnectionBudget = %+v, %v", in, err)
+		}
+	}
+	b.StopTimer()
+	cpu1, err := env.Postgres.CPU()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64((cpu1-cpu0).Microseconds())/1000/float64(b.N), "server-ms/op")
 }

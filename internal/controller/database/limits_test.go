@@ -39,7 +39,12 @@ func setConfigLimits(t *testing.T, l *v1alpha1.TenantLimits) {
 func roleLimits(t *testing.T, role string) (int32, []string, string) {
 	t.Helper()
 	ctx := context.Background()
-	c := superConn(t, "postgres")
+	// Its own connection, closed at once: this runs at every poll of a wait.
+	c, err := env.Postgres.SuperConn(ctx, "postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx) //nolint:errcheck // test
 	var limit int32
 	var settings []string
 	var until *string
