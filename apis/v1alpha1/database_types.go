@@ -54,6 +54,12 @@ type DatabaseParameters struct {
 	// +kubebuilder:validation:XValidation:rule="!(self.split('/')[0] in ['data', 'metadata'])",message="spec.forProvider.credentialPath is relative to the KV mount: leave out the data/ or metadata/ API prefix"
 	// +optional
 	CredentialPath *string `json:"credentialPath,omitempty"`
+
+	// Limits override, field by field, the ClusterProviderConfig's
+	// spec.tenantLimits for this Database's login role. Written by a
+	// platform admin; a Tenant cannot set them.
+	// +optional
+	Limits *TenantLimits `json:"limits,omitempty"`
 }
 
 // CredentialRotation asks the provider to replace a Database's password.
@@ -247,6 +253,11 @@ type DatabaseObservation struct {
 	// are none; the OtherAccess condition says the same.
 	// +optional
 	OtherAccess *OtherAccessObservation `json:"otherAccess,omitempty"`
+
+	// Limits are the login role's connection limit and session defaults as
+	// the server shows them.
+	// +optional
+	Limits *LimitsObservation `json:"limits,omitempty"`
 }
 
 // OtherAccessObservation is the access roles other than the owner have to

@@ -130,6 +130,12 @@ type ProviderConfigSpec struct {
 	// +kubebuilder:default=Retain
 	// +optional
 	DefaultReclaimPolicy ReclaimPolicy `json:"defaultReclaimPolicy,omitempty"`
+
+	// TenantLimits are the defaults of every tenant login role on this
+	// server (a Database's spec.forProvider.limits overrides them field by
+	// field). Applied when the role is created and repaired when drifted.
+	// +optional
+	TenantLimits *TenantLimits `json:"tenantLimits,omitempty"`
 }
 
 // ConfigPhase is the lifecycle phase of a (Cluster)ProviderConfig.
@@ -166,6 +172,12 @@ type ProviderConfigStatus struct {
 	// ObservedGeneration is the generation the status was computed for.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Connections is how the server's connections divide between the
+	// admin and the tenant roles' connection limits; the ConnectionBudget
+	// condition says whether they fit.
+	// +optional
+	Connections *ConnectionBudget `json:"connections,omitempty"`
 }
 
 // +kubebuilder:object:root=true

@@ -127,6 +127,9 @@ type ConfigObservation struct {
 	Warning string
 	// Target names the endpoint for messages, e.g. "localhost (127.0.0.1:5432)".
 	Target string
+	// Budget is the connection budget read with the health check (nil
+	// when it was not read); it never decides Ready.
+	Budget *BudgetVerdict
 }
 
 // ConfigVerdict is the status a config should show.

@@ -143,7 +143,8 @@ type RoleState struct {
 	Exists bool
 	OID    uint32
 	// AttributesOK: LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION
-	// NOBYPASSRLS and no connection limit of 0.
+	// NOBYPASSRLS. The connection limit is not among them: it is one of
+	// the limits (Limits), repaired only when managed.
 	AttributesOK bool
 	// Elevated: SUPERUSER, REPLICATION or BYPASSRLS, which only a superuser
 	// can take away.
@@ -154,6 +155,8 @@ type RoleState struct {
 	// AdminCanAdmin: the admin may grant, alter and drop the role (from
 	// PostgreSQL 16 on, that takes ADMIN OPTION on it).
 	AdminCanAdmin bool
+	// Limits are the role's connection limit and session defaults.
+	Limits RoleLimitsState
 }
 
 // Login is the result of logging in as the role with the KV credential.
@@ -223,6 +226,10 @@ type Observation struct {
 	// Rotation is the credential rotation the spec asks for and the one
 	// status reports.
 	Rotation RotationRequest
+
+	// Limits are the limits in effect for the login role (the config's
+	// defaults and the Database's overrides).
+	Limits EffectiveLimits
 }
 
 // Verdict is what to report and do.
@@ -259,6 +266,7 @@ const (
 	RepairOwnerMetadata Repair = "restore the KV record's ownership metadata"
 	RepairAdminMember   Repair = "make the admin a member of the login role"
 	RepairRole          Repair = "reset the login role's attributes"
+	RepairLimits        Repair = "set the login role's limits"
 	RepairOwner         Repair = "give the database back to the login role"
 	RepairConnect       Repair = "revoke CONNECT from PUBLIC, grant it to the login role, end other roles' sessions and allow connections"
 	RepairExtensions    Repair = "install missing extensions"
@@ -521,6 +529,9 @@ func decide(o Observation) Verdict {
 		v.Message = "provisioning: the database accepts no connections yet; next: " + JoinRepairs(v.Repairs)
 	case !v.UpToDate:
 		v.Message = "repairing drift: " + JoinRepairs(v.Repairs)
+		if slices.Contains(v.Repairs, RepairLimits) {
+			v.Message += " (" + strings.Join(DecideLimits(o.Limits, o.R.Limits).Drift, "; ") + ")"
+		}
 	case o.Login != LoginOK:
 		v.Reason = ReasonProvisioningFailed
 		v.Message = fmt.Sprintf("the credential at %s does not log in as %q: someone changed the role's password or its login rights; the provider sets a new password on an existing role only in a credential rotation, which starts from a working one, so restore the password from the record (or delete and re-create the tenant)", o.Path, o.Role)
@@ -553,6 +564,9 @@ func decideImport(o Observation) Verdict {
 		d = append(d, fmt.Sprintf("the role %q does not exist", o.Role))
 	} else if !o.R.AttributesOK {
 		d = append(d, fmt.Sprintf("the role %q does not have exactly LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS", o.Role))
+	}
+	if lv := DecideLimits(o.Limits, o.R.Limits); o.R.Exists && lv.Drifted() {
+		d = append(d, fmt.Sprintf("the role %q's limits differ: %s", o.Role, strings.Join(lv.Drift, "; ")))
 	}
 	if o.DB.Owner != o.Role {
 		d = append(d, fmt.Sprintf("the database is owned by %q, not %q", o.DB.Owner, o.Role))
@@ -614,6 +628,9 @@ func catalogRepairs(o Observation) []Repair {
 	if !o.R.AttributesOK && !o.R.Elevated {
 		r = append(r, RepairRole)
 	}
+	if o.R.Exists && DecideLimits(o.Limits, o.R.Limits).Drifted() {
+		r = append(r, RepairLimits)
+	}
 	if o.DB.Owner != o.Role {
 		r = append(r, RepairOwner)
 	}
@@ -628,7 +645,7 @@ func catalogRepairs(o Observation) []Repair {
 
 // needsAdminOption reports whether any repair grants or alters the role.
 func needsAdminOption(r []Repair) bool {
-	return slices.Contains(r, RepairAdminMember) || slices.Contains(r, RepairRole)
+	return slices.Contains(r, RepairAdminMember) || slices.Contains(r, RepairRole) || slices.Contains(r, RepairLimits)
 }
 
 // noAdminOption says that the admin may not administer role, and what

@@ -56,7 +56,8 @@ const qProbeMembership16 = `SELECT pg_catalog.pg_has_role(CURRENT_USER, $1::pg_c
 // membership read from pg_auth_members instead of through the session's
 // cached list of its memberships (see asMember): the two differ only in a
 // session acting on an outdated list. The last two columns are the access
-// other roles have (otherGrantees, @MEMBERS@), as JSON arrays.
+// other roles have (otherGrantees, @MEMBERS@), as JSON arrays; then the
+// role's limits (limitsColumns).
 const observeTemplate = `SELECT d.oid, pg_catalog.pg_get_userbyid(d.datdba), d.datallowconn,
   ` + publicConnect + `,
   ` + roleConnect + `,
@@ -67,7 +68,8 @@ const observeTemplate = `SELECT d.oid, pg_catalog.pg_get_userbyid(d.datdba), d.d
   @VERIFIER@,
   CASE WHEN r.oid IS NULL THEN NULL ELSE @GRANTED@ END,
   CASE WHEN d.oid IS NULL THEN NULL ELSE ` + otherGrantees + ` END,
-  CASE WHEN r.oid IS NULL THEN NULL ELSE @MEMBERS@ END
+  CASE WHEN r.oid IS NULL THEN NULL ELSE @MEMBERS@ END,
+  ` + limitsColumns + `
 FROM (SELECT 1) AS one
 LEFT JOIN pg_catalog.pg_database d ON d.datname OPERATOR(pg_catalog.=) $1::pg_catalog.name
 LEFT JOIN pg_catalog.pg_roles r ON r.rolname OPERATOR(pg_catalog.=) $2::pg_catalog.name
@@ -223,7 +225,9 @@ const (
 	qGrantRoleToAdmin16 = `GRANT %s TO CURRENT_USER WITH INHERIT TRUE, SET TRUE`
 	// qRepairRole sets only what a CREATEROLE (non-superuser) admin may change;
 	// SUPERUSER, REPLICATION and BYPASSRLS can only be reset by a superuser.
-	qRepairRole = `ALTER ROLE %s LOGIN NOCREATEDB NOCREATEROLE CONNECTION LIMIT -1`
+	// The connection limit is not among them: it is one of the limits
+	// (qSetConnectionLimit), set only when managed.
+	qRepairRole = `ALTER ROLE %s LOGIN NOCREATEDB NOCREATEROLE`
 	// qCreateDatabase: the database, its owner and the options of
 	// databaseOptions. It accepts no connection until RestrictConnect has
 	// left CONNECT to its owner alone (qAllowConnections).
@@ -453,3 +457,46 @@ func sqlString(name, v string) (string, error) {
 	}
 	return "'" + strings.ReplaceAll(v, "'", "''") + "'", nil
 }
+
+// Tenant limits: a login role's connection limit and its role-level
+// defaults of the allow-listed session settings (tenancy.LimitSettings).
+
+// limitsColumns are the observe query's last columns: the login role r's
+// CONNECTION LIMIT is read with its attributes; these are its defaults in
+// every database and in its own database d (pg_db_role_setting.setconfig,
+// "name=value" entries; NULL when none).
+const limitsColumns = `CASE WHEN r.oid IS NULL THEN NULL ELSE (SELECT s.setconfig FROM pg_catalog.pg_db_role_setting s
+    WHERE s.setrole OPERATOR(pg_catalog.=) r.oid AND s.setdatabase OPERATOR(pg_catalog.=) 0::pg_catalog.oid) END,
+  CASE WHEN r.oid IS NULL OR d.oid IS NULL THEN NULL ELSE (SELECT s.setconfig FROM pg_catalog.pg_db_role_setting s
+    WHERE s.setrole OPERATOR(pg_catalog.=) r.oid AND s.setdatabase OPERATOR(pg_catalog.=) d.oid) END`
+
+// Statements that set limits. The role and database are quoted with
+// pgx.Identifier.Sanitize after tenancy.ValidateIdentifier; the setting
+// name is one of tenancy.LimitSettings (a constant); the value passed
+// tenancy.ValidateSetting (digits and a unit) and is quoted by sqlString.
+// The connection limit is an integer.
+const (
+	qCreateRoleConnectionLimit = ` CONNECTION LIMIT %d`
+	qSetConnectionLimit        = `ALTER ROLE %s CONNECTION LIMIT %d`
+	qSetRoleSetting            = `ALTER ROLE %s SET %s TO %s`
+	qResetRoleSettingInDB      = `ALTER ROLE %s IN DATABASE %s RESET %s`
+)
+
+// qConnectionBudget reads, for the config's ConnectionBudget condition,
+// max_connections, superuser_reserved_connections, reserved_connections
+// (16+; 0 before), and, over the login roles other than superusers that
+// the admin is a member of (the roles it provisioned), the sum of their
+// connection limits, how many have none, and how many there are. The
+// roles are found from the admin's memberships (an index scan of
+// pg_auth_members by member), not by scanning every role.
+const qConnectionBudget = `SELECT pg_catalog.current_setting('max_connections'::pg_catalog.text)::pg_catalog.int4,
+  pg_catalog.current_setting('superuser_reserved_connections'::pg_catalog.text)::pg_catalog.int4,
+  COALESCE(pg_catalog.current_setting('reserved_connections'::pg_catalog.text, true)::pg_catalog.int4, 0::pg_catalog.int4),
+  COALESCE(pg_catalog.sum(r.rolconnlimit) FILTER (WHERE r.rolconnlimit OPERATOR(pg_catalog.>=) 0::pg_catalog.int4), 0::pg_catalog.int8)::pg_catalog.int8,
+  pg_catalog.count(*) FILTER (WHERE r.rolconnlimit OPERATOR(pg_catalog.<) 0::pg_catalog.int4)::pg_catalog.int4,
+  pg_catalog.count(*)::pg_catalog.int4
+FROM pg_catalog.pg_roles r
+WHERE r.rolcanlogin AND NOT r.rolsuper
+  AND r.rolname OPERATOR(pg_catalog.<>) CURRENT_USER
+  AND r.oid OPERATOR(pg_catalog.=) ANY (SELECT m.roleid FROM pg_catalog.pg_auth_members m, pg_catalog.pg_roles adm
+    WHERE adm.rolname OPERATOR(pg_catalog.=) CURRENT_USER AND m.member OPERATOR(pg_catalog.=) adm.oid)`

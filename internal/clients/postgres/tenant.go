@@ -65,6 +65,10 @@ type Catalog struct {
 	OtherGrants []tenancy.DatabaseGrant
 	// OtherMembers are the members of the login role other than the admin.
 	OtherMembers []tenancy.RoleMembership
+
+	// RoleSettings and DatabaseSettings are the login role's defaults
+	// ("name=value") in every database and in its own database.
+	RoleSettings, DatabaseSettings []string
 }
 
 // LoginFingerprint is everything the catalog shows that decides whether
@@ -82,9 +86,15 @@ func (c Catalog) LoginFingerprint() string {
 
 // RoleAttributesOK reports whether the role has exactly the attributes the
 // provider gives a tenant role: LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE
-// NOREPLICATION NOBYPASSRLS, and no connection limit of 0.
+// NOREPLICATION NOBYPASSRLS. The connection limit is one of the role's
+// limits (RoleLimits), not an attribute reset here.
 func (c Catalog) RoleAttributesOK() bool {
-	return c.Login && !c.Superuser && !c.CreateDB && !c.CreateRole && !c.Replication && !c.BypassRLS && c.ConnLimit != 0
+	return c.Login && !c.Superuser && !c.CreateDB && !c.CreateRole && !c.Replication && !c.BypassRLS
+}
+
+// RoleLimits is what the catalog shows of the role's limits.
+func (c Catalog) RoleLimits() tenancy.RoleLimitsState {
+	return tenancy.RoleLimitsState{ConnLimit: c.ConnLimit, RoleSettings: c.RoleSettings, DatabaseSettings: c.DatabaseSettings}
 }
 
 func ident(kind, name string) (string, error) {
@@ -118,11 +128,12 @@ func (p *Pool) Observe(ctx context.Context, database, role string) (Catalog, err
 	}
 	var granted *bool
 	var otherGrants, otherMembers []byte
+	var roleSettings, dbSettings []string
 	err = p.onCurrentSession(ctx, func(c *pgxpool.Conn) (bool, error) {
 		err := c.Conn().QueryRow(ctx, qObserve(major, readable), database, role).Scan(
 			&dbOID, &owner, &allowConn, &publicConnect, &roleConnect,
 			&roleOID, &login, &super, &createDB, &createRole, &repl, &bypass, &connLimit, &member, &canAdmin,
-			&validUntil, &verifier, &granted, &otherGrants, &otherMembers)
+			&validUntil, &verifier, &granted, &otherGrants, &otherMembers, &roleSettings, &dbSettings)
 		return err == nil && outdatedMemberships(member, granted), err
 	})
 	if err != nil {
@@ -146,6 +157,7 @@ func (p *Pool) Observe(ctx context.Context, database, role string) (Catalog, err
 		if len(verifier) > 0 {
 			c.VerifierDigest = hex.EncodeToString(verifier)
 		}
+		c.RoleSettings, c.DatabaseSettings = roleSettings, dbSettings
 	}
 	return c, nil
 }
@@ -263,6 +275,13 @@ func allowListed(list *string, name string, emptyAll bool) bool {
 // the admin a member with what provisioning needs (GrantRoleToAdmin), in
 // one transaction: a role never exists without that membership.
 func (p *Pool) CreateRole(ctx context.Context, role, verifier string) error {
+	return p.CreateRoleWithLimits(ctx, role, verifier, tenancy.EffectiveLimits{})
+}
+
+// CreateRoleWithLimits is CreateRole with the role's limits set in the same
+// transaction: a role never exists without its connection limit and
+// session defaults.
+func (p *Pool) CreateRoleWithLimits(ctx context.Context, role, verifier string, l tenancy.EffectiveLimits) error {
 	r, err := ident("role", role)
 	if err != nil {
 		return err
@@ -274,11 +293,24 @@ func (p *Pool) CreateRole(ctx context.Context, role, verifier string) error {
 	if err != nil {
 		return err
 	}
+	create := fmt.Sprintf(qCreateRole, r, verifier)
+	if l.ConnectionLimit != nil {
+		create += fmt.Sprintf(qCreateRoleConnectionLimit, *l.ConnectionLimit)
+	}
+	settings, err := setSettings(r, l.Settings)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := p.withTimeout(ctx)
 	defer cancel()
 	err = pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, fmt.Sprintf(qCreateRole, r, verifier)); err != nil {
+		if _, err := tx.Exec(ctx, create); err != nil {
 			return err
+		}
+		for _, s := range settings {
+			if _, err := tx.Exec(ctx, s); err != nil {
+				return err
+			}
 		}
 		if err := p.hook("between CREATE ROLE and GRANT"); err != nil {
 			return err
@@ -623,3 +655,81 @@ func (t *TenantConn) CreateExtension(ctx context.Context, name string) error {
 
 // Close closes the connection.
 func (t *TenantConn) Close(ctx context.Context) error { return t.conn.Close(ctx) }
+
+// setSettings returns the ALTER ROLE ... SET statements of settings for
+// the quoted role, in tenancy.LimitSettings order, refusing a name off
+// the allow-list and a value tenancy.ValidateSetting refuses.
+func setSettings(quotedRole string, settings map[string]string) ([]string, error) {
+	for name := range settings {
+		if !slices.Contains(tenancy.LimitSettings, name) {
+			return nil, &Error{Class: ClassInvalid, msg: fmt.Sprintf("refusing to set %q: not one of the session settings a tenant role's limits may set", name)}
+		}
+	}
+	var out []string
+	for _, name := range tenancy.LimitSettings {
+		v, ok := settings[name]
+		if !ok {
+			continue
+		}
+		if err := tenancy.ValidateSetting(name, v); err != nil {
+			return nil, &Error{Class: ClassInvalid, msg: fmt.Sprintf("refusing to set %s: %v", name, err)}
+		}
+		q, err := sqlString(name, v)
+		if err != nil {
+			return nil, &Error{Class: ClassInvalid, msg: err.Error()}
+		}
+		out = append(out, fmt.Sprintf(qSetRoleSetting, quotedRole, name, q))
+	}
+	return out, nil
+}
+
+// SetRoleLimits applies what a limits verdict repairs on role, in one
+// transaction: its connection limit, its defaults of the allow-listed
+// settings, and the reset of those the role has in its own database
+// (where they would take precedence). Nothing else of the role changes.
+// It needs what altering the role needs: CREATEROLE, and from PostgreSQL
+// 16 on ADMIN OPTION on the role.
+func (p *Pool) SetRoleLimits(ctx context.Context, role, database string, v tenancy.LimitsVerdict) error {
+	d, r, err := dbAndRole(database, role)
+	if err != nil {
+		return err
+	}
+	var stmts []string
+	if v.ConnectionLimit != nil {
+		stmts = append(stmts, fmt.Sprintf(qSetConnectionLimit, r, *v.ConnectionLimit))
+	}
+	set, err := setSettings(r, v.Set)
+	if err != nil {
+		return err
+	}
+	stmts = append(stmts, set...)
+	for _, name := range v.ResetInDatabase {
+		if !slices.Contains(tenancy.LimitSettings, name) {
+			return &Error{Class: ClassInvalid, msg: fmt.Sprintf("refusing to reset %q: not one of the session settings a tenant role's limits may set", name)}
+		}
+		stmts = append(stmts, fmt.Sprintf(qResetRoleSettingInDB, r, d, name))
+	}
+	if len(stmts) == 0 {
+		return nil
+	}
+	ctx, cancel := p.withTimeout(ctx)
+	defer cancel()
+	return p.classify(pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		for _, s := range stmts {
+			if _, err := tx.Exec(ctx, s); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+}
+
+// ConnectionBudget reads what the config's ConnectionBudget condition
+// needs; adminPool is the most connections the admin pool opens.
+func (p *Pool) ConnectionBudget(ctx context.Context) (tenancy.ConnectionBudgetInput, error) {
+	ctx, cancel := p.withTimeout(ctx)
+	defer cancel()
+	in := tenancy.ConnectionBudgetInput{AdminPool: p.pool.Config().MaxConns}
+	err := p.pool.QueryRow(ctx, qConnectionBudget).Scan(&in.MaxConnections, &in.SuperuserReserved, &in.Reserved, &in.TenantSum, &in.Unlimited, &in.Roles)
+	return in, p.classify(err)
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/resource"
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -181,6 +182,10 @@ func (r *statusReconciler) observe(ctx context.Context, obj Object, ref string, 
 		o.Invalid = msg
 		return
 	}
+	if err := tenancy.ValidateLimits("spec.tenantLimits", spec.TenantLimits); err != nil {
+		o.Invalid = err.Error()
+		return
+	}
 	sns, sname, invalid := tenancy.SecretRefOf(r.opts.Namespace, spec.Credentials.SecretRef)
 	if invalid != "" {
 		o.Invalid = invalid
@@ -233,6 +238,14 @@ func (r *statusReconciler) observe(ctx context.Context, obj Object, ref string, 
 		return
 	}
 	o.Templates = tenancy.TemplateProblem(ts)
+	// The connection budget is a report: a failure to read it is logged,
+	// and the budget shown earlier is kept.
+	if b, err := pool.ConnectionBudget(ctx); err != nil {
+		r.log.Debug("cannot read the connection budget", "config", ref, "error", err)
+	} else {
+		bv := tenancy.DecideConnectionBudget(b)
+		o.Budget = &bv
+	}
 	// The identity is a report: a failure to read it is logged, and the
 	// identity recorded earlier is kept.
 	id, err := pool.SystemIdentifier(ctx)
@@ -288,15 +301,45 @@ func (r *statusReconciler) apply(obj Object, v tenancy.ConfigVerdict, o tenancy.
 		c.Status = corev1.ConditionTrue
 	}
 	obj.SetConditions(c)
+	r.applyBudget(obj, o.Budget)
 	return !equalStatus(before, st)
+}
+
+// applyBudget shows the connection budget in status.connections and the
+// ConnectionBudget condition, with a Warning Event when it stops fitting.
+// It never touches Ready: an overcommitted server still serves.
+func (r *statusReconciler) applyBudget(obj Object, b *tenancy.BudgetVerdict) {
+	if b == nil {
+		return
+	}
+	st := obj.ConfigStatus()
+	st.Connections = b.Status
+	status := corev1.ConditionFalse
+	if b.Fits {
+		status = corev1.ConditionTrue
+	}
+	prev := obj.GetCondition(tenancy.ConditionConnectionBudget)
+	c := xpv2.Condition{Type: tenancy.ConditionConnectionBudget, Status: status, Reason: xpv2.ConditionReason(b.Reason), Message: b.Message,
+		LastTransitionTime: metav1.Now(), ObservedGeneration: obj.GetGeneration()}
+	if prev.Status == c.Status && prev.Reason == c.Reason && prev.Message == c.Message {
+		return
+	}
+	obj.SetConditions(c)
+	if !b.Fits && prev.Reason != c.Reason {
+		r.record.Event(obj, event.Warning(event.Reason(b.Reason), fmt.Errorf("%s", b.Message)))
+	}
 }
 
 func equalStatus(a, b *v1alpha1.ProviderConfigStatus) bool {
 	if a.Phase != b.Phase || a.PostgreSQLVersion != b.PostgreSQLVersion || a.ServerIdentity != b.ServerIdentity || a.ObservedGeneration != b.ObservedGeneration {
 		return false
 	}
+	if !equality.Semantic.DeepEqual(a.Connections, b.Connections) {
+		return false
+	}
 	ca, cb := a.GetCondition(xpv2.TypeReady), b.GetCondition(xpv2.TypeReady)
-	return ca.Equal(cb)
+	ba, bb := a.GetCondition(tenancy.ConditionConnectionBudget), b.GetCondition(tenancy.ConditionConnectionBudget)
+	return ca.Equal(cb) && ba.Equal(bb)
 }
 
 // events records the transitions a human cares about.

@@ -22,6 +22,7 @@ import (
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 	"ddupan.top/provider-postgresql-tenant/internal/clients/postgres"
 	"ddupan.top/provider-postgresql-tenant/internal/controller/config"
+	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
 	"ddupan.top/provider-postgresql-tenant/internal/testenv"
 	"ddupan.top/provider-postgresql-tenant/internal/testenv/inproc"
 )
@@ -509,6 +510,57 @@ func waitForEvent(t *testing.T, object, reason, typ string) {
 	}); err != nil {
 		t.Errorf("no %s event %q for %s: %v", typ, reason, object, err)
 	}
+}
+
+// The config's ConnectionBudget condition and status.connections say when
+// the connection limits of the roles the admin provisioned add up to more
+// than max_connections leaves; Ready is not affected.
+func TestConnectionBudgetOvercommitted(t *testing.T) {
+	testenv.Need(t)
+	ctx := context.Background()
+	cpc := newCPC(env.Postgres.Host, adminSecret(t, testenv.ProviderNamespace, env.Postgres.AdminUser, env.Postgres.AdminPassword))
+	create(t, cpc)
+	budgetIs := func(reason string) func(config.Object) bool {
+		return func(o config.Object) bool {
+			c := o.GetCondition(tenancy.ConditionConnectionBudget)
+			return readyIs(corev1.ConditionTrue, "Ready")(o) && o.ConfigStatus().Connections != nil && (string(c.Reason) == reason) == (reason != "")
+		}
+	}
+	waitFor(t, cpc, "Ready with a connection budget", func(o config.Object) bool {
+		return readyIs(corev1.ConditionTrue, "Ready")(o) && o.ConfigStatus().Connections != nil
+	})
+	sc, err := env.Postgres.SuperConn(ctx, "postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close(ctx) //nolint:errcheck // test
+	var maxConn int
+	if err := sc.QueryRow(ctx, `SELECT current_setting('max_connections')::int`).Scan(&maxConn); err != nil {
+		t.Fatal(err)
+	}
+	// A role the admin is a member of, with a limit as large as the server.
+	for _, s := range []string{
+		fmt.Sprintf(`CREATE ROLE budget_hog LOGIN CONNECTION LIMIT %d`, maxConn),
+		fmt.Sprintf(`GRANT budget_hog TO %s`, pgx.Identifier{env.Postgres.AdminUser}.Sanitize()),
+	} {
+		if _, err := sc.Exec(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, cpc, "ConnectionBudget Overcommitted", budgetIs(tenancy.ReasonOvercommitted))
+	c := cpc.GetCondition(tenancy.ConditionConnectionBudget)
+	st := cpc.Status.Connections
+	if c.Status != corev1.ConditionFalse || !strings.Contains(c.Message, "more than the") || st.TenantLimits < int64(maxConn) || int(st.MaxConnections) != maxConn || st.Available >= st.MaxConnections {
+		t.Errorf("overcommitted: condition %+v, connections %+v", c, st)
+	}
+	waitForEvent(t, cpc.GetName(), tenancy.ReasonOvercommitted, corev1.EventTypeWarning)
+	if _, err := sc.Exec(ctx, `DROP ROLE budget_hog`); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, cpc, "ConnectionBudget no longer Overcommitted", func(o config.Object) bool {
+		c := o.GetCondition(tenancy.ConditionConnectionBudget)
+		return c.Reason != "" && string(c.Reason) != tenancy.ReasonOvercommitted
+	})
 }
 
 // The canary runs last (Go runs tests in source order): every credential

@@ -258,7 +258,10 @@ func (c *connector) Connect(ctx context.Context, db *v1alpha1.Database) (managed
 		logins:  c.logins,
 		kube:    c.kube,
 		cfgVer:  cfg.ConfigStatus().PostgreSQLVersion,
-		drop:    drop,
+		// The defaults in effect now: a change of them reaches each
+		// Database at its next reconcile (its poll).
+		cfgLimits: cfg.Spec.TenantLimits,
+		drop:      drop,
 		id: tenancy.Identity{
 			Name: db.GetName(), UID: string(db.GetUID()),
 			ConfigName: ref.Name, ConfigUID: string(cfg.GetUID()),

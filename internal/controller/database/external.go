@@ -68,7 +68,10 @@ type external struct {
 	logins  *Logins
 	kube    client.Client
 	cfgVer  string
-	id      tenancy.Identity
+	// cfgLimits are the config's spec.tenantLimits: the defaults of the
+	// login role's limits.
+	cfgLimits *v1alpha1.TenantLimits
+	id        tenancy.Identity
 	// drop: the Database is being deleted and drops what it provably owns
 	// (reclaim policy Delete, management policies with Delete, claim
 	// released).
@@ -110,6 +113,12 @@ func (e *external) resolve(db *v1alpha1.Database) (names, error) {
 		if err := tenancy.ValidateName("spec.forProvider."+field, v); err != nil {
 			return n, fail(db, tenancy.ReasonInvalidSpec, err.Error())
 		}
+	}
+	if err := tenancy.ValidateLimits("spec.forProvider.limits", db.Spec.ForProvider.Limits); err != nil {
+		return n, fail(db, tenancy.ReasonInvalidSpec, err.Error())
+	}
+	if err := tenancy.ValidateLimits("the ClusterProviderConfig's spec.tenantLimits", e.cfgLimits); err != nil {
+		return n, fail(db, tenancy.ReasonInvalidSpec, err.Error())
 	}
 	for _, x := range db.Spec.ForProvider.Extensions {
 		if err := tenancy.ValidateIdentifier("extension", x); err != nil {
@@ -202,7 +211,8 @@ func (e *external) Observe(ctx context.Context, db *v1alpha1.Database) (managed.
 		Rotation:  rotationRequest(db),
 		DB:        tenancy.DBState{Exists: cat.DatabaseExists, OID: cat.DatabaseOID, Owner: cat.Owner, AllowConn: cat.AllowConn, PublicConnect: cat.PublicConnect, RoleConnect: cat.RoleConnect},
 		R: tenancy.RoleState{Exists: cat.RoleExists, OID: cat.RoleOID, AttributesOK: cat.RoleAttributesOK(), AdminMember: cat.AdminMember, AdminCanAdmin: cat.AdminCanAdmin,
-			Elevated: cat.Superuser || cat.Replication || cat.BypassRLS},
+			Elevated: cat.Superuser || cat.Replication || cat.BypassRLS, Limits: cat.RoleLimits()},
+		Limits: tenancy.LimitsOf(e.cfgLimits, db.Spec.ForProvider.Limits),
 	}
 	e.access = tenancy.DecideOtherAccess(tenancy.OtherAccessInput{Database: n.database, Role: n.role, Grants: cat.OtherGrants, Members: cat.OtherMembers})
 	now := time.Now()
@@ -455,6 +465,10 @@ func (e *external) report(db *v1alpha1.Database, v tenancy.Verdict) {
 			ap.CredentialRotation = r
 		}
 	}
+	ap.Limits = nil
+	if e.obs.R.Exists {
+		ap.Limits = tenancy.DecideLimits(e.obs.Limits, e.obs.R.Limits).Status
+	}
 	e.reportOtherAccess(db)
 	prev := db.GetCondition(xpv2.TypeReady)
 	// A Ready verdict carries no reason; the condition it sets says
@@ -577,7 +591,7 @@ func (e *external) Create(ctx context.Context, db *v1alpha1.Database) (managed.E
 		if err != nil {
 			return managed.ExternalCreation{}, fail(db, tenancy.ReasonProvisioningFailed, err.Error())
 		}
-		if err := e.pool.CreateRole(ctx, n.role, verifier); err != nil {
+		if err := e.pool.CreateRoleWithLimits(ctx, n.role, verifier, o.Limits); err != nil {
 			return managed.ExternalCreation{}, failFrom(db, StepRole, err)
 		}
 	} else if !o.R.AdminMember {
@@ -722,6 +736,8 @@ func (e *external) Update(ctx context.Context, db *v1alpha1.Database) (managed.E
 			err = e.pool.GrantRoleToAdmin(ctx, n.role)
 		case tenancy.RepairRole:
 			err = e.pool.RepairRole(ctx, n.role)
+		case tenancy.RepairLimits:
+			err = e.pool.SetRoleLimits(ctx, n.role, n.database, tenancy.DecideLimits(o.Limits, o.R.Limits))
 		case tenancy.RepairOwner:
 			err = e.pool.SetDatabaseOwner(ctx, n.database, n.role)
 		case tenancy.RepairConnect:

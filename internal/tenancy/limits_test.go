@@ -1,0 +1,199 @@
+package tenancy
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/utils/ptr"
+
+	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
+)
+
+func TestValidateLimits(t *testing.T) {
+	cases := map[string]struct {
+		l    *v1alpha1.TenantLimits
+		want string // "" = valid
+	}{
+		"None":             {},
+		"Empty":            {l: &v1alpha1.TenantLimits{}},
+		"All":              {l: &v1alpha1.TenantLimits{ConnectionLimit: ptr.To[int32](10), StatementTimeout: ptr.To("30s"), LockTimeout: ptr.To("5000"), IdleInTransactionSessionTimeout: ptr.To("10min"), IdleSessionTimeout: ptr.To("0"), WorkMem: ptr.To("4MB")}},
+		"NoConnLimit":      {l: &v1alpha1.TenantLimits{ConnectionLimit: ptr.To[int32](-1)}},
+		"ConnLimitZero":    {l: &v1alpha1.TenantLimits{ConnectionLimit: ptr.To[int32](0)}, want: "spec.tenantLimits.connectionLimit 0 must be -1"},
+		"ConnLimitBelow":   {l: &v1alpha1.TenantLimits{ConnectionLimit: ptr.To[int32](-2)}, want: "connectionLimit -2"},
+		"ConnLimitAbove":   {l: &v1alpha1.TenantLimits{ConnectionLimit: ptr.To[int32](262144)}, want: "connectionLimit 262144"},
+		"DurationUnit":     {l: &v1alpha1.TenantLimits{StatementTimeout: ptr.To("30 s")}, want: `spec.tenantLimits.statementTimeout "30 s" must be a duration`},
+		"DurationInjected": {l: &v1alpha1.TenantLimits{LockTimeout: ptr.To("1s'; DROP ROLE x; --")}, want: "lockTimeout"},
+		"DurationTooLong":  {l: &v1alpha1.TenantLimits{IdleSessionTimeout: ptr.To("30d")}, want: "longer than PostgreSQL's largest timeout"},
+		"DurationLongest":  {l: &v1alpha1.TenantLimits{IdleSessionTimeout: ptr.To("24d")}},
+		"WorkMemTooSmall":  {l: &v1alpha1.TenantLimits{WorkMem: ptr.To("63kB")}, want: "between 64kB"},
+		"WorkMemTooBig":    {l: &v1alpha1.TenantLimits{WorkMem: ptr.To("2048GB")}, want: "between 64kB"},
+		"WorkMemUnit":      {l: &v1alpha1.TenantLimits{WorkMem: ptr.To("4mb")}, want: "must be a size"},
+		"WorkMemZero":      {l: &v1alpha1.TenantLimits{WorkMem: ptr.To("0")}, want: "must be a size"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			err := ValidateLimits("spec.tenantLimits", tc.l)
+			if tc.want == "" {
+				if err != nil {
+					t.Errorf("ValidateLimits() = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("ValidateLimits() = %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestLimitsOf(t *testing.T) {
+	cfg := &v1alpha1.TenantLimits{ConnectionLimit: ptr.To[int32](10), StatementTimeout: ptr.To("30s"), WorkMem: ptr.To("4MB")}
+	cases := map[string]struct {
+		config, database *v1alpha1.TenantLimits
+		want             EffectiveLimits
+	}{
+		"Nothing":      {},
+		"ConfigOnly":   {config: cfg, want: EffectiveLimits{ConnectionLimit: ptr.To[int32](10), Settings: map[string]string{SettingStatementTimeout: "30s", SettingWorkMem: "4MB"}}},
+		"DatabaseOnly": {database: &v1alpha1.TenantLimits{LockTimeout: ptr.To("1s")}, want: EffectiveLimits{Settings: map[string]string{SettingLockTimeout: "1s"}}},
+		"Override": {config: cfg, database: &v1alpha1.TenantLimits{ConnectionLimit: ptr.To[int32](-1), StatementTimeout: ptr.To("0"), IdleSessionTimeout: ptr.To("1h")},
+			want: EffectiveLimits{ConnectionLimit: ptr.To[int32](-1), Settings: map[string]string{SettingStatementTimeout: "0", SettingWorkMem: "4MB", SettingIdleSessionTimeout: "1h"}}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, LimitsOf(tc.config, tc.database)); diff != "" {
+				t.Errorf("LimitsOf() -want +got:\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDecideLimits(t *testing.T) {
+	want := EffectiveLimits{ConnectionLimit: ptr.To[int32](5), Settings: map[string]string{SettingStatementTimeout: "30s", SettingWorkMem: "4MB"}}
+	cases := map[string]struct {
+		want EffectiveLimits
+		have RoleLimitsState
+		out  LimitsVerdict
+	}{
+		"UnmanagedLeavesAHandSetLimitAlone": {
+			have: RoleLimitsState{ConnLimit: 3, RoleSettings: []string{"statement_timeout=1min", "search_path=app"}},
+			out: LimitsVerdict{Status: &v1alpha1.LimitsObservation{ConnectionLimit: ptr.To[int32](3),
+				Settings: map[string]string{SettingStatementTimeout: "1min"}, OtherSettings: []string{"search_path"}}},
+		},
+		"Applied": {
+			want: want,
+			have: RoleLimitsState{ConnLimit: 5, RoleSettings: []string{"work_mem=4MB", "statement_timeout=30s"}},
+			out: LimitsVerdict{Status: &v1alpha1.LimitsObservation{ConnectionLimit: ptr.To[int32](5),
+				Settings: map[string]string{SettingStatementTimeout: "30s", SettingWorkMem: "4MB"},
+				Managed:  []string{ManagedConnectionLimit, SettingStatementTimeout, SettingWorkMem}}},
+		},
+		"Drifted": {
+			want: want,
+			have: RoleLimitsState{ConnLimit: -1, RoleSettings: []string{"statement_timeout=0", "lock_timeout=2s"}, DatabaseSettings: []string{"work_mem=1GB", "timezone=UTC"}},
+			out: LimitsVerdict{
+				ConnectionLimit: ptr.To[int32](5),
+				Set:             map[string]string{SettingStatementTimeout: "30s", SettingWorkMem: "4MB"},
+				ResetInDatabase: []string{SettingWorkMem},
+				Drift: []string{"connection limit none (want 5)", `statement_timeout "0" (want "30s")`, `work_mem unset (want "4MB")`,
+					"work_mem is also set for the role in its own database, where it takes precedence"},
+				Status: &v1alpha1.LimitsObservation{ConnectionLimit: ptr.To[int32](-1),
+					Settings:      map[string]string{SettingStatementTimeout: "0", SettingLockTimeout: "2s"},
+					Managed:       []string{ManagedConnectionLimit, SettingStatementTimeout, SettingWorkMem},
+					OtherSettings: []string{"timezone (in its database)"}},
+			},
+		},
+		"LimitLifted": {
+			want: EffectiveLimits{ConnectionLimit: ptr.To[int32](-1)},
+			have: RoleLimitsState{ConnLimit: 5},
+			out: LimitsVerdict{ConnectionLimit: ptr.To[int32](-1), Drift: []string{"connection limit 5 (want none)"},
+				Status: &v1alpha1.LimitsObservation{ConnectionLimit: ptr.To[int32](5), Managed: []string{ManagedConnectionLimit}}},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := DecideLimits(tc.want, tc.have)
+			if diff := cmp.Diff(tc.out, got); diff != "" {
+				t.Errorf("DecideLimits() -want +got:\n%s", diff)
+			}
+			if got.Drifted() != (len(tc.out.Drift) > 0) {
+				t.Errorf("Drifted() = %t with drift %v", got.Drifted(), got.Drift)
+			}
+		})
+	}
+}
+
+// A managed limit that drifted is repaired by the provisioning Database
+// (with ADMIN OPTION on the role), and reported, never repaired, by a
+// read-only import. An unmanaged one is neither.
+func TestDecideRepairsOnlyManagedLimits(t *testing.T) {
+	base := func() Observation {
+		o := base()
+		o.R.Limits = RoleLimitsState{ConnLimit: 3}
+		return o
+	}
+	managed := base()
+	managed.Limits = EffectiveLimits{ConnectionLimit: ptr.To[int32](5)}
+	v := Decide(managed)
+	if diff := cmp.Diff([]Repair{RepairLimits}, v.Repairs); diff != "" || v.UpToDate || !strings.Contains(v.Message, "connection limit 3 (want 5)") {
+		t.Errorf("managed drift: repairs -want +got %s; upToDate %t; message %q", diff, v.UpToDate, v.Message)
+	}
+	if v := Decide(base()); len(v.Repairs) != 0 || !v.Ready {
+		t.Errorf("unmanaged limit: repairs %v, ready %t: a hand-set limit must be left alone", v.Repairs, v.Ready)
+	}
+	noAdmin := managed
+	noAdmin.R.AdminCanAdmin = false
+	if v := Decide(noAdmin); v.Reason != ReasonInsufficientPrivileges || len(v.Repairs) != 0 {
+		t.Errorf("without ADMIN OPTION: reason %q repairs %v", v.Reason, v.Repairs)
+	}
+	imp := managed
+	imp.Import = true
+	imp.KV.Owner = nil
+	if v := Decide(imp); len(v.Repairs) != 0 || v.Reason != ReasonImportDifferences || !strings.Contains(v.Message, "limits differ: connection limit 3 (want 5)") {
+		t.Errorf("read-only import: repairs %v reason %q message %q", v.Repairs, v.Reason, v.Message)
+	}
+}
+
+func TestDecideConnectionBudget(t *testing.T) {
+	cases := map[string]struct {
+		in          ConnectionBudgetInput
+		fits        bool
+		reason, msg string
+		available   int32
+	}{
+		"Fits": {in: ConnectionBudgetInput{MaxConnections: 100, SuperuserReserved: 3, Reserved: 2, AdminPool: 4, TenantSum: 91, Roles: 9},
+			fits: true, reason: ReasonWithinBudget, available: 91, msg: "add up to 91, within the 91 left"},
+		"Overcommitted": {in: ConnectionBudgetInput{MaxConnections: 100, SuperuserReserved: 3, Reserved: 2, AdminPool: 4, TenantSum: 92, Roles: 9},
+			reason: ReasonOvercommitted, available: 91, msg: "add up to 92, more than the 91 left"},
+		"Unlimited": {in: ConnectionBudgetInput{MaxConnections: 20, SuperuserReserved: 3, AdminPool: 4, TenantSum: 5, Unlimited: 1, Roles: 2},
+			reason: ReasonUnlimited, available: 13, msg: "1 of the 2 login roles the admin provisioned have no connection limit"},
+		"NothingLeft": {in: ConnectionBudgetInput{MaxConnections: 5, SuperuserReserved: 3, AdminPool: 4, TenantSum: 1, Roles: 1},
+			reason: ReasonOvercommitted, available: 0},
+		"NoRoles": {in: ConnectionBudgetInput{MaxConnections: 100, SuperuserReserved: 3, AdminPool: 4},
+			fits: true, reason: ReasonWithinBudget, available: 93},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			v := DecideConnectionBudget(tc.in)
+			if v.Fits != tc.fits || v.Reason != tc.reason || !strings.Contains(v.Message, tc.msg) || v.Status.Available != tc.available {
+				t.Errorf("DecideConnectionBudget() = %+v (available %d), want fits %t reason %s available %d message containing %q", v, v.Status.Available, tc.fits, tc.reason, tc.available, tc.msg)
+			}
+		})
+	}
+}
+
+func TestValidateSettingRefusesNamesOffTheAllowList(t *testing.T) {
+	for _, name := range []string{"search_path", "session_preload_libraries", "temp_file_limit", "statement_timeout; RESET ALL", ""} {
+		if err := ValidateSetting(name, "1s"); err == nil || !strings.Contains(err.Error(), "not one of the session settings") {
+			t.Errorf("ValidateSetting(%q) = %v, want a refusal", name, err)
+		}
+	}
+	for _, name := range LimitSettings {
+		v := "1s"
+		if name == SettingWorkMem {
+			v = "1MB"
+		}
+		if err := ValidateSetting(name, v); err != nil {
+			t.Errorf("ValidateSetting(%q, %q) = %v", name, v, err)
+		}
+	}
+}
