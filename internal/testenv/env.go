@@ -28,6 +28,10 @@ type Options struct {
 	// Crossplane starts Crossplane core (needs Kube), the Configuration's
 	// functions and the garbage collector, and installs package/configuration.
 	Crossplane bool
+	// OpenBaoAudit gives OpenBao a file audit device (OpenBao.AuditLog):
+	// one line per request and per response, secrets HMAC'd, for tests
+	// that count what a client asks of OpenBao.
+	OpenBaoAudit bool
 	// ExtraCRDDirs are installed next to package/crds.
 	ExtraCRDDirs []string
 	// TenantCRDs installs the CRDs of the Tenant kinds made from the XRDs
@@ -162,7 +166,7 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 		}
 	}
 	if o.OpenBao {
-		if e.OpenBao, err = startOpenBao(ctx, dir, e.BinDir, e.CA); err != nil {
+		if e.OpenBao, err = startOpenBao(ctx, dir, e.BinDir, e.CA, o.OpenBaoAudit); err != nil {
 			return fail(err)
 		}
 		if e.Kube != nil {

@@ -1,7 +1,9 @@
 package testenv
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -40,6 +42,10 @@ type OpenBao struct {
 	// tokens whose audience is ProviderAudience.
 	ProviderRole string
 
+	// AuditLog is the file audit device's log (Options.OpenBaoAudit;
+	// empty without it). Read it with AuditEntries.
+	AuditLog string
+
 	logFile string
 	proc    *process
 	bin     string
@@ -57,7 +63,7 @@ const (
 	ProviderAudience = options.DefaultOpenBaoAudience
 )
 
-func startOpenBao(ctx context.Context, root, binDir string, ca *CA) (*OpenBao, error) {
+func startOpenBao(ctx context.Context, root, binDir string, ca *CA, audit bool) (*OpenBao, error) {
 	bin := filepath.Join(binDir, "bao")
 	if _, err := os.Stat(bin); err != nil {
 		return nil, missing("OpenBao server", bin, "make tools (hack/install-tools.sh bao)")
@@ -108,6 +114,18 @@ api_addr      = %q
 cluster_addr  = "https://127.0.0.1:%d"
 log_level     = "warn"
 `, dataDir, port, clusterPort, kp.CertFile, kp.KeyFile, b.Address, clusterPort)
+	if audit {
+		// OpenBao enables audit devices only from its configuration, not
+		// through the API.
+		b.AuditLog = filepath.Join(dir, "audit.log")
+		cfg += fmt.Sprintf(`audit "file" "requests" {
+  options {
+    file_path = %q
+    mode      = "0600"
+  }
+}
+`, b.AuditLog)
+	}
 	if err := os.WriteFile(b.cfgFile, []byte(cfg), 0o600); err != nil {
 		return nil, err
 	}
@@ -325,4 +343,57 @@ func (b *OpenBao) configureTenantReader(ctx context.Context) error {
 		return fmt.Errorf("cannot write the tenant reader role: %w", err)
 	}
 	return nil
+}
+
+// AuditEntry is one response the audit device logged: what was asked, and
+// the service-account namespace of the Kubernetes login behind the token
+// (empty for other tokens).
+type AuditEntry struct {
+	Operation, Path, ServiceAccountNamespace string
+}
+
+// AuditEntries reads the responses the audit device has logged so far
+// (Options.OpenBaoAudit). A login response names the service account that
+// logged in; every later response names the one its token belongs to.
+func (b *OpenBao) AuditEntries() ([]AuditEntry, error) {
+	if b.AuditLog == "" {
+		return nil, errors.New("openbao has no audit device: start it with Options.OpenBaoAudit")
+	}
+	f, err := os.Open(b.AuditLog)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	var out []AuditEntry
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+	for sc.Scan() {
+		var l struct {
+			Type string `json:"type"`
+			Auth struct {
+				Metadata map[string]string `json:"metadata"`
+			} `json:"auth"`
+			Request struct {
+				Operation string `json:"operation"`
+				Path      string `json:"path"`
+			} `json:"request"`
+			Response struct {
+				Auth struct {
+					Metadata map[string]string `json:"metadata"`
+				} `json:"auth"`
+			} `json:"response"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			return nil, fmt.Errorf("audit log: %w", err)
+		}
+		if l.Type != "response" {
+			continue
+		}
+		ns := l.Auth.Metadata["service_account_namespace"]
+		if ns == "" { // a login: the token it made
+			ns = l.Response.Auth.Metadata["service_account_namespace"]
+		}
+		out = append(out, AuditEntry{Operation: l.Request.Operation, Path: l.Request.Path, ServiceAccountNamespace: ns})
+	}
+	return out, sc.Err()
 }

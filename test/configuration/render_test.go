@@ -206,8 +206,9 @@ func TestRenderTenant(t *testing.T) {
 		return map[string]any{
 			"refreshInterval": "1h",
 			"secretStoreRef":  map[string]any{"kind": "ClusterSecretStore", "name": "openbao-tenants"},
-			"target":          map[string]any{"name": target, "creationPolicy": "Owner", "deletionPolicy": "Retain"},
-			"data":            sevenKeys(path),
+			"target": map[string]any{"name": target, "creationPolicy": "Owner", "deletionPolicy": "Retain",
+				"template": map[string]any{"engineVersion": "v2", "mergePolicy": "Replace", "data": sevenKeys()}},
+			"dataFrom": []any{map[string]any{"extract": map[string]any{"key": path}}},
 		}
 	}
 	cases := map[string]struct {
@@ -423,10 +424,12 @@ func TestRenderTenant(t *testing.T) {
 	}
 }
 
-func sevenKeys(key string) []any {
-	var out []any
+// sevenKeys is the ExternalSecret's template: each of the record's seven
+// keys, and nothing else, copied as it is.
+func sevenKeys() map[string]any {
+	out := map[string]any{}
 	for _, k := range []string{"username", "password", "database", "host", "hostaddr", "port", "sslmode"} {
-		out = append(out, map[string]any{"secretKey": k, "remoteRef": map[string]any{"key": key, "property": k}})
+		out[k] = "{{ ." + k + " }}"
 	}
 	return out
 }

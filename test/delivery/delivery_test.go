@@ -29,7 +29,7 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	testenv.Main(m, testenv.Options{Kube: true, Postgres: true, OpenBao: true, ESO: true, Crossplane: true}, &env, start)
+	testenv.Main(m, testenv.Options{Kube: true, Postgres: true, OpenBao: true, OpenBaoAudit: true, ESO: true, Crossplane: true}, &env, start)
 }
 
 const store = tenantkit.Store
