@@ -6,6 +6,8 @@ package function
 
 import (
 	"strings"
+
+	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
 )
 
 // Names of the composed resources in the pipeline (the
@@ -34,8 +36,8 @@ const ReasonCredentialProjectionFailed = "CredentialProjectionFailed" //nolint:g
 // composed only once the binding was Ready.
 const AnnotationBindingReady = "database.ayatori.ddupan.top/binding-ready"
 
-// CredentialKeys are the keys of the Secret, exactly.
-var CredentialKeys = []string{"username", "password", "database", "host", "hostaddr", "port", "sslmode"}
+// CredentialKeys are the keys of the Secret, exactly: those of the record.
+var CredentialKeys = tenancy.CredentialKeys
 
 // progressReasons are the binding's Ready reasons that say it is on its
 // way: the Tenant's phase shows that progress, and its reason and message
@@ -91,6 +93,10 @@ type ExternalSecret struct {
 	// SecretName is status.binding.name: the Secret ESO wrote.
 	SecretName string
 	Conditions []Condition
+	// Spec is its spec as observed: composed again unchanged when the path
+	// it reads cannot be told (neither the binding nor the spec say it), so
+	// that the Secret is never removed for lack of a status.
+	Spec map[string]any
 }
 
 // Usage is the composed Usage as observed.
@@ -135,7 +141,7 @@ func Compose(o Observed) Desired {
 	t := o.Tenant
 	if t.Legacy && (t.Name == "" || t.Namespace == "") {
 		// An XTenant made without a claim composes nothing.
-		return Desired{Resources: map[string]Resource{}, Status: Status{Phase: PhasePending}}
+		return Desired{Resources: map[string]Resource{}, Status: Status{Phase: PhasePending, Instance: t.InstanceRef}}
 	}
 	d := Desired{Resources: map[string]Resource{}}
 	binding := bindingObject(t)
@@ -176,10 +182,14 @@ func Compose(o Observed) Desired {
 	// and an existing ExternalSecret keep it open, so a render that sees
 	// the binding briefly not Ready never removes the Secret.
 	open := (o.Binding != nil && o.Binding.Phase == PhaseReady) || t.Phase == PhaseExternalSecretCreated || t.Phase == PhaseReady || o.ExternalSecret != nil
-	composed := open && key != ""
+	composed := open && (key != "" || o.ExternalSecret != nil)
 	if composed {
+		es := externalSecretObject(o.Input, t, esName, key)
+		if key == "" {
+			es["spec"] = o.ExternalSecret.Spec
+		}
 		d.Resources[NameExternalSecret] = Resource{
-			Object: externalSecretObject(o.Input, t, esName, key),
+			Object: es,
 			Ready:  o.ExternalSecret != nil && conditionTrue(o.ExternalSecret.Conditions, "Ready") && o.ExternalSecret.SecretName != "",
 		}
 		d.Resources[NameUsage] = Resource{
@@ -260,9 +270,9 @@ func externalSecretObject(in Input, t Tenant, name, key string) map[string]any {
 	if t.Legacy {
 		meta["namespace"] = t.Namespace
 	}
-	data := make([]any, 0, len(CredentialKeys))
+	tmpl := make(map[string]any, len(CredentialKeys))
 	for _, k := range CredentialKeys {
-		data = append(data, map[string]any{"secretKey": k, "remoteRef": map[string]any{"key": key, "property": k}})
+		tmpl[k] = "{{ ." + k + " }}"
 	}
 	return map[string]any{
 		"apiVersion": "external-secrets.io/v1",
@@ -273,10 +283,19 @@ func externalSecretObject(in Input, t Tenant, name, key string) map[string]any {
 			"secretStoreRef":  map[string]any{"kind": "ClusterSecretStore", "name": or(in.SecretStore, "openbao-tenants")},
 			// The Secret belongs to the ExternalSecret (deleted with it);
 			// if the copy is ever missing, ESO keeps the last good Secret.
-			"target": map[string]any{"name": or(t.SecretName, name), "creationPolicy": "Owner", "deletionPolicy": "Retain"},
-			// Exactly the seven keys of the record, named one by one: a key
-			// added to the record later never reaches the Secret.
-			"data": data,
+			//
+			// One OpenBao read per sync: dataFrom extracts the whole
+			// record, and the template emits exactly its seven keys. With
+			// mergePolicy Replace only the templated keys reach the Secret:
+			// a field added to the record later, by the provider or by
+			// whoever can write the path, never does. A record missing one
+			// of the seven fails the sync (the template engine's missing
+			// keys are errors) and ESO keeps the last good Secret.
+			"target": map[string]any{
+				"name": or(t.SecretName, name), "creationPolicy": "Owner", "deletionPolicy": "Retain",
+				"template": map[string]any{"engineVersion": "v2", "mergePolicy": "Replace", "data": tmpl},
+			},
+			"dataFrom": []any{map[string]any{"extract": map[string]any{"key": key}}},
 		},
 	}
 }

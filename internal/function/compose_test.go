@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 func dynamic() Tenant {
@@ -90,6 +91,25 @@ func TestComposeStatusAndGate(t *testing.T) {
 			resources:  []string{NameBinding, NameExternalSecret, NameUsage},
 			secretName: "pg1-shop-api-postgresql",
 		},
+		// Neither the binding nor the ExternalSecret tell the path: the
+		// ExternalSecret is composed as it is, never removed.
+		"UnknownPathKeepsTheExternalSecretAsItIs": {
+			o: Observed{Tenant: func() Tenant { t := dynamic(); t.Phase = "Ready"; return t }(), Binding: &Binding{},
+				ExternalSecret: &ExternalSecret{SecretName: "pg1-shop-api-postgresql", Spec: map[string]any{"target": map[string]any{"name": "pg1-shop-api-postgresql"}},
+					Conditions: []Condition{{Type: "Ready", Status: "True", Reason: "SecretSynced"}}}},
+			want:       Status{Phase: "Ready", Instance: "pg1", Database: "shop_api", LoginRole: "shop_api", SecretName: "pg1-shop-api-postgresql"},
+			resources:  []string{NameBinding, NameExternalSecret, NameUsage},
+			secretName: "pg1-shop-api-postgresql",
+		},
+		// The Tenant's own status wiped, its binding not Ready for now: the
+		// existing ExternalSecret alone keeps the gate open.
+		"TenantStatusWipedKeepsTheSecret": {
+			o: Observed{Tenant: dynamic(), Binding: &Binding{Phase: "Bound", CredentialPath: "postgresql-tenants/shop/shop-api"}, ExternalSecret: syncedES()},
+			want: Status{Phase: "Ready", Instance: "pg1", Database: "shop_api", LoginRole: "shop_api",
+				SecretName: "pg1-shop-api-postgresql"},
+			resources:  []string{NameBinding, NameExternalSecret, NameUsage},
+			secretName: "pg1-shop-api-postgresql",
+		},
 		"StaticTenantNamesItsSecretAfterItself": {
 			o: Observed{Tenant: Tenant{Name: "legacy-app", Namespace: "shop", UID: "t-2", DatabaseRef: "orders", SecretName: "orders-db"},
 				Binding: &Binding{Phase: "Ready", Instance: "pg2", Database: "orders", LoginRole: "orders_app", CredentialPath: "p/shop/legacy-app",
@@ -100,7 +120,7 @@ func TestComposeStatusAndGate(t *testing.T) {
 		},
 		"LegacyWithoutClaimComposesNothing": {
 			o:    Observed{Tenant: Tenant{Legacy: true, UID: "x-1", InstanceRef: "pg1"}},
-			want: Status{Phase: "Pending"},
+			want: Status{Phase: "Pending", Instance: "pg1"},
 		},
 	}
 	for name, tc := range cases {
@@ -200,16 +220,22 @@ func TestComposeExternalSecret(t *testing.T) {
 	if spec["refreshInterval"] != "15m" || spec["secretStoreRef"].(map[string]any)["name"] != "bao" {
 		t.Errorf("store or interval: %v", spec)
 	}
-	var keys []string
-	for _, e := range spec["data"].([]any) {
-		m := e.(map[string]any)
-		ref := m["remoteRef"].(map[string]any)
-		if ref["key"] != "postgresql-tenants/shop/shop-api" || ref["property"] != m["secretKey"] {
-			t.Errorf("entry %v", m)
-		}
-		keys = append(keys, m["secretKey"].(string))
+	from := spec["dataFrom"].([]any)
+	if len(from) != 1 || from[0].(map[string]any)["extract"].(map[string]any)["key"] != "postgresql-tenants/shop/shop-api" {
+		t.Errorf("dataFrom %v: want one extract of the binding's path", from)
 	}
-	if diff := cmp.Diff(CredentialKeys, keys); diff != "" {
+	tmpl := spec["target"].(map[string]any)["template"].(map[string]any)
+	if tmpl["mergePolicy"] != "Replace" || tmpl["engineVersion"] != "v2" {
+		t.Errorf("template %v: want engine v2, mergePolicy Replace", tmpl)
+	}
+	var keys []string
+	for k, v := range tmpl["data"].(map[string]any) {
+		if v != "{{ ."+k+" }}" {
+			t.Errorf("template of %s: %v", k, v)
+		}
+		keys = append(keys, k)
+	}
+	if diff := cmp.Diff(CredentialKeys, keys, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
 		t.Errorf("keys (-want +got):\n%s", diff)
 	}
 	u := d.Resources[NameUsage].Object

@@ -137,6 +137,9 @@ func readBinding(u map[string]any) *Binding {
 
 func readExternalSecret(u map[string]any) *ExternalSecret {
 	es := &ExternalSecret{SecretName: str(u, "status", "binding", "name"), Conditions: conditions(u)}
+	if spec, ok, _ := unstructured.NestedMap(u, "spec"); ok {
+		es.Spec = spec
+	}
 	if data, ok, _ := unstructured.NestedSlice(u, "spec", "data"); ok && len(data) > 0 {
 		if m, ok := data[0].(map[string]any); ok {
 			es.Key = str(m, "remoteRef", "key")
