@@ -28,10 +28,15 @@ func run(args []string) error {
 	certs := fs.String("tls-certs-dir", os.Getenv("TLS_SERVER_CERTS_DIR"), "the directory of tls.crt, tls.key and ca.crt (mutual TLS)")
 	insecure := fs.Bool("insecure", false, "serve without TLS (crossplane composition render)")
 	metrics := fs.String("metrics-address", ":8080", "the address of the Prometheus metrics endpoint")
+	debug := fs.Bool("debug", false, "log one line per render (the Tenant's name, phases and what was composed)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	return sdk.Serve(&function.Function{},
+	log, err := sdk.NewLogger(*debug)
+	if err != nil {
+		return err
+	}
+	return sdk.Serve(&function.Function{Log: log},
 		sdk.Listen(*network, *address),
 		sdk.MTLSCertificates(*certs),
 		sdk.Insecure(*insecure),

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/crossplane/function-sdk-go/errors"
+	"github.com/crossplane/function-sdk-go/logging"
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 	"github.com/crossplane/function-sdk-go/request"
 	"github.com/crossplane/function-sdk-go/resource"
@@ -33,6 +34,10 @@ const LegacyAPIVersion = "legacy.database.ayatori.ddupan.top/v1alpha1"
 // Function serves the Tenant composition function.
 type Function struct {
 	fnv1.UnimplementedFunctionRunnerServiceServer
+
+	// Log, when set, gets one debug line per render: the Tenant's name,
+	// the phases read and the resources composed (never a credential).
+	Log logging.Logger
 }
 
 // RunFunction renders one Tenant.
@@ -65,6 +70,18 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		o.Usage = &Usage{Conditions: conditions(oc.Resource.Object)}
 	}
 	d := Compose(o)
+	if f.Log != nil {
+		names := make([]string, 0, len(d.Resources))
+		for n := range d.Resources {
+			names = append(names, n)
+		}
+		bphase := ""
+		if o.Binding != nil {
+			bphase = o.Binding.Phase
+		}
+		f.Log.Debug("rendered", "namespace", o.Tenant.Namespace, "name", o.Tenant.Name, "tenantPhase", o.Tenant.Phase,
+			"bindingPhase", bphase, "externalSecretObserved", o.ExternalSecret != nil, "composed", names, "phase", d.Status.Phase, "ready", d.Ready)
+	}
 
 	dxr, err := request.GetDesiredCompositeResource(req)
 	if err != nil {

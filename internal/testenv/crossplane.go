@@ -227,7 +227,7 @@ func startCrossplane(ctx context.Context, root, binDir string, k *Kube, ca *CA) 
 		}
 		name := filepath.Base(bin)
 		p, err := startBeside(ctx, x.rbac, x.rbacLog, name, filepath.Join(root, name+".log"),
-			exec.Command(bin, "--address="+addr, "--tls-certs-dir="+server), addr, cfg) //nolint:gosec,noctx // the function's binary; runs until Stop
+			exec.Command(bin, "--address="+addr, "--tls-certs-dir="+server, "--debug"), addr, cfg) //nolint:gosec,noctx // the function's binary; runs until Stop
 		if p != nil {
 			x.fns = append(x.fns, p)
 		}
