@@ -72,6 +72,9 @@ type Tenant struct {
 
 	InstanceRef, DatabaseRef, Database, LoginRole string
 	Extensions                                    []string
+	// DatabaseOptions is spec.databaseOptions (encoding and locale of a
+	// new database), passed on as the binding's spec.forProvider.options.
+	DatabaseOptions map[string]any
 	// SecretName is spec.credential.secretName.
 	SecretName string
 	// Phase is status.phase as recorded by an earlier render.
@@ -256,6 +259,9 @@ func bindingObject(t Tenant) map[string]any {
 			ext = append(ext, e)
 		}
 		fp["extensions"] = ext
+	}
+	if len(t.DatabaseOptions) > 0 {
+		fp["options"] = t.DatabaseOptions
 	}
 	return map[string]any{
 		"apiVersion": "database.ayatori.ddupan.top/v1alpha1",

@@ -168,6 +168,18 @@ func TestComposeBinding(t *testing.T) {
 				},
 			},
 		},
+		"DatabaseOptionsArePassedOn": {
+			t: Tenant{Name: "a", Namespace: "shop", UID: "t-1", InstanceRef: "pg1", DatabaseOptions: map[string]any{"localeProvider": "icu", "icuLocale": "de-DE"}},
+			want: map[string]any{
+				"apiVersion": "database.ayatori.ddupan.top/v1alpha1", "kind": "DatabaseBinding",
+				"metadata": map[string]any{"name": "a"},
+				"spec": map[string]any{
+					"providerConfigRef": map[string]any{"name": "pg1", "kind": "ClusterProviderConfig"},
+					"forProvider": map[string]any{"tenant": map[string]any{"name": "a", "uid": "t-1"}, "database": "a", "loginRole": "a",
+						"options": map[string]any{"localeProvider": "icu", "icuLocale": "de-DE"}},
+				},
+			},
+		},
 		"DatabaseNamesTheRoleUnlessTheRoleIsSet": {
 			t: Tenant{Name: "a", Namespace: "shop", UID: "t-1", InstanceRef: "pg1", Database: "orders"},
 			want: map[string]any{

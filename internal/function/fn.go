@@ -136,6 +136,9 @@ func readTenant(u map[string]any) Tenant {
 	}
 	exts, _, _ := unstructured.NestedStringSlice(u, "spec", "extensions")
 	t.Extensions = exts
+	if opts, ok, _ := unstructured.NestedMap(u, "spec", "databaseOptions"); ok {
+		t.DatabaseOptions = opts
+	}
 	return t
 }
 
