@@ -109,7 +109,7 @@ lint: ## gofmt, go vet, golangci-lint (.golangci.yml) and shellcheck on hack/*.s
 PLATFORMS ?= linux/amd64 linux/arm64
 
 .PHONY: build
-build: ## build and lint the provider package of each of PLATFORMS (an OCI index of them) and the Configuration package, without Docker; needs only `make tools`
+build: ## build and lint the provider and function packages of each of PLATFORMS (an OCI index of each) and the Configuration package, without Docker; needs only `make tools`
 	OUTPUT="$(OUTPUT)" PLATFORMS="$(PLATFORMS)" hack/build-package.sh
 	$(MAKE) lint-package
 
@@ -118,8 +118,7 @@ lint-package: ## check the built packages (platforms, index, metadata, dependenc
 	$(GO) run ./hack/xpkgcheck -output $(OUTPUT) -platforms "$(PLATFORMS)" -crds package/crds \
 	  -configuration package/configuration -license LICENSE
 	bin=$${PPT_BIN:-$${PPT_CACHE:-$$HOME/.cache/provider-postgresql-tenant}/bin}; \
-	  hack/pt-input-schema.sh $$bin/function-patch-and-transform-package/input $(OUTPUT)/validate-schemas/pt-input && \
-	  schemas=package/crds,$$bin/eso-crds,$$bin/crossplane-crds,package/configuration/xrd.yaml,package/configuration/legacy/xrd.yaml,$(OUTPUT)/validate-schemas/pt-input; \
+	  schemas=package/crds,$$bin/eso-crds,$$bin/crossplane-crds,package/configuration/xrd.yaml,package/configuration/legacy/xrd.yaml,package/function/input; \
 	  $$bin/crossplane resource validate --crossplane-image= --cache-dir=$(OUTPUT)/validate-cache \
 	    --error-on-missing-schemas --skip-success-results $$schemas examples && \
 	  $$bin/crossplane resource validate --crossplane-image= --cache-dir=$(OUTPUT)/validate-cache \

@@ -43,8 +43,8 @@ license=$(sed -n 's|^ *meta.crossplane.io/license: *||p' package/crossplane.yaml
 [ -f LICENSE ] || { echo "LICENSE not found" >&2; exit 1; }
 
 mkdir -p "$OUT"
-rm -rf "$OUT/image" "$OUT/$NAME.oci" "$OUT/layer.tar" "$OUT/provider-image.tar"
-rm -f "$OUT/$NAME.xpkg" "$OUT/$NAME"-linux-*.xpkg "$OUT/configuration-postgresql-tenant.xpkg"
+rm -rf "$OUT/image" "$OUT/layer.tar" "$OUT/provider-image.tar"
+rm -f "$OUT/configuration-postgresql-tenant.xpkg"
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo 45731)
 "$PPT_BIN/crane" registry serve --address "127.0.0.1:$port" > "$OUT/registry.log" 2>&1 &
@@ -56,7 +56,7 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 [ -n "$up" ] || { echo "the loopback registry did not start:" >&2; cat "$OUT/registry.log" >&2; exit 1; }
-repo=127.0.0.1:$port/$NAME
+repo=127.0.0.1:$port
 # crane and the push log every blob: keep that in a file, show it on failure.
 : > "$OUT/image-tools.log"
 quiet() {
@@ -71,42 +71,56 @@ mkdir -p "$OUT/examples-provider" "$OUT/examples-configuration/tenant"
 cp -r examples/provider examples/database "$OUT/examples-provider/"
 cp examples/tenant/*.yaml "$OUT/examples-configuration/tenant/"
 
-built=()
-for p in "${platforms[@]}"; do
-  arch=${p#linux/} t0=$SECONDS
-  dir=$OUT/image/$arch
-  mkdir -p "$dir"
-  CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build -trimpath -ldflags='-s -w' -o "$dir/provider" ./cmd/provider
-  cp LICENSE "$dir/LICENSE"
-  chmod 0755 "$dir/provider" && chmod 0644 "$dir/LICENSE"
-  tar -C "$dir" --sort=name --mtime=@0 --owner=65532 --group=65532 --numeric-owner \
-    --mode='u=rwX,go=rX' -cf "$OUT/image/layer-$arch.tar" provider LICENSE
-  quiet "$PPT_BIN/crane" append --oci-empty-base -f "$OUT/image/layer-$arch.tar" -t "$repo:layer-$arch"
-  quiet "$PPT_BIN/crane" mutate "$repo:layer-$arch" --entrypoint /provider --user 65532 --set-platform "$p" \
-    --label "org.opencontainers.image.source=$source_url" --label "org.opencontainers.image.licenses=$license" \
-    -t "$repo:runtime-$arch"
-  quiet "$PPT_BIN/crane" pull "$repo:runtime-$arch" "$OUT/image/runtime-$arch.tar"
-  # package/configuration/ is the Configuration package and package/rbac/
-  # the RBAC that goes with it: neither is part of the provider package.
-  pkg=$OUT/$NAME-linux-$arch.xpkg
-  "$PPT_BIN/crossplane" xpkg build --package-root=package --examples-root="$OUT/examples-provider" \
-    --ignore='configuration/*,configuration/*/*,rbac/*' \
-    --embed-runtime-image-tarball="$OUT/image/runtime-$arch.tar" -o "$pkg"
-  built+=("$pkg")
-  log "built $pkg ($(du -h "$pkg" | cut -f1), $((SECONDS - t0)) s)"
-  if [ "$p" = "$host" ]; then
-    cp "$pkg" "$OUT/$NAME.xpkg"
-    log "this machine's platform ($host): $OUT/$NAME.xpkg"
+# build_packages NAME ENTRYPOINT CMD ROOT IGNORE EXAMPLES: for each platform,
+# the static binary of ./CMD as /ENTRYPOINT with /LICENSE in a one-layer
+# image, embedded in `crossplane xpkg build` of ROOT -> $OUT/NAME-linux-<arch>.xpkg;
+# this machine's platform's copied to $OUT/NAME.xpkg, and with more than
+# one platform the OCI image layout of the index, $OUT/NAME.oci.
+build_packages() {
+  local name=$1 entry=$2 cmd=$3 root=$4 ignore=$5 examples=$6
+  local built=() p arch t0 dir pkg files
+  rm -rf "$OUT/$name.oci"
+  rm -f "$OUT/$name.xpkg" "$OUT/$name"-linux-*.xpkg
+  for p in "${platforms[@]}"; do
+    arch=${p#linux/} t0=$SECONDS
+    dir=$OUT/image/$name-$arch
+    mkdir -p "$dir"
+    CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build -trimpath -ldflags='-s -w' -o "$dir/$entry" "./$cmd"
+    cp LICENSE "$dir/LICENSE"
+    chmod 0755 "$dir/$entry" && chmod 0644 "$dir/LICENSE"
+    tar -C "$dir" --sort=name --mtime=@0 --owner=65532 --group=65532 --numeric-owner \
+      --mode='u=rwX,go=rX' -cf "$OUT/image/layer-$name-$arch.tar" "$entry" LICENSE
+    quiet "$PPT_BIN/crane" append --oci-empty-base -f "$OUT/image/layer-$name-$arch.tar" -t "$repo/$name:layer-$arch"
+    quiet "$PPT_BIN/crane" mutate "$repo/$name:layer-$arch" --entrypoint "/$entry" --user 65532 --set-platform "$p" \
+      --label "org.opencontainers.image.source=$source_url" --label "org.opencontainers.image.licenses=$license" \
+      -t "$repo/$name:runtime-$arch"
+    quiet "$PPT_BIN/crane" pull "$repo/$name:runtime-$arch" "$OUT/image/runtime-$name-$arch.tar"
+    pkg=$OUT/$name-linux-$arch.xpkg
+    "$PPT_BIN/crossplane" xpkg build --package-root="$root" ${examples:+--examples-root="$examples"} \
+      ${ignore:+--ignore="$ignore"} \
+      --embed-runtime-image-tarball="$OUT/image/runtime-$name-$arch.tar" -o "$pkg"
+    built+=("$pkg")
+    log "built $pkg ($(du -h "$pkg" | cut -f1), $((SECONDS - t0)) s)"
+    if [ "$p" = "$host" ]; then
+      cp "$pkg" "$OUT/$name.xpkg"
+      log "this machine's platform ($host): $OUT/$name.xpkg"
+    fi
+  done
+  [ -f "$OUT/$name.xpkg" ] || log "PLATFORMS ($PLATFORMS) lacks this machine's platform ($host): no $OUT/$name.xpkg"
+  if [ ${#built[@]} -gt 1 ]; then
+    files=$(IFS=,; echo "${built[*]}")
+    quiet "$PPT_BIN/crossplane" xpkg push -f "$files" "$repo/$name:v0.0.0-index"
+    quiet "$PPT_BIN/crane" pull --format=oci "$repo/$name:v0.0.0-index" "$OUT/$name.oci"
+    log "built $OUT/$name.oci: an OCI image layout with the index of $PLATFORMS ($(du -sh "$OUT/$name.oci" | cut -f1))"
   fi
-done
-[ -f "$OUT/$NAME.xpkg" ] || log "PLATFORMS ($PLATFORMS) lacks this machine's platform ($host): no $OUT/$NAME.xpkg"
+}
 
-if [ ${#built[@]} -gt 1 ]; then
-  files=$(IFS=,; echo "${built[*]}")
-  quiet "$PPT_BIN/crossplane" xpkg push -f "$files" "$repo:v0.0.0-index"
-  quiet "$PPT_BIN/crane" pull --format=oci "$repo:v0.0.0-index" "$OUT/$NAME.oci"
-  log "built $OUT/$NAME.oci: an OCI image layout with the index of $PLATFORMS ($(du -sh "$OUT/$NAME.oci" | cut -f1))"
-fi
+# The provider: package/ without the Configuration, the function and the
+# RBAC that goes with the Configuration, none of which is part of it.
+build_packages "$NAME" provider cmd/provider package 'configuration/*,configuration/*/*,function/*,function/*/*,rbac/*' "$OUT/examples-provider"
+# The Tenant composition function: package/function (its metadata and the
+# schema of its input).
+build_packages function-postgresql-tenant function cmd/function package/function "" ""
 
 "$PPT_BIN/crossplane" xpkg build --package-root=package/configuration --examples-root="$OUT/examples-configuration" \
   -o "$OUT/configuration-postgresql-tenant.xpkg"

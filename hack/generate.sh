@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates every generated file: zz_generated*.go (controller-gen object,
-# angryjet method sets) and package/crds (controller-gen crd). The generators
+# angryjet method sets), package/crds and the composition function's input
+# schema in package/function/input (controller-gen crd). The generators
 # are pinned as Go tools in hack/tools/go.mod, kept apart from the provider's
 # own module so their dependencies never move the provider's.
 set -euo pipefail
@@ -17,9 +18,12 @@ done
 # The interface assertions in apis/*/interfaces.go need angryjet's output to
 # compile; the generate tag leaves them out while generating.
 export GOFLAGS="${GOFLAGS:-} -tags=generate"
-rm -rf package/crds
-"$tools_bin/controller-gen" object:headerFile=hack/boilerplate.go.txt paths=./apis/... \
-  crd:crdVersions=v1 output:artifacts:config=package/crds
+rm -rf package/crds package/function/input
+"$tools_bin/controller-gen" object:headerFile=hack/boilerplate.go.txt paths=./apis/...
+"$tools_bin/controller-gen" crd:crdVersions=v1 paths=./apis/v1alpha1/... output:artifacts:config=package/crds
+# The composition function's input: its schema ships in the function's
+# package (never installed as a resource of the cluster).
+"$tools_bin/controller-gen" crd:crdVersions=v1 paths=./apis/function/... output:artifacts:config=package/function/input
 # angryjet writes the method sets of cluster-scoped (legacy) and namespaced
 # kinds to the same file names, the later overwriting the earlier, and
 # skips methods defined in another file. So it runs twice: the second run,

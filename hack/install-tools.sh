@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # install-tools.sh [TOOL ...] - builds Go tools from the Go module proxy into
 # $PPT_BIN, idempotently (skipped when the stamp matches).
-#   tools: bao crossplane crossplane-core function-patch-and-transform
-#          function-auto-ready crane   (default: all)
+#   tools: bao crossplane crossplane-core crane   (default: all)
 #
 # Why wrapper modules and not `go install pkg@version`: the proxy answers 403
 # to the version list of most crossplane/openbao modules, which `go install`
@@ -24,22 +23,16 @@ TOOLS=(
   # Core, for `crossplane render --crossplane-binary` (no Docker). Its go.mod
   # replaces apis/v2 => ./apis, so the released apis module is pinned.
   "crossplane-core|github.com/crossplane/crossplane/v2|$CROSSPLANE_CORE_VERSION|github.com/crossplane/crossplane/v2/cmd/crossplane|github.com/crossplane/crossplane/apis/v2 $CROSSPLANE_CORE_VERSION|-X github.com/crossplane/crossplane-runtime/v2/pkg/version.version=$CROSSPLANE_CORE_VERSION"
-  "function-patch-and-transform|github.com/crossplane-contrib/function-patch-and-transform|$FN_PAT_VERSION|github.com/crossplane-contrib/function-patch-and-transform||"
-  # Its go.mod names github.com/crossplane/function-auto-ready, which the
-  # proxy does not serve; the same code is served under crossplane-contrib.
-  "function-auto-ready|github.com/crossplane/function-auto-ready|$FN_AUTO_READY_VERSION|github.com/crossplane/function-auto-ready|||github.com/crossplane-contrib/function-auto-ready $FN_AUTO_READY_VERSION"
   "crane|github.com/google/go-containerregistry|$CRANE_VERSION|github.com/google/go-containerregistry/cmd/crane||"
 )
 
 # Files some tools need beside their binary, copied from their module, one
 # "from to" pair a line: Crossplane core's CRDs (core init installs them) and
 # its Helm chart's templates (the test harness installs core's and the RBAC
-# manager's ClusterRoles from them), and each function's package
-# (crossplane.yaml + input CRD: what a Function's package holds).
+# manager's ClusterRoles from them).
 assets_of() {
   case "$1" in
     crossplane-core) printf '%s\n' "cluster/crds crossplane-crds" "cluster/charts/crossplane/templates crossplane-chart-templates" ;;
-    function-patch-and-transform|function-auto-ready) echo "package $1-package" ;;
   esac
 }
 

@@ -3,7 +3,7 @@
 # building the slow ones in parallel.
 #   test (default)  what CI uses: etcd, kube-apiserver, kube-controller-manager
 #                   (garbage collector), ESO, OpenBao, PostgreSQL, Crossplane
-#                   core and the two composition functions, the Crossplane CLI
+#                   core, the Crossplane CLI
 #                   and crane for the package build, and what `make lint`
 #                   needs: golangci-lint and ShellCheck (hack/install-lint.sh),
 #                   and Prometheus with promtool for test/monitoring
@@ -20,8 +20,8 @@ set_=${1:-test}
 # Three build queues of roughly equal cold build time (a cold build is
 # CPU-bound; the queues keep both cores busy until the end).
 k8s=(etcd kube-apiserver kube-controller-manager)
-eso=(external-secrets); eso_tools=(crossplane-core function-patch-and-transform)
-tools=(bao crossplane function-auto-ready crane)
+eso=(external-secrets); eso_tools=(crossplane-core)
+tools=(bao crossplane crane)
 case "$set_" in
   test) k8s+=(kubectl) ;;
   dev|all) k8s+=(kubectl) ;;

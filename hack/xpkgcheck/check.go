@@ -16,6 +16,7 @@ import (
 
 const (
 	providerName      = "provider-postgresql-tenant"
+	functionName      = "function-postgresql-tenant"
 	configurationName = "configuration-postgresql-tenant"
 	// spdxApache is the license the packages declare and LICENSE holds.
 	spdxApache = "Apache-2.0"
@@ -57,57 +58,8 @@ func run(o options) []string {
 	if len(platforms) == 0 {
 		add("no platforms")
 	}
-	built := map[string]image{}
-	for _, p := range platforms {
-		file := filepath.Join(o.output, providerName+"-"+strings.ReplaceAll(p, "/", "-")+".xpkg")
-		img, err := readTarball(file)
-		if err != nil {
-			add("%s: %v", p, err)
-			continue
-		}
-		built[p] = img
-		for _, pr := range checkProvider(img, p, crds, license) {
-			add("%s: %s", file, pr)
-		}
-	}
-
-	// This machine's package, at the path tests and `make dev` install.
-	stable := filepath.Join(o.output, providerName+".xpkg")
-	if slices.Contains(platforms, o.host) {
-		if img, err := readTarball(stable); err != nil {
-			add("this machine's package: %v", err)
-		} else if h, ok := built[o.host]; ok && !bytes.Equal(img.rawConfig, h.rawConfig) {
-			add("%s is not the %s package", stable, o.host)
-		}
-	}
-
-	// The multi-platform package: one index over every platform's package.
-	if len(platforms) > 1 {
-		layout := filepath.Join(o.output, providerName+".oci")
-		idx, err := readLayout(layout)
-		if err != nil {
-			add("%s: %v", layout, err)
-		} else {
-			var listed []string
-			for p := range idx {
-				listed = append(listed, p)
-			}
-			sort.Strings(listed)
-			want := slices.Clone(platforms)
-			sort.Strings(want)
-			if !slices.Equal(listed, want) {
-				add("%s: the index lists %v, want %v", layout, listed, want)
-			}
-			for p, img := range idx {
-				if img.platform() != p {
-					add("%s: the %s entry's image is for %s", layout, p, img.platform())
-				}
-				if h, ok := built[p]; ok && !bytes.Equal(img.rawConfig, h.rawConfig) {
-					add("%s: the %s entry is not the package built for %s", layout, p, p)
-				}
-			}
-		}
-	}
+	checkImages(o, providerName, platforms, add, func(img image, p string) []string { return checkProvider(img, p, crds, license) })
+	checkImages(o, functionName, platforms, add, func(img image, p string) []string { return checkFunction(img, p, license) })
 
 	cfg := filepath.Join(o.output, configurationName+".xpkg")
 	img, err := readTarball(cfg)
@@ -119,6 +71,63 @@ func run(o options) []string {
 		}
 	}
 	return problems
+}
+
+// checkImages checks the packages with an embedded runtime image of name:
+// each platform's, this machine's copy at the stable path, and the index
+// over every platform's.
+func checkImages(o options, name string, platforms []string, add func(string, ...any), check func(image, string) []string) {
+	built := map[string]image{}
+	for _, p := range platforms {
+		file := filepath.Join(o.output, name+"-"+strings.ReplaceAll(p, "/", "-")+".xpkg")
+		img, err := readTarball(file)
+		if err != nil {
+			add("%s: %v", p, err)
+			continue
+		}
+		built[p] = img
+		for _, pr := range check(img, p) {
+			add("%s: %s", file, pr)
+		}
+	}
+
+	// This machine's package, at the path tests and `make dev` install.
+	stable := filepath.Join(o.output, name+".xpkg")
+	if slices.Contains(platforms, o.host) {
+		if img, err := readTarball(stable); err != nil {
+			add("this machine's package: %v", err)
+		} else if h, ok := built[o.host]; ok && !bytes.Equal(img.rawConfig, h.rawConfig) {
+			add("%s is not the %s package", stable, o.host)
+		}
+	}
+
+	// The multi-platform package: one index over every platform's package.
+	if len(platforms) > 1 {
+		layout := filepath.Join(o.output, name+".oci")
+		idx, err := readLayout(layout)
+		if err != nil {
+			add("%s: %v", layout, err)
+			return
+		}
+		var listed []string
+		for p := range idx {
+			listed = append(listed, p)
+		}
+		sort.Strings(listed)
+		want := slices.Clone(platforms)
+		sort.Strings(want)
+		if !slices.Equal(listed, want) {
+			add("%s: the index lists %v, want %v", layout, listed, want)
+		}
+		for p, img := range idx {
+			if img.platform() != p {
+				add("%s: the %s entry's image is for %s", layout, p, img.platform())
+			}
+			if h, ok := built[p]; ok && !bytes.Equal(img.rawConfig, h.rawConfig) {
+				add("%s: the %s entry is not the package built for %s", layout, p, p)
+			}
+		}
+	}
 }
 
 // isApache2 reports whether b is the Apache License 2.0 text.
@@ -218,7 +227,7 @@ func crdNames(dir string) ([]string, error) {
 func checkMeta(objs []object, kind, name string) (object, []string) {
 	var metas []object
 	for _, o := range objs {
-		if o.APIVersion == "meta.pkg.crossplane.io/v1" {
+		if strings.HasPrefix(o.APIVersion, "meta.pkg.crossplane.io/") {
 			metas = append(metas, o)
 		}
 	}
@@ -242,24 +251,8 @@ func checkMeta(objs []object, kind, name string) (object, []string) {
 }
 
 func checkProvider(img image, platform string, crds []string, license []byte) []string {
-	var problems []string
+	problems := checkRuntime(img, platform, "provider", license)
 	add := func(format string, a ...any) { problems = append(problems, fmt.Sprintf(format, a...)) }
-	c := img.config.Config
-	if strings.Join(c.Entrypoint, " ") != "/provider" || c.User != "65532" || img.platform() != platform {
-		add("runtime image: entrypoint %v user %q platform %s, want [/provider] 65532 %s", c.Entrypoint, c.User, img.platform(), platform)
-	}
-	if c.Labels["org.opencontainers.image.licenses"] != spdxApache || !strings.HasPrefix(c.Labels["org.opencontainers.image.source"], "https://") {
-		add("runtime image labels: licenses %q source %q, want %s and an https:// URL",
-			c.Labels["org.opencontainers.image.licenses"], c.Labels["org.opencontainers.image.source"], spdxApache)
-	}
-	if _, ok := img.contents["provider"]; !ok {
-		add("no /provider binary in the runtime image")
-	} else if arch := elfArch(img.contents["provider"]); "linux/"+arch != platform {
-		add("/provider is a binary for %q, want %s", arch, platform)
-	}
-	if l, ok := img.contents["LICENSE"]; !ok || (license != nil && !bytes.Equal(l, license)) {
-		add("the runtime image lacks the LICENSE file")
-	}
 	pkgYAML := string(img.contents["package.yaml"])
 	objs, err := parseStream(pkgYAML)
 	if err != nil {
@@ -291,6 +284,56 @@ func checkProvider(img image, platform string, crds []string, license []byte) []
 	return problems
 }
 
+// checkRuntime checks a package's embedded runtime image: /entry, a
+// binary for the platform, run as 65532, with the license and its labels.
+func checkRuntime(img image, platform, entry string, license []byte) []string {
+	var problems []string
+	add := func(format string, a ...any) { problems = append(problems, fmt.Sprintf(format, a...)) }
+	c := img.config.Config
+	if strings.Join(c.Entrypoint, " ") != "/"+entry || c.User != "65532" || img.platform() != platform {
+		add("runtime image: entrypoint %v user %q platform %s, want [/%s] 65532 %s", c.Entrypoint, c.User, img.platform(), entry, platform)
+	}
+	if c.Labels["org.opencontainers.image.licenses"] != spdxApache || !strings.HasPrefix(c.Labels["org.opencontainers.image.source"], "https://") {
+		add("runtime image labels: licenses %q source %q, want %s and an https:// URL",
+			c.Labels["org.opencontainers.image.licenses"], c.Labels["org.opencontainers.image.source"], spdxApache)
+	}
+	if _, ok := img.contents[entry]; !ok {
+		add("no /%s binary in the runtime image", entry)
+	} else if arch := elfArch(img.contents[entry]); "linux/"+arch != platform {
+		add("/%s is a binary for %q, want %s", entry, arch, platform)
+	}
+	if l, ok := img.contents["LICENSE"]; !ok || (license != nil && !bytes.Equal(l, license)) {
+		add("the runtime image lacks the LICENSE file")
+	}
+	return problems
+}
+
+// checkFunction checks the composition function's package of a platform:
+// its runtime image, its metadata, and the schema of its input.
+func checkFunction(img image, platform string, license []byte) []string {
+	problems := checkRuntime(img, platform, "function", license)
+	add := func(format string, a ...any) { problems = append(problems, fmt.Sprintf(format, a...)) }
+	objs, err := parseStream(string(img.contents["package.yaml"]))
+	if err != nil {
+		return append(problems, "package.yaml: "+err.Error())
+	}
+	_, mp := checkMeta(objs, "Function", functionName)
+	problems = append(problems, mp...)
+	input := false
+	for _, o := range objs {
+		switch o.Kind {
+		case "CustomResourceDefinition":
+			input = input || strings.HasPrefix(o.Metadata.Name, "inputs.")
+		case "CompositeResourceDefinition", "Composition", "ClusterRole":
+			add("the function package holds a %s (it belongs to the Configuration)", o.Kind)
+		}
+	}
+	if !input {
+		add("package.yaml lacks the schema of the function's input")
+	}
+	return problems
+}
+
 // elfArch reads the GOARCH of an ELF binary's machine field.
 func elfArch(b []byte) string {
 	if len(b) < 20 || string(b[:4]) != "\x7fELF" {
@@ -306,7 +349,6 @@ func elfArch(b []byte) string {
 }
 
 var (
-	exactVersion = regexp.MustCompile(`^v\d+\.\d+\.\d+$`)
 	// A range with a lower bound: ">=v0.1.0", optionally "<v1.0.0" after it.
 	versionRange = regexp.MustCompile(`^>=\s*v\d+\.\d+\.\d+(,?\s*<\s*v\d+\.\d+\.\d+)?$`)
 )
@@ -321,8 +363,8 @@ func checkConfiguration(img image, configDir string) []string {
 	m, mp := checkMeta(objs, "Configuration", configurationName)
 	problems = append(problems, mp...)
 
-	// The dependencies, as the source declares them: the provider with a
-	// version range, each function pinned.
+	// The dependencies, as the source declares them: the provider and the
+	// function of this repository, each with a version range.
 	src, err := readObjects(filepath.Join(configDir, "crossplane.yaml"))
 	if err != nil {
 		return append(problems, err.Error())
@@ -330,7 +372,7 @@ func checkConfiguration(img image, configDir string) []string {
 	if len(src) != 1 || !depsEqual(src[0].Spec.DependsOn, m.Spec.DependsOn) {
 		add("the package's dependsOn differs from %s", filepath.Join(configDir, "crossplane.yaml"))
 	}
-	providers := 0
+	providers, functions := 0, 0
 	for _, d := range m.Spec.DependsOn {
 		kind, pkg := d.kindAndPackage()
 		switch kind {
@@ -343,8 +385,12 @@ func checkConfiguration(img image, configDir string) []string {
 				add("provider dependency version %q: want a range such as \">=v0.1.0\"", d.Version)
 			}
 		case "Function":
-			if !exactVersion.MatchString(d.Version) {
-				add("function dependency %s version %q: want it pinned (vX.Y.Z)", pkg, d.Version)
+			functions++
+			if !strings.HasSuffix(pkg, "/"+functionName) || strings.Contains(pkg, ":") || strings.Contains(pkg, "@") {
+				add("function dependency %q: want <registry>/<org>/%s, no tag or digest", pkg, functionName)
+			}
+			if !versionRange.MatchString(strings.TrimSpace(d.Version)) {
+				add("function dependency version %q: want a range such as \">=v0.1.0\" (it is released with the provider)", d.Version)
 			}
 		default:
 			add("unexpected dependency %s %s", kind, pkg)
@@ -353,8 +399,8 @@ func checkConfiguration(img image, configDir string) []string {
 	if providers != 1 {
 		add("%d provider dependencies, want 1", providers)
 	}
-	if n := len(m.Spec.DependsOn) - providers; n != 2 {
-		add("%d function dependencies, want 2", n)
+	if functions != 1 {
+		add("%d function dependencies, want 1 (%s)", functions, functionName)
 	}
 
 	// Every XRD and Composition of the source directory, and only those.

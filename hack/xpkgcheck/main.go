@@ -14,14 +14,18 @@
 //     package.yaml with the Provider metadata (safe-start, the metadata
 //     annotations), every CRD of the CRD directory and nothing of the
 //     Configuration, and an examples layer;
-//   - DIR/provider-postgresql-tenant.xpkg is this machine's platform's
-//     package, when the platforms include it;
-//   - with more than one platform, DIR/provider-postgresql-tenant.oci is an
-//     OCI image layout whose index lists exactly those platforms, each entry
-//     being the package built for it;
+//   - each platform's composition function package,
+//     DIR/function-postgresql-tenant-linux-<arch>.xpkg, likewise has a
+//     runtime image for that platform (entrypoint /function), the Function
+//     metadata and the schema of its input, and nothing of the Configuration;
+//   - DIR/<package>.xpkg is this machine's platform's package of each, when
+//     the platforms include it;
+//   - with more than one platform, DIR/<package>.oci is an OCI image layout
+//     whose index lists exactly those platforms, each entry being the
+//     package built for it;
 //   - DIR/configuration-postgresql-tenant.xpkg has the Configuration
 //     metadata and annotations, its dependencies as the source declares them
-//     (the provider with a version range, the functions pinned), every XRD
+//     (the provider and the function, each with a version range), every XRD
 //     and Composition of the Configuration directory, and a Tenant example.
 package main
 

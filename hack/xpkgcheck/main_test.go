@@ -21,14 +21,18 @@ type fixture struct {
 	platforms    []string
 	host         string
 	providerMeta string // the Provider's package.yaml head
-	configMeta   string // the Configuration's crossplane.yaml, in the package
-	sourceMeta   string // and in its source directory
-	license      string
-	configArch   map[string]string // image config architecture per platform
-	binaryArch   map[string]uint16 // ELF machine of /provider per platform
-	indexOmits   string            // a platform left out of the index
-	stableFrom   string            // the platform copied to the stable path
-	labels       string            // the runtime image's labels, JSON
+	functionMeta string // the Function's package.yaml head
+	// functionInput is the input schema in the Function's package;
+	// functionEntry the entrypoint of its image.
+	functionInput, functionEntry string
+	configMeta                   string // the Configuration's crossplane.yaml, in the package
+	sourceMeta                   string // and in its source directory
+	license                      string
+	configArch                   map[string]string // image config architecture per platform
+	binaryArch                   map[string]uint16 // ELF machine of /provider per platform
+	indexOmits                   string            // a platform left out of the index
+	stableFrom                   string            // the platform copied to the stable path
+	labels                       string            // the runtime image's labels, JSON
 }
 
 const goodProviderMeta = `apiVersion: meta.pkg.crossplane.io/v1
@@ -67,12 +71,27 @@ spec:
     version: ">=v0.1.0"
   - apiVersion: pkg.crossplane.io/v1
     kind: Function
-    package: xpkg.example.org/org/function-a
-    version: v0.10.7
-  - apiVersion: pkg.crossplane.io/v1
-    kind: Function
-    package: xpkg.example.org/org/function-b
-    version: v0.7.0
+    package: xpkg.example.org/org/function-postgresql-tenant
+    version: ">=v0.1.0"
+`
+
+const goodFunctionMeta = `apiVersion: meta.pkg.crossplane.io/v1beta1
+kind: Function
+metadata:
+  name: function-postgresql-tenant
+  annotations:
+    friendly-name.meta.crossplane.io: Function PostgreSQL Tenant
+    meta.crossplane.io/maintainer: The Authors
+    meta.crossplane.io/source: https://example.org/provider-postgresql-tenant
+    meta.crossplane.io/license: Apache-2.0
+    meta.crossplane.io/description: Composes tenants.
+    meta.crossplane.io/readme: Longer.
+`
+
+const inputCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: inputs.fn.example.org
 `
 
 const crd = `apiVersion: apiextensions.k8s.io/v1
@@ -96,16 +115,19 @@ func goodFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	return &fixture{
-		platforms:    []string{"linux/amd64", "linux/arm64"},
-		host:         "linux/amd64",
-		providerMeta: goodProviderMeta,
-		configMeta:   goodConfigMeta,
-		sourceMeta:   goodConfigMeta,
-		license:      string(license),
-		configArch:   map[string]string{"linux/amd64": "amd64", "linux/arm64": "arm64"},
-		binaryArch:   map[string]uint16{"linux/amd64": 62, "linux/arm64": 183},
-		stableFrom:   "linux/amd64",
-		labels:       `"org.opencontainers.image.licenses":"Apache-2.0","org.opencontainers.image.source":"https://example.org/p"`,
+		platforms:     []string{"linux/amd64", "linux/arm64"},
+		host:          "linux/amd64",
+		providerMeta:  goodProviderMeta,
+		functionMeta:  goodFunctionMeta,
+		functionInput: inputCRD,
+		functionEntry: "function",
+		configMeta:    goodConfigMeta,
+		sourceMeta:    goodConfigMeta,
+		license:       string(license),
+		configArch:    map[string]string{"linux/amd64": "amd64", "linux/arm64": "arm64"},
+		binaryArch:    map[string]uint16{"linux/amd64": 62, "linux/arm64": 183},
+		stableFrom:    "linux/amd64",
+		labels:        `"org.opencontainers.image.licenses":"Apache-2.0","org.opencontainers.image.source":"https://example.org/p"`,
 	}
 }
 
@@ -144,6 +166,26 @@ func (f *fixture) write(t *testing.T) options {
 		t.Fatal(err)
 	}
 
+	f.writeImages(t, o, "provider-postgresql-tenant", "provider", map[string][]byte{
+		"package.yaml":      []byte("---\n" + f.providerMeta + "---\n" + crd),
+		".up/examples.yaml": []byte("---\nkind: Database\n"),
+	})
+	f.writeImages(t, o, "function-postgresql-tenant", f.functionEntry, map[string][]byte{
+		"package.yaml": []byte("---\n" + f.functionMeta + "---\n" + f.functionInput),
+	})
+	cfgLayer := layer(t, map[string][]byte{
+		"package.yaml":      []byte("---\n" + configYAML),
+		".up/examples.yaml": []byte("---\nkind: Tenant\n"),
+	})
+	writeTarball(t, filepath.Join(o.output, "configuration-postgresql-tenant.xpkg"), []byte(`{"os":"linux","architecture":"amd64"}`), cfgLayer)
+	return o
+}
+
+// writeImages writes, for each platform, the package name with a runtime
+// image whose entrypoint is /entry and the package layer pkg; this
+// machine's copy; and the OCI layout of their index.
+func (f *fixture) writeImages(t *testing.T, o options, name, entry string, pkg map[string][]byte) {
+	t.Helper()
 	type built struct{ config, manifest []byte }
 	images := map[string]built{}
 	blobs := map[string][]byte{}
@@ -151,16 +193,13 @@ func (f *fixture) write(t *testing.T) options {
 		elf := make([]byte, 64)
 		copy(elf, "\x7fELF")
 		binary.LittleEndian.PutUint16(elf[18:], f.binaryArch[p])
-		runtimeLayer := layer(t, map[string][]byte{"provider": elf, "LICENSE": []byte(f.license)})
-		pkgLayer := layer(t, map[string][]byte{
-			"package.yaml":      []byte("---\n" + f.providerMeta + "---\n" + crd),
-			".up/examples.yaml": []byte("---\nkind: Database\n"),
-		})
-		config := fmt.Appendf(nil, `{"os":"linux","architecture":%q,"config":{"Entrypoint":["/provider"],"User":"65532","Labels":{%s}}}`, f.configArch[p], f.labels)
-		file := filepath.Join(o.output, "provider-postgresql-tenant-"+strings.ReplaceAll(p, "/", "-")+".xpkg")
+		runtimeLayer := layer(t, map[string][]byte{entry: elf, "LICENSE": []byte(f.license)})
+		pkgLayer := layer(t, pkg)
+		config := fmt.Appendf(nil, `{"os":"linux","architecture":%q,"config":{"Entrypoint":["/%s"],"User":"65532","Labels":{%s}}}`, f.configArch[p], entry, f.labels)
+		file := filepath.Join(o.output, name+"-"+strings.ReplaceAll(p, "/", "-")+".xpkg")
 		writeTarball(t, file, config, runtimeLayer, pkgLayer)
 		if p == f.stableFrom {
-			writeTarball(t, filepath.Join(o.output, "provider-postgresql-tenant.xpkg"), config, runtimeLayer, pkgLayer)
+			writeTarball(t, filepath.Join(o.output, name+".xpkg"), config, runtimeLayer, pkgLayer)
 		}
 		manifest := fmt.Appendf(nil, `{"schemaVersion":2,"config":{"digest":%q},"layers":[{"digest":%q},{"digest":%q}]}`,
 			digest(config), digest(runtimeLayer), digest(pkgLayer))
@@ -169,11 +208,6 @@ func (f *fixture) write(t *testing.T) options {
 		}
 		images[p] = built{config, manifest}
 	}
-	cfgLayer := layer(t, map[string][]byte{
-		"package.yaml":      []byte("---\n" + configYAML),
-		".up/examples.yaml": []byte("---\nkind: Tenant\n"),
-	})
-	writeTarball(t, filepath.Join(o.output, "configuration-postgresql-tenant.xpkg"), []byte(`{"os":"linux","architecture":"amd64"}`), cfgLayer)
 
 	// The OCI layout: index.json -> index -> one manifest per platform.
 	var entries []string
@@ -187,7 +221,7 @@ func (f *fixture) write(t *testing.T) options {
 	}
 	index := []byte(`{"schemaVersion":2,"manifests":[` + strings.Join(entries, ",") + `]}`)
 	blobs[digest(index)] = index
-	layout := filepath.Join(o.output, "provider-postgresql-tenant.oci")
+	layout := filepath.Join(o.output, name+".oci")
 	if err := os.MkdirAll(filepath.Join(layout, "blobs", "sha256"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +234,6 @@ func (f *fixture) write(t *testing.T) options {
 	if err := os.WriteFile(filepath.Join(layout, "index.json"), []byte(top), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return o
 }
 
 func digest(b []byte) string {
@@ -351,15 +384,39 @@ func TestDefectsAreReported(t *testing.T) {
 			},
 			`provider dependency version "v0.1.0": want a range`,
 		},
-		"function dependency not pinned": {
+		"function dependency without a range": {
 			func(f *fixture) {
-				f.configMeta = strings.Replace(f.configMeta, "v0.7.0", `">=v0.7.0"`, 1)
+				i := strings.Index(f.configMeta, "    kind: Function")
+				f.configMeta = f.configMeta[:i] + strings.Replace(f.configMeta[i:], `">=v0.1.0"`, "v0.1.0", 1)
 				f.sourceMeta = f.configMeta
 			},
-			`function dependency xpkg.example.org/org/function-b version ">=v0.7.0": want it pinned`,
+			`function dependency version "v0.1.0": want a range`,
+		},
+		"another function": {
+			func(f *fixture) {
+				f.configMeta = strings.Replace(f.configMeta, "org/function-postgresql-tenant", "org/function-other", 1)
+				f.sourceMeta = f.configMeta
+			},
+			`function dependency "xpkg.example.org/org/function-other": want <registry>/<org>/function-postgresql-tenant`,
+		},
+		"function package without its input schema": {
+			func(f *fixture) { f.functionInput = "" },
+			"function-postgresql-tenant-linux-amd64.xpkg: package.yaml lacks the schema of the function's input",
+		},
+		"function package of another name": {
+			func(f *fixture) {
+				f.functionMeta = strings.Replace(f.functionMeta, "name: function-postgresql-tenant", "name: function-x", 1)
+			},
+			"function-postgresql-tenant-linux-amd64.xpkg: package.yaml holds 1 meta.pkg.crossplane.io objects, want one Function named function-postgresql-tenant",
+		},
+		"function image with the provider's entrypoint": {
+			func(f *fixture) { f.functionEntry = "provider" },
+			"function-postgresql-tenant-linux-arm64.xpkg: runtime image: entrypoint [/provider]",
 		},
 		"package dependencies differ from the source": {
-			func(f *fixture) { f.sourceMeta = strings.Replace(f.sourceMeta, "v0.10.7", "v0.10.8", 1) },
+			func(f *fixture) {
+				f.sourceMeta = strings.Replace(f.sourceMeta, "org/function-postgresql-tenant", "other/function-postgresql-tenant", 1)
+			},
 			"the package's dependsOn differs from",
 		},
 	}

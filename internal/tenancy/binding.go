@@ -473,7 +473,11 @@ func databaseProblem(d ObservedDatabase, own bool) string {
 	switch {
 	case d.Deleting:
 		return fmt.Sprintf("Database %s is being deleted", d.Name)
-	case d.Ready.Status != corev1.ConditionTrue && (d.Ready.Reason == "" || !own):
+	case d.Ready.Status != corev1.ConditionTrue && (progressReasons[string(d.Ready.Reason)] || !own):
+		// On its way (or not the binding's to describe): one stable
+		// message, so that the Database's own progress messages do not
+		// rewrite the binding's status, and render its Tenant, at each
+		// step.
 		return fmt.Sprintf("Database %s is not Ready yet", d.Name)
 	case d.Ready.Status != corev1.ConditionTrue:
 		return fmt.Sprintf("Database %s is not Ready (%s): %s", d.Name, d.Ready.Reason, d.Ready.Message)

@@ -394,6 +394,9 @@ func TestDecideBindingDynamic(t *testing.T) {
 				return d
 			}(), func(o *BindingObservation) { o.Recorded = rec }),
 			want: BindingDecision{Action: ActionWait, Phase: v1alpha1.BindingPhaseProvisioning, Reason: ReasonDatabaseNotReady, Record: rec},
+			// Its own Database on its way: one stable message, not the
+			// Database's step of the moment.
+			msg: "is not Ready yet",
 		},
 		// The bound Database's own problem is the binding's reason, so the
 		// Tenant shows it.

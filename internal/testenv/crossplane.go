@@ -221,8 +221,13 @@ func startCrossplane(ctx context.Context, root, binDir string, k *Kube, ca *CA) 
 		if err != nil {
 			return fail(err)
 		}
-		p, err := startBeside(ctx, x.rbac, x.rbacLog, f.Binary, filepath.Join(root, f.Binary+".log"),
-			exec.Command(filepath.Join(binDir, f.Binary), "--address="+addr, "--tls-certs-dir="+server), addr, cfg) //nolint:gosec,noctx // the pinned binary; runs until Stop
+		bin, err := f.binary(ctx)
+		if err != nil {
+			return fail(err)
+		}
+		name := filepath.Base(bin)
+		p, err := startBeside(ctx, x.rbac, x.rbacLog, name, filepath.Join(root, name+".log"),
+			exec.Command(bin, "--address="+addr, "--tls-certs-dir="+server, "--debug"), addr, cfg) //nolint:gosec,noctx // the function's binary; runs until Stop
 		if p != nil {
 			x.fns = append(x.fns, p)
 		}
@@ -267,9 +272,12 @@ func (x *Crossplane) InstallPackages(ctx context.Context, root, binDir, pkgDir s
 			if fn == nil {
 				return fmt.Errorf("the Configuration depends on %s, which the harness does not run", d.pkg)
 			}
-			file := filepath.Join(root, fn.Binary+".xpkg")
-			if err := buildXpkg(ctx, binDir, filepath.Join(binDir, fn.Binary+"-package"), file); err != nil {
-				return err
+			file := filepath.Join(pkgDir, fn.PackageFile)
+			if fn.Source == "" {
+				file = filepath.Join(root, fn.Binary+".xpkg")
+				if err := buildXpkg(ctx, binDir, filepath.Join(binDir, fn.Binary+"-package"), file); err != nil {
+					return err
+				}
 			}
 			if err := x.reg.push(ctx, binDir, file, d.pkg+":"+tagFor(d.version)); err != nil {
 				return err

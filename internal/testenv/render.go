@@ -18,17 +18,64 @@ import (
 // Function is a composition function the Tenant's Compositions use, with the
 // name the Configuration package's dependency gives it in a cluster.
 type Function struct {
-	Name    string // pkg.crossplane.io Function name
-	Binary  string // file in BinDir()
-	Package string // the package the Configuration depends on
+	Name string // pkg.crossplane.io Function name
+	// Source is the package of this repository the function is built from
+	// (FunctionBinary); Binary is a file in BinDir() otherwise.
+	Source, Binary string
+	Package        string // the package the Configuration depends on
+	// PackageFile is the function's package in PackagesDir() (Source).
+	PackageFile string
 }
 
-// TenantFunctions are the functions of package/configuration, pinned.
+// TenantFunctions are the functions of package/configuration.
 var TenantFunctions = []Function{
-	{Name: "crossplane-contrib-function-patch-and-transform", Binary: "function-patch-and-transform",
-		Package: "xpkg.crossplane.io/crossplane-contrib/function-patch-and-transform:v0.10.7"},
-	{Name: "crossplane-contrib-function-auto-ready", Binary: "function-auto-ready",
-		Package: "xpkg.crossplane.io/crossplane-contrib/function-auto-ready:v0.7.0"},
+	{Name: "ddupan-function-postgresql-tenant", Source: "./cmd/function",
+		Package: "xpkg.crossplane.io/ddupan/function-postgresql-tenant:v0.1.0", PackageFile: "function-postgresql-tenant.xpkg"},
+}
+
+// binary is the file to run the function from.
+func (f Function) binary(ctx context.Context) (string, error) {
+	if f.Source != "" {
+		return FunctionBinary(ctx, f.Source)
+	}
+	bin := filepath.Join(BinDir(), f.Binary)
+	if _, err := os.Stat(bin); err != nil {
+		return "", missing(f.Binary, bin, "hack/install-tools.sh "+f.Binary+" (make tools)")
+	}
+	return bin, nil
+}
+
+// FunctionBinary builds the command src of this repository once for each
+// content of the tree (the same key as PackagesDir) and returns its file.
+// Test packages running at once share the result.
+func FunctionBinary(ctx context.Context, src string) (string, error) {
+	key, err := treeKey()
+	if err != nil {
+		return "", err
+	}
+	name := filepath.Base(src)
+	dir := filepath.Join(CacheDir(), "functions", key)
+	bin := filepath.Join(dir, name)
+	if _, err := os.Stat(bin); err == nil {
+		return bin, nil
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return "", err
+	}
+	tmp := fmt.Sprintf("%s.%d", bin, os.Getpid())
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", tmp, src) //nolint:gosec // this repository's own command
+	cmd.Dir = RepoRoot()
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build %s: %w\n%s", src, err, out)
+	}
+	// Another test package may have built it first: either file is the
+	// same build.
+	if err := os.Rename(tmp, bin); err != nil {
+		return "", err
+	}
+	pruneOldPackages(filepath.Dir(dir), key)
+	return bin, nil
 }
 
 // Renderer runs `crossplane composition render` with Crossplane core's
@@ -63,10 +110,10 @@ func StartRenderer(dir string) (*Renderer, error) {
 	r := &Renderer{dir: dir, functions: filepath.Join(dir, "functions.yaml")}
 	var docs []string
 	for _, f := range TenantFunctions {
-		bin := filepath.Join(BinDir(), f.Binary)
-		if _, err := os.Stat(bin); err != nil {
+		bin, err := f.binary(context.Background())
+		if err != nil {
 			r.Stop()
-			return nil, missing(f.Binary, bin, "hack/install-tools.sh "+f.Binary+" (make tools)")
+			return nil, err
 		}
 		port, err := FreePort()
 		if err != nil {
@@ -74,8 +121,8 @@ func StartRenderer(dir string) (*Renderer, error) {
 			return nil, err
 		}
 		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		logFile := filepath.Join(dir, f.Binary+".log")
-		p, err := startProcess(f.Binary, logFile, exec.Command(bin, "--insecure", "--address="+addr)) //nolint:gosec,noctx // the pinned function; runs until Stop
+		logFile := filepath.Join(dir, filepath.Base(bin)+".log")
+		p, err := startProcess(filepath.Base(bin), logFile, exec.Command(bin, "--insecure", "--address="+addr)) //nolint:gosec,noctx // the pinned function; runs until Stop
 		if err != nil {
 			r.Stop()
 			return nil, err

@@ -226,7 +226,7 @@ func TestRenderTenant(t *testing.T) {
 	}{
 		"DynamicBeforeAnything": {
 			name: "netbox", spec: dynamic + "  extensions: [pg_trgm]\n",
-			want: tenantView{Phase: "Pending", Ready: "False", Instance: "shared", Composed: bindingOnly},
+			want: tenantView{Phase: "Pending", Ready: "False", Instance: "shared", Database: "netbox", LoginRole: "netbox", Composed: bindingOnly},
 			wantBinding: map[string]any{
 				"providerConfigRef": map[string]any{"kind": "ClusterProviderConfig", "name": "shared"},
 				"forProvider":       map[string]any{"tenant": tenantRef("netbox"), "database": "netbox", "loginRole": "netbox", "extensions": []any{"pg_trgm"}},
@@ -236,7 +236,7 @@ func TestRenderTenant(t *testing.T) {
 		// '.' become '_'.
 		"DynamicNameMadeIdentifier": {
 			name: "my-app.v2", spec: dynamic,
-			want: tenantView{Phase: "Pending", Ready: "False", Instance: "shared", Composed: []string{"DatabaseBinding app/my-app.v2"}},
+			want: tenantView{Phase: "Pending", Ready: "False", Instance: "shared", Database: "my_app_v2", LoginRole: "my_app_v2", Composed: []string{"DatabaseBinding app/my-app.v2"}},
 			wantBinding: map[string]any{
 				"providerConfigRef": map[string]any{"kind": "ClusterProviderConfig", "name": "shared"},
 				"forProvider":       map[string]any{"tenant": tenantRef("my-app.v2"), "database": "my_app_v2", "loginRole": "my_app_v2"},
@@ -245,7 +245,7 @@ func TestRenderTenant(t *testing.T) {
 		// The login role defaults to the database name, as on a Database.
 		"DynamicExplicitDatabase": {
 			name: "my-app", spec: dynamic + "  database: wiki\n",
-			want: tenantView{Phase: "Pending", Ready: "False", Instance: "shared", Composed: []string{"DatabaseBinding app/my-app"}},
+			want: tenantView{Phase: "Pending", Ready: "False", Instance: "shared", Database: "wiki", LoginRole: "wiki", Composed: []string{"DatabaseBinding app/my-app"}},
 			wantBinding: map[string]any{
 				"providerConfigRef": map[string]any{"kind": "ClusterProviderConfig", "name": "shared"},
 				"forProvider":       map[string]any{"tenant": tenantRef("my-app"), "database": "wiki", "loginRole": "wiki"},
@@ -253,7 +253,7 @@ func TestRenderTenant(t *testing.T) {
 		},
 		"DynamicExplicitNames": {
 			name: "my-app", spec: dynamic + "  database: my_app\n  loginRole: my_owner\n",
-			want: tenantView{Phase: "Pending", Ready: "False", Instance: "shared", Composed: []string{"DatabaseBinding app/my-app"}},
+			want: tenantView{Phase: "Pending", Ready: "False", Instance: "shared", Database: "my_app", LoginRole: "my_owner", Composed: []string{"DatabaseBinding app/my-app"}},
 			wantBinding: map[string]any{
 				"providerConfigRef": map[string]any{"kind": "ClusterProviderConfig", "name": "shared"},
 				"forProvider":       map[string]any{"tenant": tenantRef("my-app"), "database": "my_app", "loginRole": "my_owner"},
@@ -269,7 +269,7 @@ func TestRenderTenant(t *testing.T) {
 		"BindingProvisioning": {
 			name: "netbox", spec: dynamic,
 			observed: []*unstructured.Unstructured{observedBinding("netbox", binding{phase: "Provisioning", bound: true, conds: []cond{{"Ready", "False", "Creating", ""}, synced}})},
-			want:     bound(tenantView{Phase: "Provisioning", Ready: "False", Reason: "Creating", Composed: bindingOnly}),
+			want:     bound(tenantView{Phase: "Provisioning", Ready: "False", Composed: bindingOnly}),
 		},
 		// The binding's refusal is on the Tenant, whichever place its Ready
 		// condition has; and nothing is projected.
@@ -353,8 +353,8 @@ func TestRenderTenant(t *testing.T) {
 		// binding condition without a message leaves none of ESO's.
 		"BindingReasonWinsOverExternalSecret": {
 			name: "netbox", spec: dynamic,
-			observed: []*unstructured.Unstructured{observedBinding("netbox", binding{phase: "Ready", bound: true, conds: []cond{synced, {"Ready", "False", "DatabaseNotReady", ""}}}), observedExternalSecret(es, es, cond{"Ready", "False", "SecretSyncedError", "permission denied"}), observedUsage("netbox")},
-			want:     bound(tenantView{Phase: "ExternalSecretCreated", Ready: "False", Reason: "DatabaseNotReady", Secret: es, Composed: all(es)}),
+			observed: []*unstructured.Unstructured{observedBinding("netbox", binding{phase: "Ready", bound: true, conds: []cond{synced, {"Ready", "False", "Conflict", "the record belongs to another Database"}}}), observedExternalSecret(es, es, cond{"Ready", "False", "SecretSyncedError", "permission denied"}), observedUsage("netbox")},
+			want:     bound(tenantView{Phase: "ExternalSecretCreated", Ready: "False", Reason: "Conflict", Message: "the record belongs to another Database", Secret: es, Composed: all(es)}),
 		},
 		"BindingStatusWipedKeepsExternalSecret": {
 			name: "netbox", spec: dynamic, status: "Ready",
@@ -368,7 +368,7 @@ func TestRenderTenant(t *testing.T) {
 		"GateStaysOpenOnceExternalSecretCreated": {
 			name: "netbox", spec: dynamic, status: "ExternalSecretCreated",
 			observed: []*unstructured.Unstructured{observedBinding("netbox", binding{phase: "Bound", bound: true, conds: []cond{{"Ready", "False", "Creating", ""}, synced}})},
-			want:     bound(tenantView{Phase: "Bound", Ready: "False", Reason: "Creating", Composed: all(es)}),
+			want:     bound(tenantView{Phase: "Bound", Ready: "False", Composed: all(es)}),
 			wantES:   esSpec(es),
 		},
 		// Before that, a binding that is not Ready gets nothing composed,
@@ -376,7 +376,7 @@ func TestRenderTenant(t *testing.T) {
 		"GateClosedBeforeReady": {
 			name: "netbox", spec: dynamic, status: "Provisioning",
 			observed: []*unstructured.Unstructured{observedBinding("netbox", binding{phase: "Provisioning", bound: true, conds: []cond{{"Ready", "False", "Creating", ""}, synced}})},
-			want:     bound(tenantView{Phase: "Provisioning", Ready: "False", Reason: "Creating", Composed: bindingOnly}),
+			want:     bound(tenantView{Phase: "Provisioning", Ready: "False", Composed: bindingOnly}),
 		},
 	}
 	for vname, v := range variants {

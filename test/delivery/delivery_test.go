@@ -103,7 +103,7 @@ func esReady(ns, name string) (string, string) {
 func TestTenantEndToEnd(t *testing.T) {
 	testenv.Need(t)
 	const ns, name = "shop", "shop"
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	if err := env.Kube.EnsureServiceAccount(ctx, ns, testenv.TenantReaderServiceAccount); err != nil {
 		t.Fatal(err)
@@ -207,6 +207,79 @@ func TestTenantEndToEnd(t *testing.T) {
 		}
 	}
 	tenantkit.CheckSecretLogsIn(ctx, t, env, ns, "shared-shop-postgresql")
+	checkDriftPutBack(ctx, t, ns, name, "shared-shop-postgresql")
+}
+
+// checkDriftPutBack edits the Tenant's ExternalSecret by hand, then deletes
+// it: Crossplane watches what the Tenant composes, so each is put back at
+// once, although the composition function lets a render's result stand for
+// a day. The bound (a minute) only tells a watch from a timer.
+func checkDriftPutBack(ctx context.Context, t *testing.T, ns, name, esName string) {
+	t.Helper()
+	es, err := tenantkit.Get(ctx, env.Kube.Client, "external-secrets.io/v1", "ExternalSecret", ns, esName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := es.GetUID()
+	if err := unstructured.SetNestedField(es.Object, "7m", "spec", "refreshInterval"); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Kube.Client.Update(ctx, es); err != nil {
+		t.Fatal(err)
+	}
+	if err := testenv.WaitFor(ctx, time.Minute, func(ctx context.Context) error {
+		cur, err := tenantkit.Get(ctx, env.Kube.Client, "external-secrets.io/v1", "ExternalSecret", ns, esName)
+		if err != nil {
+			return err
+		}
+		if r, _, _ := unstructured.NestedString(cur.Object, "spec", "refreshInterval"); r != "1h" {
+			return fmt.Errorf("refreshInterval %q: %w", r, testenv.ErrNotYet)
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("the hand edit of the ExternalSecret was not put back: %v", err)
+	}
+	if err := env.Kube.Client.Delete(ctx, es); err != nil {
+		t.Fatal(err)
+	}
+	if err := testenv.WaitFor(ctx, time.Minute, func(ctx context.Context) error {
+		cur, err := tenantkit.Get(ctx, env.Kube.Client, "external-secrets.io/v1", "ExternalSecret", ns, esName)
+		if err != nil {
+			return err
+		}
+		if cur.GetUID() == before {
+			return testenv.ErrNotYet
+		}
+		xr, err := tenantkit.Get(ctx, env.Kube.Client, tenantAPI, "Tenant", ns, name)
+		if err != nil {
+			return err
+		}
+		if tenantkit.Ready(xr) != "True" {
+			return testenv.ErrNotYet
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("the deleted ExternalSecret was not made again, or the Tenant is not Ready again: %v", err)
+	}
+	// The Secret belonged to the deleted ExternalSecret: the garbage
+	// collector removes it, and ESO writes it again for the new one.
+	if err := testenv.WaitFor(ctx, time.Minute, func(ctx context.Context) error {
+		cur, err := tenantkit.Get(ctx, env.Kube.Client, "external-secrets.io/v1", "ExternalSecret", ns, esName)
+		if err != nil {
+			return err
+		}
+		sec := &corev1.Secret{}
+		if err := env.Kube.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: esName}, sec); err != nil {
+			return fmt.Errorf("%w: %w", err, testenv.ErrNotYet)
+		}
+		if c := metav1.GetControllerOf(sec); c == nil || c.UID != cur.GetUID() {
+			return fmt.Errorf("the Secret's owner is not the new ExternalSecret: %w", testenv.ErrNotYet)
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("the new ExternalSecret's Secret: %v", err)
+	}
+	tenantkit.CheckSecretLogsIn(ctx, t, env, ns, esName)
 }
 
 func readySince(u *unstructured.Unstructured) metav1.Time {

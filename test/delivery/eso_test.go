@@ -3,8 +3,6 @@ package delivery
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -14,58 +12,29 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
+	"ddupan.top/provider-postgresql-tenant/internal/function"
 	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
 	"ddupan.top/provider-postgresql-tenant/internal/testenv"
 )
 
 // shippedExternalSecretSpec is the spec of the ExternalSecret the Tenant's
-// Composition composes, as package/configuration/composition.yaml has it,
-// with the record's path and the Secret's name filled in where the
-// Composition patches them in.
+// composition function composes for a Ready binding whose copy is at path,
+// with the Secret named secret and the Compositions' input.
 func shippedExternalSecretSpec(t *testing.T, path, secret string) map[string]any {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "package", "configuration", "composition.yaml"))
-	if err != nil {
-		t.Fatal(err)
+	d := function.Compose(function.Observed{
+		Input:  function.Input{SecretStore: "openbao-tenants", RefreshInterval: "1h"},
+		Tenant: function.Tenant{Name: "shipped", Namespace: "shipped", UID: "u", InstanceRef: "pg", SecretName: secret},
+		Binding: &function.Binding{Phase: function.PhaseReady, CredentialPath: path,
+			Conditions: []function.Condition{{Type: "Ready", Status: "True"}}},
+	})
+	es, ok := d.Resources[function.NameExternalSecret]
+	if !ok {
+		t.Fatal("the function composed no ExternalSecret for a Ready binding")
 	}
-	var comp map[string]any
-	if err := yaml.Unmarshal(b, &comp); err != nil {
-		t.Fatal(err)
-	}
-	steps, _, _ := unstructured.NestedSlice(comp, "spec", "pipeline")
-	for _, s := range steps {
-		resources, _, _ := unstructured.NestedSlice(s.(map[string]any), "input", "resources")
-		for _, r := range resources {
-			m := r.(map[string]any)
-			if m["name"] != "externalsecret" {
-				continue
-			}
-			spec, _, _ := unstructured.NestedMap(m, "base", "spec")
-			if err := unstructured.SetNestedField(spec, secret, "target", "name"); err != nil {
-				t.Fatal(err)
-			}
-			// Where the Composition's patches put the record's path.
-			if from, ok := spec["dataFrom"].([]any); ok {
-				for _, f := range from {
-					if ex, ok := f.(map[string]any)["extract"].(map[string]any); ok {
-						ex["key"] = path
-					}
-				}
-			}
-			if data, ok := spec["data"].([]any); ok {
-				for _, d := range data {
-					if ref, ok := d.(map[string]any)["remoteRef"].(map[string]any); ok {
-						ref["key"] = path
-					}
-				}
-			}
-			return spec
-		}
-	}
-	t.Fatal("no externalsecret resource in package/configuration/composition.yaml")
-	return nil
+	spec, _, _ := unstructured.NestedMap(es.Object, "spec")
+	return spec
 }
 
 // perKeySpec is the form that names each key with its own remote

@@ -1,0 +1,347 @@
+// Package function is the Tenant composition function: what a Tenant (or a
+// legacy XTenant with its claim) composes, the Tenant's status, and
+// readiness. Compose is plain Go on plain values; fn.go adapts it to
+// function-sdk-go.
+package function
+
+import (
+	"strings"
+
+	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
+)
+
+// Names of the composed resources in the pipeline (the
+// crossplane.io/composition-resource-name of each): unchanged since the
+// Compositions were written with patch-and-transform, so an upgrade keeps
+// every Tenant's resources.
+const (
+	NameBinding        = "binding"
+	NameExternalSecret = "externalsecret"
+	NameUsage          = "usage"
+)
+
+// Phases of a Tenant beyond its binding's (Pending, Binding, Bound,
+// Provisioning).
+const (
+	PhasePending               = "Pending"
+	PhaseExternalSecretCreated = "ExternalSecretCreated"
+	PhaseReady                 = "Ready"
+)
+
+// ReasonCredentialProjectionFailed is the Tenant's reason while ESO reports
+// the ExternalSecret not Ready.
+const ReasonCredentialProjectionFailed = "CredentialProjectionFailed" //nolint:gosec // a condition reason, not a credential
+
+// AnnotationBindingReady marks the ExternalSecret and the Usage: they are
+// composed only once the binding was Ready.
+const AnnotationBindingReady = "database.ayatori.ddupan.top/binding-ready"
+
+// CredentialKeys are the keys of the Secret, exactly: those of the record.
+var CredentialKeys = tenancy.CredentialKeys
+
+// progressReasons are the binding's Ready reasons that say it is on its
+// way: the Tenant's phase shows that progress, and its reason and message
+// stay empty, so that each step does not change the Tenant's status (and
+// render it again). Any other reason is a state an app team or an admin
+// must act on, and is relayed with its message.
+var progressReasons = map[string]bool{
+	"": true, "Creating": true, "ReconcileSuccess": true, "Available": true, "Deleting": true,
+	"Binding": true, "WaitingForTenant": true, "Provisioning": true, "Delivering": true, "DatabaseNotReady": true,
+}
+
+// Input is what the Compositions choose (the function's input).
+type Input struct {
+	SecretStore     string
+	RefreshInterval string
+}
+
+// Condition is a Kubernetes condition as read.
+type Condition struct {
+	Type, Status, Reason, Message string
+}
+
+// Tenant is the composite as read: a Tenant, or a legacy XTenant whose
+// names come from its claim.
+type Tenant struct {
+	// Legacy: a cluster-scoped XTenant (its claim's namespace and name are
+	// Namespace and Name); without a claim it composes nothing.
+	Legacy bool
+	// Name and Namespace name the Tenant (legacy: the claim); UID is the
+	// composite's.
+	Name, Namespace, UID string
+
+	InstanceRef, DatabaseRef, Database, LoginRole string
+	Extensions                                    []string
+	// DatabaseOptions is spec.databaseOptions (encoding and locale of a
+	// new database), passed on as the binding's spec.forProvider.options.
+	DatabaseOptions map[string]any
+	// SecretName is spec.credential.secretName.
+	SecretName string
+	// Phase is status.phase as recorded by an earlier render.
+	Phase string
+}
+
+// Binding is the composed DatabaseBinding as observed.
+type Binding struct {
+	Phase                                     string
+	Instance, DatabaseName, Database, LoginRole string
+	CredentialPath, OpenBaoURL                string
+	Conditions                                []Condition
+}
+
+// ExternalSecret is the composed ExternalSecret as observed.
+type ExternalSecret struct {
+	// Key is the OpenBao path it reads.
+	Key string
+	// SecretName is status.binding.name: the Secret ESO wrote.
+	SecretName string
+	Conditions []Condition
+	// Spec is its spec as observed: composed again unchanged when the path
+	// it reads cannot be told (neither the binding nor the spec say it), so
+	// that the Secret is never removed for lack of a status.
+	Spec map[string]any
+}
+
+// Usage is the composed Usage as observed.
+type Usage struct {
+	Conditions []Condition
+}
+
+// Observed is everything Compose reads.
+type Observed struct {
+	Input          Input
+	Tenant         Tenant
+	Binding        *Binding
+	ExternalSecret *ExternalSecret
+	Usage          *Usage
+}
+
+// Status is the Tenant's status as composed.
+type Status struct {
+	Phase, Instance, Database, LoginRole, DatabaseName string
+	OpenBaoURL, SecretName                             string
+	Reason, Message                                    string
+}
+
+// Resource is a desired composed resource and whether it is ready.
+type Resource struct {
+	Object map[string]any
+	Ready  bool
+}
+
+// Desired is what Compose returns.
+type Desired struct {
+	// Resources by name (NameBinding, ...); empty for an XTenant without a
+	// claim.
+	Resources map[string]Resource
+	Status    Status
+	// Ready: the Tenant is Ready (every resource composed and ready).
+	Ready bool
+}
+
+// Compose decides what a Tenant composes and shows.
+func Compose(o Observed) Desired {
+	t := o.Tenant
+	if t.Legacy && (t.Name == "" || t.Namespace == "") {
+		// An XTenant made without a claim composes nothing.
+		return Desired{Resources: map[string]Resource{}, Status: Status{Phase: PhasePending, Instance: t.InstanceRef}}
+	}
+	d := Desired{Resources: map[string]Resource{}}
+	binding := bindingObject(t)
+	d.Resources[NameBinding] = Resource{Object: binding, Ready: o.Binding != nil && conditionTrue(o.Binding.Conditions, "Ready")}
+
+	st := Status{Phase: PhasePending, Instance: t.InstanceRef}
+	fp, _ := binding["spec"].(map[string]any)["forProvider"].(map[string]any)
+	st.Database, _ = fp["database"].(string)
+	st.LoginRole, _ = fp["loginRole"].(string)
+	if b := o.Binding; b != nil {
+		st.Instance = or(b.Instance, st.Instance)
+		st.Database = or(b.Database, st.Database)
+		st.LoginRole = or(b.LoginRole, st.LoginRole)
+		st.DatabaseName, st.OpenBaoURL = b.DatabaseName, b.OpenBaoURL
+		if b.Phase != "" {
+			st.Phase = b.Phase
+			if b.Phase == PhaseReady {
+				// The ExternalSecret is composed in this same render: the
+				// Tenant is Ready only once its Secret is there too.
+				st.Phase = PhaseExternalSecretCreated
+			}
+		}
+	}
+
+	esName := t.Name + "-postgresql"
+	if t.InstanceRef != "" {
+		esName = t.InstanceRef + "-" + t.Name + "-postgresql"
+	}
+	key := ""
+	if o.Binding != nil {
+		key = o.Binding.CredentialPath
+	}
+	if key == "" && o.ExternalSecret != nil {
+		key = o.ExternalSecret.Key
+	}
+	// The gate: the ExternalSecret (and the Usage) are composed once the
+	// binding is Ready, and then always: the Tenant's own recorded progress
+	// and an existing ExternalSecret keep it open, so a render that sees
+	// the binding briefly not Ready never removes the Secret.
+	open := (o.Binding != nil && o.Binding.Phase == PhaseReady) || t.Phase == PhaseExternalSecretCreated || t.Phase == PhaseReady || o.ExternalSecret != nil
+	composed := open && (key != "" || o.ExternalSecret != nil)
+	if composed {
+		es := externalSecretObject(o.Input, t, esName, key)
+		if key == "" {
+			es["spec"] = o.ExternalSecret.Spec
+		}
+		d.Resources[NameExternalSecret] = Resource{
+			Object: es,
+			Ready:  o.ExternalSecret != nil && conditionTrue(o.ExternalSecret.Conditions, "Ready") && o.ExternalSecret.SecretName != "",
+		}
+		d.Resources[NameUsage] = Resource{
+			Object: usageObject(t, esName),
+			Ready:  o.Usage != nil && conditionTrue(o.Usage.Conditions, "Ready"),
+		}
+	}
+	if es := o.ExternalSecret; es != nil {
+		st.Phase = PhaseExternalSecretCreated
+		st.SecretName = es.SecretName
+		if c, ok := condition(es.Conditions, "Ready"); ok && c.Status == "True" && c.Reason == "SecretSynced" && es.SecretName != "" {
+			st.Phase = PhaseReady
+		}
+		if c, ok := condition(es.Conditions, "Ready"); ok && c.Status == "False" {
+			st.Reason, st.Message = ReasonCredentialProjectionFailed, c.Message
+		}
+	}
+	// The binding's reason wins: while the binding is not Ready, that is
+	// what must be acted on.
+	if b := o.Binding; b != nil {
+		if c, ok := condition(b.Conditions, "Ready"); ok && c.Status == "False" && !progressReasons[c.Reason] {
+			st.Reason, st.Message = c.Reason, c.Message
+		}
+	}
+	d.Status = st
+	d.Ready = composed
+	for _, r := range d.Resources {
+		d.Ready = d.Ready && r.Ready
+	}
+	return d
+}
+
+// DatabaseName is the database (and default login role) name a Tenant
+// named name gets: '-' and '.' made '_'.
+func DatabaseName(name string) string {
+	return strings.NewReplacer("-", "_", ".", "_").Replace(name)
+}
+
+func bindingObject(t Tenant) map[string]any {
+	meta := map[string]any{"name": t.Name}
+	if t.Legacy {
+		meta["namespace"] = t.Namespace
+	}
+	fp := map[string]any{"tenant": map[string]any{"name": t.Name, "uid": t.UID}}
+	spec := map[string]any{"forProvider": fp}
+	if t.DatabaseRef != "" {
+		fp["databaseRef"] = t.DatabaseRef
+	}
+	if t.InstanceRef != "" {
+		spec["providerConfigRef"] = map[string]any{"name": t.InstanceRef, "kind": "ClusterProviderConfig"}
+		fp["database"] = DatabaseName(t.Name)
+		fp["loginRole"] = DatabaseName(t.Name)
+	}
+	if t.Database != "" {
+		fp["database"] = t.Database
+		fp["loginRole"] = t.Database
+	}
+	if t.LoginRole != "" {
+		fp["loginRole"] = t.LoginRole
+	}
+	if len(t.Extensions) > 0 {
+		ext := make([]any, 0, len(t.Extensions))
+		for _, e := range t.Extensions {
+			ext = append(ext, e)
+		}
+		fp["extensions"] = ext
+	}
+	if len(t.DatabaseOptions) > 0 {
+		fp["options"] = t.DatabaseOptions
+	}
+	return map[string]any{
+		"apiVersion": "database.ayatori.ddupan.top/v1alpha1",
+		"kind":       "DatabaseBinding",
+		"metadata":   meta,
+		"spec":       spec,
+	}
+}
+
+func externalSecretObject(in Input, t Tenant, name, key string) map[string]any {
+	meta := map[string]any{"name": name, "annotations": map[string]any{AnnotationBindingReady: "true"}}
+	if t.Legacy {
+		meta["namespace"] = t.Namespace
+	}
+	tmpl := make(map[string]any, len(CredentialKeys))
+	for _, k := range CredentialKeys {
+		tmpl[k] = "{{ ." + k + " }}"
+	}
+	return map[string]any{
+		"apiVersion": "external-secrets.io/v1",
+		"kind":       "ExternalSecret",
+		"metadata":   meta,
+		"spec": map[string]any{
+			"refreshInterval": or(in.RefreshInterval, "1h"),
+			"secretStoreRef":  map[string]any{"kind": "ClusterSecretStore", "name": or(in.SecretStore, "openbao-tenants")},
+			// The Secret belongs to the ExternalSecret (deleted with it);
+			// if the copy is ever missing, ESO keeps the last good Secret.
+			//
+			// One OpenBao read per sync: dataFrom extracts the whole
+			// record, and the template emits exactly its seven keys. With
+			// mergePolicy Replace only the templated keys reach the Secret:
+			// a field added to the record later, by the provider or by
+			// whoever can write the path, never does. A record missing one
+			// of the seven fails the sync (the template engine's missing
+			// keys are errors) and ESO keeps the last good Secret.
+			"target": map[string]any{
+				"name": or(t.SecretName, name), "creationPolicy": "Owner", "deletionPolicy": "Retain",
+				"template": map[string]any{"engineVersion": "v2", "mergePolicy": "Replace", "data": tmpl},
+			},
+			"dataFrom": []any{map[string]any{"extract": map[string]any{"key": key}}},
+		},
+	}
+}
+
+func usageObject(t Tenant, esName string) map[string]any {
+	meta := map[string]any{"name": t.Name + "-credential-before-binding", "annotations": map[string]any{AnnotationBindingReady: "true"}}
+	if t.Legacy {
+		meta["namespace"] = t.Namespace
+	}
+	return map[string]any{
+		"apiVersion": "protection.crossplane.io/v1beta1",
+		"kind":       "Usage",
+		"metadata":   meta,
+		"spec": map[string]any{
+			"reason": "the ExternalSecret projects the credential this binding delivers",
+			"of": map[string]any{"apiVersion": "database.ayatori.ddupan.top/v1alpha1", "kind": "DatabaseBinding",
+				"resourceRef": map[string]any{"name": t.Name}},
+			"by": map[string]any{"apiVersion": "external-secrets.io/v1", "kind": "ExternalSecret",
+				"resourceRef": map[string]any{"name": esName}},
+		},
+	}
+}
+
+func condition(cs []Condition, typ string) (Condition, bool) {
+	for _, c := range cs {
+		if c.Type == typ {
+			return c, true
+		}
+	}
+	return Condition{}, false
+}
+
+func conditionTrue(cs []Condition, typ string) bool {
+	c, ok := condition(cs, typ)
+	return ok && c.Status == "True"
+}
+
+func or(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,257 @@
+package function
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+func dynamic() Tenant {
+	return Tenant{Name: "shop-api", Namespace: "shop", UID: "t-1", InstanceRef: "pg1", Extensions: []string{"pg_trgm"}}
+}
+
+func readyBinding() *Binding {
+	return &Binding{Phase: "Ready", Instance: "pg1", DatabaseName: "tenant-t-1", Database: "shop_api", LoginRole: "shop_api",
+		CredentialPath: "postgresql-tenants/shop/shop-api", OpenBaoURL: "https://bao/v1/kv/data/postgresql-tenants/shop/shop-api",
+		Conditions: []Condition{{Type: "Synced", Status: "True"}, {Type: "Ready", Status: "True", Reason: "Available"}}}
+}
+
+func syncedES() *ExternalSecret {
+	return &ExternalSecret{Key: "postgresql-tenants/shop/shop-api", SecretName: "pg1-shop-api-postgresql",
+		Conditions: []Condition{{Type: "Ready", Status: "True", Reason: "SecretSynced"}}}
+}
+
+func TestComposeStatusAndGate(t *testing.T) {
+	cases := map[string]struct {
+		o          Observed
+		want       Status
+		resources  []string
+		ready      bool
+		secretName string
+	}{
+		"NewTenantIsPendingWithItsNames": {
+			o:         Observed{Tenant: dynamic()},
+			want:      Status{Phase: "Pending", Instance: "pg1", Database: "shop_api", LoginRole: "shop_api"},
+			resources: []string{NameBinding},
+		},
+		// A progress reason (and its changing message) is not relayed: the
+		// phase shows the progress.
+		"ProvisioningShowsNoReason": {
+			o: Observed{Tenant: dynamic(), Binding: &Binding{Phase: "Provisioning", Conditions: []Condition{
+				{Type: "Ready", Status: "False", Reason: "DatabaseNotReady", Message: "Database tenant-t-1 is not Ready yet"}}}},
+			want:      Status{Phase: "Provisioning", Instance: "pg1", Database: "shop_api", LoginRole: "shop_api"},
+			resources: []string{NameBinding},
+		},
+		"ARefusalIsRelayed": {
+			o: Observed{Tenant: dynamic(), Binding: &Binding{Phase: "Pending", Conditions: []Condition{
+				{Type: "Synced", Status: "True"}, {Type: "Ready", Status: "False", Reason: "AlreadyBound", Message: "Database x is bound to another Tenant"}}}},
+			want:      Status{Phase: "Pending", Instance: "pg1", Database: "shop_api", LoginRole: "shop_api", Reason: "AlreadyBound", Message: "Database x is bound to another Tenant"},
+			resources: []string{NameBinding},
+		},
+		"ReadyBindingOpensTheGate": {
+			o: Observed{Tenant: dynamic(), Binding: readyBinding()},
+			want: Status{Phase: "ExternalSecretCreated", Instance: "pg1", Database: "shop_api", LoginRole: "shop_api", DatabaseName: "tenant-t-1",
+				OpenBaoURL: "https://bao/v1/kv/data/postgresql-tenants/shop/shop-api"},
+			resources:  []string{NameBinding, NameExternalSecret, NameUsage},
+			secretName: "pg1-shop-api-postgresql",
+		},
+		"SyncedSecretIsReady": {
+			o: Observed{Tenant: dynamic(), Binding: readyBinding(), ExternalSecret: syncedES(), Usage: &Usage{Conditions: []Condition{{Type: "Ready", Status: "True"}}}},
+			want: Status{Phase: "Ready", Instance: "pg1", Database: "shop_api", LoginRole: "shop_api", DatabaseName: "tenant-t-1",
+				OpenBaoURL: "https://bao/v1/kv/data/postgresql-tenants/shop/shop-api", SecretName: "pg1-shop-api-postgresql"},
+			resources:  []string{NameBinding, NameExternalSecret, NameUsage},
+			ready:      true,
+			secretName: "pg1-shop-api-postgresql",
+		},
+		"ESOFailureIsRelayed": {
+			o: Observed{Tenant: dynamic(), Binding: readyBinding(), ExternalSecret: &ExternalSecret{Key: "postgresql-tenants/shop/shop-api",
+				Conditions: []Condition{{Type: "Ready", Status: "False", Reason: "SecretSyncedError", Message: "could not get secret data from provider"}}}},
+			want: Status{Phase: "ExternalSecretCreated", Instance: "pg1", Database: "shop_api", LoginRole: "shop_api", DatabaseName: "tenant-t-1",
+				OpenBaoURL: "https://bao/v1/kv/data/postgresql-tenants/shop/shop-api", Reason: "CredentialProjectionFailed", Message: "could not get secret data from provider"},
+			resources:  []string{NameBinding, NameExternalSecret, NameUsage},
+			secretName: "pg1-shop-api-postgresql",
+		},
+		// The binding's refusal wins over ESO's.
+		"BindingReasonWins": {
+			o: Observed{Tenant: func() Tenant { t := dynamic(); t.Phase = "Ready"; return t }(), Binding: &Binding{Phase: "Bound", CredentialPath: "postgresql-tenants/shop/shop-api",
+				Conditions: []Condition{{Type: "Ready", Status: "False", Reason: "Conflict", Message: "the record belongs to another Database"}}},
+				ExternalSecret: &ExternalSecret{Key: "postgresql-tenants/shop/shop-api", Conditions: []Condition{{Type: "Ready", Status: "False", Message: "eso"}}}},
+			want:       Status{Phase: "ExternalSecretCreated", Instance: "pg1", Database: "shop_api", LoginRole: "shop_api", Reason: "Conflict", Message: "the record belongs to another Database"},
+			resources:  []string{NameBinding, NameExternalSecret, NameUsage},
+			secretName: "pg1-shop-api-postgresql",
+		},
+		// Once the Secret was made, a binding briefly not Ready (or not seen
+		// yet) never removes it: the Tenant's recorded phase and the
+		// existing ExternalSecret keep the gate open, its key kept.
+		"GateStaysOpen": {
+			o: Observed{Tenant: func() Tenant { t := dynamic(); t.Phase = "Ready"; return t }(), ExternalSecret: syncedES()},
+			want: Status{Phase: "Ready", Instance: "pg1", Database: "shop_api", LoginRole: "shop_api",
+				SecretName: "pg1-shop-api-postgresql"},
+			resources:  []string{NameBinding, NameExternalSecret, NameUsage},
+			secretName: "pg1-shop-api-postgresql",
+		},
+		// Neither the binding nor the ExternalSecret tell the path: the
+		// ExternalSecret is composed as it is, never removed.
+		"UnknownPathKeepsTheExternalSecretAsItIs": {
+			o: Observed{Tenant: func() Tenant { t := dynamic(); t.Phase = "Ready"; return t }(), Binding: &Binding{},
+				ExternalSecret: &ExternalSecret{SecretName: "pg1-shop-api-postgresql", Spec: map[string]any{"target": map[string]any{"name": "pg1-shop-api-postgresql"}},
+					Conditions: []Condition{{Type: "Ready", Status: "True", Reason: "SecretSynced"}}}},
+			want:       Status{Phase: "Ready", Instance: "pg1", Database: "shop_api", LoginRole: "shop_api", SecretName: "pg1-shop-api-postgresql"},
+			resources:  []string{NameBinding, NameExternalSecret, NameUsage},
+			secretName: "pg1-shop-api-postgresql",
+		},
+		// The Tenant's own status wiped, its binding not Ready for now: the
+		// existing ExternalSecret alone keeps the gate open.
+		"TenantStatusWipedKeepsTheSecret": {
+			o: Observed{Tenant: dynamic(), Binding: &Binding{Phase: "Bound", CredentialPath: "postgresql-tenants/shop/shop-api"}, ExternalSecret: syncedES()},
+			want: Status{Phase: "Ready", Instance: "pg1", Database: "shop_api", LoginRole: "shop_api",
+				SecretName: "pg1-shop-api-postgresql"},
+			resources:  []string{NameBinding, NameExternalSecret, NameUsage},
+			secretName: "pg1-shop-api-postgresql",
+		},
+		"StaticTenantNamesItsSecretAfterItself": {
+			o: Observed{Tenant: Tenant{Name: "legacy-app", Namespace: "shop", UID: "t-2", DatabaseRef: "orders", SecretName: "orders-db"},
+				Binding: &Binding{Phase: "Ready", Instance: "pg2", Database: "orders", LoginRole: "orders_app", CredentialPath: "p/shop/legacy-app",
+					Conditions: []Condition{{Type: "Ready", Status: "True"}}}},
+			want:       Status{Phase: "ExternalSecretCreated", Instance: "pg2", Database: "orders", LoginRole: "orders_app"},
+			resources:  []string{NameBinding, NameExternalSecret, NameUsage},
+			secretName: "orders-db",
+		},
+		"LegacyWithoutClaimComposesNothing": {
+			o:    Observed{Tenant: Tenant{Legacy: true, UID: "x-1", InstanceRef: "pg1"}},
+			want: Status{Phase: "Pending", Instance: "pg1"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			d := Compose(tc.o)
+			if diff := cmp.Diff(tc.want, d.Status); diff != "" {
+				t.Errorf("status (-want +got):\n%s", diff)
+			}
+			var got []string
+			for _, n := range []string{NameBinding, NameExternalSecret, NameUsage} {
+				if _, ok := d.Resources[n]; ok {
+					got = append(got, n)
+				}
+			}
+			if diff := cmp.Diff(tc.resources, got); diff != "" {
+				t.Errorf("composed resources (-want +got):\n%s", diff)
+			}
+			if d.Ready != tc.ready {
+				t.Errorf("ready %v, want %v", d.Ready, tc.ready)
+			}
+			if es, ok := d.Resources[NameExternalSecret]; ok {
+				spec := es.Object["spec"].(map[string]any)
+				if got := spec["target"].(map[string]any)["name"]; got != tc.secretName {
+					t.Errorf("Secret name %v, want %s", got, tc.secretName)
+				}
+			}
+		})
+	}
+}
+
+func TestComposeBinding(t *testing.T) {
+	cases := map[string]struct {
+		t    Tenant
+		want map[string]any
+	}{
+		"DynamicDefaultsItsNamesFromTheTenant": {
+			t: Tenant{Name: "shop-api.v2", Namespace: "shop", UID: "t-1", InstanceRef: "pg1", Extensions: []string{"pg_trgm", "citext"}},
+			want: map[string]any{
+				"apiVersion": "database.ayatori.ddupan.top/v1alpha1", "kind": "DatabaseBinding",
+				"metadata": map[string]any{"name": "shop-api.v2"},
+				"spec": map[string]any{
+					"providerConfigRef": map[string]any{"name": "pg1", "kind": "ClusterProviderConfig"},
+					"forProvider": map[string]any{"tenant": map[string]any{"name": "shop-api.v2", "uid": "t-1"},
+						"database": "shop_api_v2", "loginRole": "shop_api_v2", "extensions": []any{"pg_trgm", "citext"}},
+				},
+			},
+		},
+		"DatabaseOptionsArePassedOn": {
+			t: Tenant{Name: "a", Namespace: "shop", UID: "t-1", InstanceRef: "pg1", DatabaseOptions: map[string]any{"localeProvider": "icu", "icuLocale": "de-DE"}},
+			want: map[string]any{
+				"apiVersion": "database.ayatori.ddupan.top/v1alpha1", "kind": "DatabaseBinding",
+				"metadata": map[string]any{"name": "a"},
+				"spec": map[string]any{
+					"providerConfigRef": map[string]any{"name": "pg1", "kind": "ClusterProviderConfig"},
+					"forProvider": map[string]any{"tenant": map[string]any{"name": "a", "uid": "t-1"}, "database": "a", "loginRole": "a",
+						"options": map[string]any{"localeProvider": "icu", "icuLocale": "de-DE"}},
+				},
+			},
+		},
+		"DatabaseNamesTheRoleUnlessTheRoleIsSet": {
+			t: Tenant{Name: "a", Namespace: "shop", UID: "t-1", InstanceRef: "pg1", Database: "orders"},
+			want: map[string]any{
+				"apiVersion": "database.ayatori.ddupan.top/v1alpha1", "kind": "DatabaseBinding",
+				"metadata": map[string]any{"name": "a"},
+				"spec": map[string]any{
+					"providerConfigRef": map[string]any{"name": "pg1", "kind": "ClusterProviderConfig"},
+					"forProvider":       map[string]any{"tenant": map[string]any{"name": "a", "uid": "t-1"}, "database": "orders", "loginRole": "orders"},
+				},
+			},
+		},
+		"StaticNamesOnlyTheDatabase": {
+			t: Tenant{Name: "a", Namespace: "shop", UID: "t-1", DatabaseRef: "orders"},
+			want: map[string]any{
+				"apiVersion": "database.ayatori.ddupan.top/v1alpha1", "kind": "DatabaseBinding",
+				"metadata": map[string]any{"name": "a"},
+				"spec":     map[string]any{"forProvider": map[string]any{"tenant": map[string]any{"name": "a", "uid": "t-1"}, "databaseRef": "orders"}},
+			},
+		},
+		// The legacy XTenant composes into its claim's namespace, named
+		// after the claim, with the XR's UID.
+		"LegacyUsesTheClaim": {
+			t: Tenant{Legacy: true, Name: "app", Namespace: "team", UID: "x-1", InstanceRef: "pg1", LoginRole: "app_owner"},
+			want: map[string]any{
+				"apiVersion": "database.ayatori.ddupan.top/v1alpha1", "kind": "DatabaseBinding",
+				"metadata": map[string]any{"name": "app", "namespace": "team"},
+				"spec": map[string]any{
+					"providerConfigRef": map[string]any{"name": "pg1", "kind": "ClusterProviderConfig"},
+					"forProvider":       map[string]any{"tenant": map[string]any{"name": "app", "uid": "x-1"}, "database": "app", "loginRole": "app_owner"},
+				},
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			d := Compose(Observed{Tenant: tc.t})
+			if diff := cmp.Diff(tc.want, d.Resources[NameBinding].Object); diff != "" {
+				t.Errorf("binding (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// The ExternalSecret emits exactly the seven keys, read from the path the
+// binding reports, through the store and interval of the input.
+func TestComposeExternalSecret(t *testing.T) {
+	d := Compose(Observed{Input: Input{SecretStore: "bao", RefreshInterval: "15m"}, Tenant: dynamic(), Binding: readyBinding()})
+	es := d.Resources[NameExternalSecret].Object
+	spec := es["spec"].(map[string]any)
+	if spec["refreshInterval"] != "15m" || spec["secretStoreRef"].(map[string]any)["name"] != "bao" {
+		t.Errorf("store or interval: %v", spec)
+	}
+	from := spec["dataFrom"].([]any)
+	if len(from) != 1 || from[0].(map[string]any)["extract"].(map[string]any)["key"] != "postgresql-tenants/shop/shop-api" {
+		t.Errorf("dataFrom %v: want one extract of the binding's path", from)
+	}
+	tmpl := spec["target"].(map[string]any)["template"].(map[string]any)
+	if tmpl["mergePolicy"] != "Replace" || tmpl["engineVersion"] != "v2" {
+		t.Errorf("template %v: want engine v2, mergePolicy Replace", tmpl)
+	}
+	var keys []string
+	for k, v := range tmpl["data"].(map[string]any) {
+		if v != "{{ ."+k+" }}" {
+			t.Errorf("template of %s: %v", k, v)
+		}
+		keys = append(keys, k)
+	}
+	if diff := cmp.Diff(CredentialKeys, keys, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+		t.Errorf("keys (-want +got):\n%s", diff)
+	}
+	u := d.Resources[NameUsage].Object
+	if got := u["spec"].(map[string]any)["by"].(map[string]any)["resourceRef"].(map[string]any)["name"]; got != "pg1-shop-api-postgresql" {
+		t.Errorf("the Usage is by %v", got)
+	}
+}
