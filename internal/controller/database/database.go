@@ -86,6 +86,9 @@ type Deps struct {
 	// Logins is the memory of proven logins, shared with the
 	// DatabaseBinding controller (nil: a memory of its own).
 	Logins *Logins
+	// Sizes are the database sizes the config status controller measures
+	// (nil: no sizes in status).
+	Sizes *config.Sizes
 }
 
 func (d Deps) logins() *Logins {
@@ -258,6 +261,10 @@ func (c *connector) Connect(ctx context.Context, db *v1alpha1.Database) (managed
 		kube:    c.kube,
 		cfgVer:  cfg.ConfigStatus().PostgreSQLVersion,
 		drop:    drop,
+
+		optionPolicy: cfg.Spec.DatabaseOptions,
+		sizes:        c.deps.Sizes,
+		cfgUID:       cfg.GetUID(),
 		id: tenancy.Identity{
 			Name: db.GetName(), UID: string(db.GetUID()),
 			ConfigName: ref.Name, ConfigUID: string(cfg.GetUID()),
