@@ -80,7 +80,7 @@ func TestMain(m *testing.M) {
 func start(e *testenv.Env) (func(), error) {
 	ctx := context.Background()
 	_, stop, err := inproc.Start(e, inproc.Options{Poll: poll, ConfigInterval: 5 * time.Second, ConfigRetry: time.Second, StepHook: hook, PoolHook: hook, Logs: logs,
-		LoginCheckInterval: loginCheck, WrapKV: func(kv database.KV) database.KV { kvCounter.KV = kv; return kvCounter }})
+		LoginCheckInterval: loginCheck, SizeInterval: 2 * time.Second, WrapKV: func(kv database.KV) database.KV { kvCounter.KV = kv; return kvCounter }})
 	if err != nil {
 		return nil, err
 	}
