@@ -3,7 +3,10 @@ package postgres_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -177,4 +180,60 @@ func TestDatabaseSizesInOneStatement(t *testing.T) {
 			t.Errorf("%s measured %d bytes; a database copied from template0 has several MB", n, got[n])
 		}
 	}
+}
+
+// BenchmarkDatabaseSizes measures the size statement over
+// PPT_BENCH_SIZE_DATABASES (default 100) empty databases copied from
+// template0, owned by roles the admin is a member of, as the provider's
+// are: one op is one refresh of one config (performance.md).
+func BenchmarkDatabaseSizes(b *testing.B) {
+	testenv.Need(b)
+	n := 100
+	if v := os.Getenv("PPT_BENCH_SIZE_DATABASES"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil {
+			b.Fatal(err)
+		}
+	}
+	m := postgres.NewManager(postgres.Options{CABundleFile: bundle(b, env.CA.CertPEM)})
+	defer m.Close()
+	p, _, err := m.Get("b/sizes", "uid", target(env.Postgres.Host, postgres.SSLVerifyFull), admin())
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	v, err := scram.Verifier(testenv.RandomSecret("bsize-"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := p.CreateRole(ctx, "bsize", v); err != nil {
+		b.Fatal(err)
+	}
+	names := make([]string, n)
+	start := time.Now()
+	for i := range names {
+		names[i] = fmt.Sprintf("bsize_%05d", i)
+		if err := p.CreateDatabase(ctx, names[i], "bsize"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Logf("created %d databases in %v", n, time.Since(start).Round(time.Second))
+	b.ResetTimer()
+	var total int64
+	for b.Loop() {
+		got, err := p.DatabaseSizes(ctx, names)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(got) != n {
+			b.Fatalf("measured %d of %d databases", len(got), n)
+		}
+		total = 0
+		for _, s := range got {
+			total += s
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/float64(n), "µs/database")
+	b.Logf("%d databases, %d bytes in all", n, total)
 }
