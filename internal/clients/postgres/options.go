@@ -146,17 +146,32 @@ func (p *Pool) CreateDatabaseWith(ctx context.Context, database, owner string, o
 	return p.asMember(ctx, owner, execOn(fmt.Sprintf(qCreateDatabase, d, r, opts)))
 }
 
-// DatabaseSizes measures the databases named in one statement
-// (qDatabaseSizes): bytes by database name, for those that exist and the
-// admin may measure.
+// SizeBatch is how many databases one size statement measures: the
+// server stats every file of each (about 4.5 ms a database copied from
+// template0 on a loaded 2-core machine, performance.md), so a batch stays
+// well inside the pool's call timeout.
+const SizeBatch = 500
+
+// DatabaseSizes measures the databases named (qDatabaseSizes), one
+// statement per SizeBatch of them: bytes by database name, for those that
+// exist and the admin may measure.
 func (p *Pool) DatabaseSizes(ctx context.Context, databases []string) (map[string]int64, error) {
+	out := make(map[string]int64, len(databases))
+	for start := 0; start < len(databases); start += SizeBatch {
+		if err := p.databaseSizes(ctx, databases[start:min(start+SizeBatch, len(databases))], out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func (p *Pool) databaseSizes(ctx context.Context, databases []string, out map[string]int64) error {
 	ctx, cancel := p.withTimeout(ctx)
 	defer cancel()
 	rows, err := p.pool.Query(ctx, qDatabaseSizes, databases)
 	if err != nil {
-		return nil, p.classify(err)
+		return p.classify(err)
 	}
-	out := make(map[string]int64, len(databases))
 	var name string
 	var size int64
 	_, err = pgx.ForEachRow(rows, []any{&name, &size}, func() error {
@@ -164,7 +179,7 @@ func (p *Pool) DatabaseSizes(ctx context.Context, databases []string) (map[strin
 		return nil
 	})
 	if err != nil {
-		return nil, p.classify(err)
+		return p.classify(err)
 	}
-	return out, nil
+	return nil
 }

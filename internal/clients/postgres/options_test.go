@@ -218,6 +218,10 @@ func BenchmarkDatabaseSizes(b *testing.B) {
 		}
 	}
 	b.Logf("created %d databases in %v", n, time.Since(start).Round(time.Second))
+	cpu0, err := env.Postgres.CPU()
+	if err != nil {
+		b.Fatal(err)
+	}
 	b.ResetTimer()
 	var total int64
 	for b.Loop() {
@@ -234,6 +238,11 @@ func BenchmarkDatabaseSizes(b *testing.B) {
 		}
 	}
 	b.StopTimer()
+	cpu1, err := env.Postgres.CPU()
+	if err != nil {
+		b.Fatal(err)
+	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/float64(n), "µs/database")
+	b.ReportMetric(float64((cpu1-cpu0).Microseconds())/float64(b.N)/float64(n), "server-cpu-µs/database")
 	b.Logf("%d databases, %d bytes in all", n, total)
 }

@@ -18,7 +18,7 @@ const DefaultSizeInterval = 5 * time.Minute
 
 // Sizes holds the last measured sizes of each config's databases, in
 // memory: the config status controller measures them (one statement per
-// config every interval) and each Database copies its own into its status
+// postgres.SizeBatch databases of a config, every interval) and each Database copies its own into its status
 // when it moved enough (tenancy.SizeWorthWriting). Lost on restart, when
 // the first refresh measures again.
 type Sizes struct {
@@ -75,7 +75,7 @@ func (s *Sizes) forgetName(name string) {
 }
 
 // refreshSizes measures the databases of the config's Databases when due,
-// in one statement, and writes the total and the largest into its status.
+// (one statement per postgres.SizeBatch of them), and writes the total and the largest into its status.
 // It reports whether the status changed. A failure is logged and retried
 // at the next health check: sizes are a report.
 func (r *statusReconciler) refreshSizes(ctx context.Context, obj *v1alpha1.ClusterProviderConfig, ref string) bool {
@@ -102,8 +102,8 @@ func (r *statusReconciler) refreshSizes(ctx context.Context, obj *v1alpha1.Clust
 		databases[db.GetName()] = db.Spec.ForProvider.Database
 		names = append(names, db.Spec.ForProvider.Database)
 	}
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
+	// Each statement of the refresh is bounded by the pool's call
+	// timeout (postgres.SizeBatch databases each).
 	start := time.Now()
 	bytes, err := pool.DatabaseSizes(ctx, names)
 	if err != nil {
