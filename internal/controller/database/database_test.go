@@ -568,7 +568,7 @@ func TestExtensionRemovalIsRefusedAndNothingDropped(t *testing.T) {
 	apply(t, d)
 	waitDB(t, d, "Ready", ready)
 	d.Spec.ForProvider.Extensions = nil
-	err := env.Kube.Client.Update(ctx, d)
+	err := updateSpec(ctx, d)
 	if err == nil || !strings.Contains(err.Error(), "append-only") {
 		t.Fatalf("removing an extension: %v, want a refusal", err)
 	}
@@ -795,7 +795,7 @@ func TestImportIsReadOnly(t *testing.T) {
 	// Switching the import to Update repairs the differences, never the
 	// password, and leaves the record alone.
 	d.Spec.ManagementPolicies = xpv2.ManagementPolicies{xpv2.ManagementActionObserve, xpv2.ManagementActionUpdate}
-	if err := env.Kube.Client.Update(ctx, d); err != nil {
+	if err := updateSpec(ctx, d); err != nil {
 		t.Fatal(err)
 	}
 	if adminOptionNeeded() {
@@ -949,7 +949,7 @@ func TestBindingPhaseFollowsBindings(t *testing.T) {
 	b := binding(t, "claims-a", "shop", d.Name)
 	claim.UID = b.Spec.ForProvider.Tenant.UID
 	d.Spec.ClaimRef = claim
-	if err := env.Kube.Client.Update(ctx, d); err != nil {
+	if err := updateSpec(ctx, d); err != nil {
 		t.Fatal(err)
 	}
 	waitDB(t, d, "Bound", phase(v1alpha1.BindingBound))
@@ -1023,7 +1023,7 @@ func TestBindingPhaseFollowsBindings(t *testing.T) {
 
 	// The admin clears the claim: Available again, the released claim kept.
 	d.Spec.ClaimRef = nil
-	if err := env.Kube.Client.Update(ctx, d); err != nil {
+	if err := updateSpec(ctx, d); err != nil {
 		t.Fatal(err)
 	}
 	waitDB(t, d, "Available", phase(v1alpha1.BindingAvailable))
@@ -1072,7 +1072,7 @@ func TestDeletionWaitsWhileBoundAndKeepsTheReclaimPolicyOfItsStart(t *testing.T)
 			}
 			// The admin changes the reclaim policy after the deletion started.
 			d.Spec.ReclaimPolicy = tc.later
-			if err := env.Kube.Client.Update(ctx, d); err != nil {
+			if err := updateSpec(ctx, d); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(4 * poll)
@@ -1179,7 +1179,7 @@ func TestChangedNamesAreImmutableField(t *testing.T) {
 	waitDB(t, r, "Ready", ready)
 	kr := readKV(t, dbPath("relogin"))
 	r.Spec.ForProvider.LoginRole = ptr.To("relogin_owner")
-	if err := env.Kube.Client.Update(ctx, r); err != nil {
+	if err := updateSpec(ctx, r); err != nil {
 		t.Fatal(err)
 	}
 	waitDB(t, r, "ImmutableField", reason("ImmutableField"))

@@ -9,8 +9,11 @@ import (
 
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	corev1 "k8s.io/api/core/v1"
+	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
@@ -239,4 +242,22 @@ func TestImportReportsOptionDifferences(t *testing.T) {
 	if after := datLocale(t, "optimp"); strings.Join(after, "|") != strings.Join(before, "|") {
 		t.Errorf("the import changed the database's options: %v → %v", before, after)
 	}
+}
+
+// updateSpec writes d's spec, retrying on a conflict with a status write
+// of the provider (a Database's first size lands in its status a few
+// seconds after it is Ready): the spec change is made again on the latest
+// version of the object.
+func updateSpec(ctx context.Context, d *v1alpha1.Database) error {
+	spec := d.Spec.DeepCopy()
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		err := env.Kube.Client.Update(ctx, d)
+		if kerrors.IsConflict(err) {
+			if gerr := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(d), d); gerr != nil {
+				return gerr
+			}
+			d.Spec = *spec.DeepCopy()
+		}
+		return err
+	})
 }
