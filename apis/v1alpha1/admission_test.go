@@ -570,6 +570,20 @@ func TestDatabaseRejectsUpdates(t *testing.T) {
 			change:  func(d *v1alpha1.Database) { d.Spec.ForProvider.CredentialPath = nil },
 			field:   "spec.forProvider.credentialPath", msg: "immutable once set",
 		},
+		"Options": {
+			initial: func(d *v1alpha1.Database) { d.Spec.ForProvider.Options = &v1alpha1.DatabaseOptions{Locale: "C"} },
+			change:  func(d *v1alpha1.Database) { d.Spec.ForProvider.Options.Locale = "C.UTF-8" },
+			field:   "spec.forProvider.options", msg: "immutable",
+		},
+		"OptionsAdded": {
+			change: func(d *v1alpha1.Database) { d.Spec.ForProvider.Options = &v1alpha1.DatabaseOptions{Locale: "C"} },
+			field:  "spec.forProvider.options", msg: "immutable",
+		},
+		"OptionsRemoved": {
+			initial: func(d *v1alpha1.Database) { d.Spec.ForProvider.Options = &v1alpha1.DatabaseOptions{Locale: "C"} },
+			change:  func(d *v1alpha1.Database) { d.Spec.ForProvider.Options = nil },
+			field:   "spec.forProvider.options", msg: "immutable",
+		},
 		"ProviderConfigRef": {
 			change: func(d *v1alpha1.Database) { d.Spec.ProviderConfigReference = &xpv2.Reference{Name: "other"} },
 			field:  "spec.providerConfigRef", msg: "immutable once set",

@@ -32,6 +32,8 @@ type TenantReference struct {
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.database) || (has(self.database) && self.database == oldSelf.database)",message="spec.forProvider.database is immutable",fieldPath=".database",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.loginRole) || (has(self.loginRole) && self.loginRole == oldSelf.loginRole)",message="spec.forProvider.loginRole is immutable",fieldPath=".loginRole",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.extensions) || (has(self.extensions) && oldSelf.extensions.all(e, e in self.extensions))",message="spec.forProvider.extensions is append-only: an extension cannot be removed (the provider never runs DROP EXTENSION)",fieldPath=".extensions",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="!has(self.databaseRef) || !has(self.options)",message="a static binding (databaseRef) takes the Database's encoding and locale: leave options unset",fieldPath=".options"
+// +kubebuilder:validation:XValidation:rule="has(self.options) == has(oldSelf.options) && (!has(self.options) || self.options == oldSelf.options)",message="spec.forProvider.options is immutable",fieldPath=".options",reason=FieldValueForbidden
 type DatabaseBindingParameters struct {
 	// Tenant is the requesting Tenant (in this namespace).
 	Tenant TenantReference `json:"tenant"`
@@ -68,6 +70,14 @@ type DatabaseBindingParameters struct {
 	// +listType=set
 	// +optional
 	Extensions []string `json:"extensions,omitempty"`
+
+	// Options are the encoding and locale of a dynamically provisioned
+	// Database, within what its ClusterProviderConfig allows
+	// (spec.databaseOptions.allowed): copied into the new Database's
+	// spec.forProvider.options, which refuses a request outside it.
+	// Immutable.
+	// +optional
+	Options *DatabaseOptions `json:"options,omitempty"`
 }
 
 // DatabaseBindingPhase is where a binding stands.

@@ -15,6 +15,7 @@ const IdentifierPattern = `^[a-z][a-z0-9_]{0,62}$`
 // +kubebuilder:validation:XValidation:rule="self.database == oldSelf.database",message="spec.forProvider.database is immutable",fieldPath=".database",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.loginRole) || (has(self.loginRole) && self.loginRole == oldSelf.loginRole)",message="spec.forProvider.loginRole is immutable once set",fieldPath=".loginRole",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.credentialPath) || (has(self.credentialPath) && self.credentialPath == oldSelf.credentialPath)",message="spec.forProvider.credentialPath is immutable once set",fieldPath=".credentialPath",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="has(self.options) == has(oldSelf.options) && (!has(self.options) || self.options == oldSelf.options)",message="spec.forProvider.options is immutable: the encoding and locale are fixed when the Database is created",fieldPath=".options",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.extensions) || (has(self.extensions) && oldSelf.extensions.all(e, e in self.extensions))",message="spec.forProvider.extensions is append-only: an extension cannot be removed (the provider never runs DROP EXTENSION)",fieldPath=".extensions",reason=FieldValueForbidden
 type DatabaseParameters struct {
 	// Database is the PostgreSQL database name. Immutable.
@@ -60,6 +61,14 @@ type DatabaseParameters struct {
 	// platform admin; a Tenant cannot set them.
 	// +optional
 	Limits *TenantLimits `json:"limits,omitempty"`
+
+	// Options are the encoding and locale the database is created with,
+	// within what the ClusterProviderConfig allows
+	// (spec.databaseOptions). Immutable. For an import, they are what the
+	// existing database is expected to have: a difference is reported
+	// (status.atProvider.options, condition OptionsDiffer), never changed.
+	// +optional
+	Options *DatabaseOptions `json:"options,omitempty"`
 }
 
 // CredentialRotation asks the provider to replace a Database's password.
@@ -258,6 +267,16 @@ type DatabaseObservation struct {
 	// the server shows them.
 	// +optional
 	Limits *LimitsObservation `json:"limits,omitempty"`
+
+	// Options are the encoding and locale the database has, read from
+	// pg_database once per database (they cannot change).
+	// +optional
+	Options *DatabaseOptionsObservation `json:"options,omitempty"`
+
+	// Size of the database, from the config's last size refresh; written
+	// only when it changed by more than a tenth (or crossed 1 MiB).
+	// +optional
+	Size *DatabaseSize `json:"size,omitempty"`
 }
 
 // OtherAccessObservation is the access roles other than the owner have to
@@ -376,6 +395,7 @@ type DatabaseStatus struct {
 // +kubebuilder:printcolumn:name="CLAIM",type="string",JSONPath=".status.binding.claim"
 // +kubebuilder:printcolumn:name="RECLAIM",type="string",JSONPath=".spec.reclaimPolicy"
 // +kubebuilder:printcolumn:name="PHASE",type="string",JSONPath=".status.atProvider.phase"
+// +kubebuilder:printcolumn:name="SIZE",type="string",JSONPath=".status.atProvider.size.human"
 // +kubebuilder:printcolumn:name="READY",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].status"
 // +kubebuilder:printcolumn:name="REASON",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].reason",priority=1
 // +kubebuilder:printcolumn:name="OTHER-ACCESS",type="string",JSONPath=".status.conditions[?(@.type=='OtherAccess')].status",priority=1

@@ -136,6 +136,11 @@ type ProviderConfigSpec struct {
 	// field). Applied when the role is created and repaired when drifted.
 	// +optional
 	TenantLimits *TenantLimits `json:"tenantLimits,omitempty"`
+
+	// DatabaseOptions are the encoding and locale new databases on this
+	// server get by default, and what a Database may ask instead.
+	// +optional
+	DatabaseOptions *DatabaseOptionsPolicy `json:"databaseOptions,omitempty"`
 }
 
 // ConfigPhase is the lifecycle phase of a (Cluster)ProviderConfig.
@@ -178,6 +183,11 @@ type ProviderConfigStatus struct {
 	// condition says whether they fit.
 	// +optional
 	Connections *ConnectionBudget `json:"connections,omitempty"`
+
+	// Sizes of the databases of this config's Databases, from the last
+	// size refresh (one query every few minutes).
+	// +optional
+	Sizes *ConfigSizes `json:"sizes,omitempty"`
 }
 
 // +kubebuilder:object:root=true
@@ -193,6 +203,7 @@ type ProviderConfigStatus struct {
 // +kubebuilder:printcolumn:name="READY",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].status"
 // +kubebuilder:printcolumn:name="REASON",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].reason",priority=1
 // +kubebuilder:printcolumn:name="USERS",type="integer",JSONPath=".status.users"
+// +kubebuilder:printcolumn:name="SIZE",type="string",JSONPath=".status.sizes.total",priority=1
 // +kubebuilder:printcolumn:name="AGE",type="date",JSONPath=".metadata.creationTimestamp"
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,categories={crossplane,provider,postgresql}

@@ -27,6 +27,7 @@ local degraded = {
   ProvisioningFailed = true, AuthenticationFailed = true,
   InsufficientPrivileges = true, UnsupportedVersion = true,
   DependentObjectsExist = true, ServerReadOnly = true, ServerRefused = true,
+  DatabaseOptionsNotAllowed = true, DatabaseOptionsUnsupported = true,
 }
 
 -- Reasons the provider sets while it waits for something that resumes by

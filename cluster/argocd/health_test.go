@@ -181,7 +181,7 @@ func TestEveryReasonIsClassified(t *testing.T) {
 		tenancy.ReasonConflict, tenancy.ReasonImmutableField, tenancy.ReasonInvalidSpec,
 		tenancy.ReasonImportDifferences, tenancy.ReasonEndpointChanged, tenancy.ReasonDatabaseVanished,
 		tenancy.ReasonProvisioningFailed, tenancy.ReasonAuthenticationFailed, tenancy.ReasonInsufficientPrivileges,
-		tenancy.ReasonUnsupportedVersion,
+		tenancy.ReasonUnsupportedVersion, tenancy.ReasonDatabaseOptionsNotAllowed, tenancy.ReasonDatabaseOptionsUnsupported,
 		string(postgres.ClassDependentObjects), string(postgres.ClassReadOnly), string(postgres.ClassRefused),
 		string(postgres.ClassConflict), string(postgres.ClassInvalid), string(postgres.ClassPrivileges),
 		string(postgres.ClassAuthentication), string(postgres.ClassUnsupported),

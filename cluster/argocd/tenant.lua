@@ -30,6 +30,7 @@ local degraded = {
   AuthenticationFailed = true, InsufficientPrivileges = true,
   UnsupportedVersion = true, DependentObjectsExist = true,
   ServerReadOnly = true, ServerRefused = true,
+  DatabaseOptionsNotAllowed = true, DatabaseOptionsUnsupported = true,
 }
 
 local function text(v)

@@ -90,6 +90,7 @@ func parse(args []string) (*flags, error) {
 
 	o := &f.opts
 	fs.StringVar(&o.Namespace, "namespace", options.DefaultNamespaceFromEnv(), "The provider's own namespace (default $POD_NAMESPACE); ClusterProviderConfig admin Secrets must live here.")
+	fs.DurationVar(&o.SizeRefreshInterval, "size-refresh-interval", 5*time.Minute, "How often, at most, the sizes of one ClusterProviderConfig's databases are measured (one pg_database_size statement over them all) for the Databases' and the config's status.")
 	fs.DurationVar(&o.LoginCheckInterval, "login-check-interval", options.DefaultLoginCheckInterval, "How often a Ready Database reads its credential record from OpenBao and proves it by logging in as its role while nothing the catalog shows has changed (a dropped role or database, revoked CONNECT, changed attributes or expiry, and, where the admin may read pg_authid, a changed password are seen at every poll and make it read and log in at once; a record edited or deleted by hand is noticed at this check). A bound Tenant's delivery copy is read on the same schedule, and whenever the Database's proven record version moves. 0 reads the records and logs in at every poll.")
 	fs.StringVar(&o.CABundle, "ca-bundle", "", "PEM file of CAs trusted for PostgreSQL and OpenBao TLS.")
 	fs.StringVar(&o.OpenBao.Address, "openbao-address", "", "OpenBao address the provider uses, e.g. https://openbao.openbao.svc:8200 (https:// only, see --openbao-allow-insecure-http). No BAO_*/VAULT_* environment variable changes it or its TLS.")

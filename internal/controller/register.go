@@ -19,14 +19,17 @@ import (
 // stepHook, normally nil, injects faults before Database and binding write
 // steps.
 func SetupGated(mgr ctrl.Manager, o controller.Options, opts options.Options, pools *postgres.Manager, kv KV, stepHook func(string) error) error {
-	so := config.StatusOptions{Namespace: opts.Namespace, Pools: pools, Interval: o.PollInterval}
+	// One memory of measured database sizes: the config status controller
+	// measures them, each Database shows its own.
+	sizes := config.NewSizes()
+	so := config.StatusOptions{Namespace: opts.Namespace, Pools: pools, Interval: o.PollInterval, Sizes: sizes, SizeInterval: opts.SizeRefreshInterval}
 	if err := config.SetupGated(mgr, o, so); err != nil {
 		return err
 	}
 	// One memory of proven logins: the binder reads a delivery only when
 	// the Database's proven record version moved or its check is due.
 	logins := database.NewLogins()
-	if err := database.SetupGated(mgr, o, database.Deps{Options: opts, Pools: pools, KV: kv, StepHook: stepHook, Logins: logins}); err != nil {
+	if err := database.SetupGated(mgr, o, database.Deps{Options: opts, Pools: pools, KV: kv, StepHook: stepHook, Logins: logins, Sizes: sizes}); err != nil {
 		return err
 	}
 	return binding.SetupGated(mgr, o, binding.Deps{Options: opts, KV: kv, StepHook: stepHook, Records: logins})

@@ -62,6 +62,10 @@ type Options struct {
 	// credential record and proves it by logging in as its role when
 	// nothing the catalog shows has changed (0: at every poll).
 	LoginCheckInterval time.Duration
+	// SizeRefreshInterval is how often, at most, the sizes of one
+	// config's databases are measured (one statement per config); 0 is
+	// the default, 5 minutes.
+	SizeRefreshInterval time.Duration
 }
 
 // DefaultLoginCheckInterval is LoginCheckInterval's default: one login per

@@ -116,6 +116,8 @@ type BindingSpec struct {
 	// Database, LoginRole and Extensions of a dynamic binding.
 	Database, LoginRole string
 	Extensions          []string
+	// Options are the encoding and locale a dynamic binding asks.
+	Options *v1alpha1.DatabaseOptions
 	// InstanceKind and Instance are spec.providerConfigRef (empty when
 	// unset).
 	InstanceKind, Instance string
@@ -532,6 +534,9 @@ func NewDynamicDatabase(s BindingSpec, defaultReclaim v1alpha1.ReclaimPolicy) *v
 	if s.LoginRole != "" {
 		r := s.LoginRole
 		db.Spec.ForProvider.LoginRole = &r
+	}
+	if s.Options != nil {
+		db.Spec.ForProvider.Options = s.Options.DeepCopy()
 	}
 	return db
 }

@@ -474,6 +474,20 @@ func TestBindingDynamicDatabaseDefaultsToRetain(t *testing.T) {
 	}
 }
 
+// The options a dynamic binding asks are the new Database's, as a copy;
+// without them the Database asks none (the config's defaults apply).
+func TestBindingDynamicDatabaseCarriesOptions(t *testing.T) {
+	if db := NewDynamicDatabase(dynamicSpec(), ""); db.Spec.ForProvider.Options != nil {
+		t.Errorf("options = %+v; want none", db.Spec.ForProvider.Options)
+	}
+	s := dynamicSpec()
+	s.Options = &v1alpha1.DatabaseOptions{LocaleProvider: v1alpha1.LocaleProviderICU, ICULocale: "de-DE"}
+	db := NewDynamicDatabase(s, "")
+	if diff := cmp.Diff(s.Options, db.Spec.ForProvider.Options); diff != "" || db.Spec.ForProvider.Options == s.Options {
+		t.Errorf("options: -binding +Database:\n%s (shared pointer: %v)", diff, db.Spec.ForProvider.Options == s.Options)
+	}
+}
+
 // Two bindings of different Tenants race for one Available Database: both
 // decide to claim it at the resourceVersion they read, so only the first
 // write can succeed; the loser re-reads the claimed Database and is

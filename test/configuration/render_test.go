@@ -232,6 +232,17 @@ func TestRenderTenant(t *testing.T) {
 				"forProvider":       map[string]any{"tenant": tenantRef("netbox"), "database": "netbox", "loginRole": "netbox", "extensions": []any{"pg_trgm"}},
 			},
 		},
+		// The encoding and locale a Tenant asks reach the binding as they
+		// are; the Database checks them against the config's allow-list.
+		"DynamicDatabaseOptions": {
+			name: "netbox", spec: dynamic + "  databaseOptions: {localeProvider: icu, icuLocale: de-DE, encoding: UTF8}\n",
+			want: tenantView{Phase: "Pending", Ready: "False", Instance: "shared", Composed: bindingOnly},
+			wantBinding: map[string]any{
+				"providerConfigRef": map[string]any{"kind": "ClusterProviderConfig", "name": "shared"},
+				"forProvider": map[string]any{"tenant": tenantRef("netbox"), "database": "netbox", "loginRole": "netbox",
+					"options": map[string]any{"localeProvider": "icu", "icuLocale": "de-DE", "encoding": "UTF8"}},
+			},
+		},
 		// A name that is no identifier as it stands makes one: '-' and
 		// '.' become '_'.
 		"DynamicNameMadeIdentifier": {

@@ -145,6 +145,9 @@ func testTenantRejectsBadInput(t *testing.T, g string) {
 		"ReservedLoginRole":     {name: "a4", spec: "  instanceRef: shared\n  loginRole: pg_read_all_data\n", field: "spec.loginRole", msg: "start with pg_"},
 		"BadExtension":          {name: "a5", spec: "  instanceRef: shared\n  extensions: [uuid-ossp]\n", field: "spec.extensions[0]", msg: "should match"},
 		"SecretNameTooLong":     {name: long + "b", spec: fmt.Sprintf("  instanceRef: %s\n", longRef), field: "spec.credential.secretName", msg: "241"},
+		"StaticWithOptions":     {name: "b4", spec: "  databaseRef: legacy-b4\n  databaseOptions: {locale: C}\n", field: "spec.databaseOptions", msg: "takes that Database's encoding and locale"},
+		"BadLocaleProvider":     {name: "a6", spec: "  instanceRef: shared\n  databaseOptions: {localeProvider: glibc}\n", field: "spec.databaseOptions.localeProvider", msg: "Unsupported value"},
+		"QuoteInLocale":         {name: "a7", spec: "  instanceRef: shared\n  databaseOptions: {locale: \"C'x\"}\n", field: "spec.databaseOptions.locale", msg: "should match"},
 		"BadSecretName":         {name: "a8", spec: "  instanceRef: shared\n  credential: {secretName: Not_A_Name}\n", field: "spec.credential.secretName", msg: "should match"},
 	}
 	for name, tc := range cases {
@@ -209,6 +212,14 @@ func testTenantImmutableFields(t *testing.T, g string) {
 		"LoginRole": {spec: "  instanceRef: shared\n  loginRole: first\n", field: "spec.loginRole", msg: "immutable",
 			change: func(u *unstructured.Unstructured) {
 				_ = unstructured.SetNestedField(u.Object, "second", "spec", "loginRole")
+			}},
+		"DatabaseOptions": {spec: "  instanceRef: shared\n  databaseOptions: {locale: C}\n", field: "spec.databaseOptions", msg: "immutable",
+			change: func(u *unstructured.Unstructured) {
+				_ = unstructured.SetNestedField(u.Object, "C.UTF-8", "spec", "databaseOptions", "locale")
+			}},
+		"DatabaseOptionsAdded": {spec: "  instanceRef: shared\n", field: "spec.databaseOptions", msg: "immutable",
+			change: func(u *unstructured.Unstructured) {
+				_ = unstructured.SetNestedField(u.Object, "C", "spec", "databaseOptions", "locale")
 			}},
 		"ExtensionRemoved": {spec: "  instanceRef: shared\n  extensions: [pg_trgm, citext]\n", field: "spec.extensions", msg: "append-only",
 			change: func(u *unstructured.Unstructured) {

@@ -373,6 +373,8 @@ func qTemplateLocaleFor(major int) string {
 
 // Locale is the encoding-independent locale of a new database.
 type Locale struct {
+	// Encoding is the database's encoding ("" is DatabaseEncoding).
+	Encoding string
 	// Collate and Ctype are LC_COLLATE and LC_CTYPE.
 	Collate, Ctype string
 	// Provider is pg_database.datlocprovider: "c" (libc), "i" (ICU) or "b"
@@ -384,17 +386,17 @@ type Locale struct {
 	ICURules string
 }
 
-// DatabaseEncoding is the encoding of every tenant database.
+// DatabaseEncoding is the encoding of a tenant database that asks none.
 const DatabaseEncoding = "UTF8"
 
 // databaseOptions is the clause of CREATE DATABASE that fixes what a new
 // database is copied from and its encoding and locale, so that nothing
-// depends on what template1 holds: TEMPLATE template0, ENCODING 'UTF8' and
-// the locale l, for a server major. It is the one place these options are
-// built.
+// depends on what template1 holds: TEMPLATE template0, the encoding of l
+// (UTF8 when it has none) and the locale l, for a server major. It is the
+// one place these options are built.
 func databaseOptions(l Locale, major int) (string, error) {
 	var b strings.Builder
-	b.WriteString("TEMPLATE " + TemplateDatabase + " ENCODING '" + DatabaseEncoding + "'")
+	b.WriteString("TEMPLATE " + TemplateDatabase)
 	opt := func(name, value string) error {
 		v, err := sqlString(name, value)
 		if err != nil {
@@ -402,6 +404,13 @@ func databaseOptions(l Locale, major int) (string, error) {
 		}
 		b.WriteString(" " + name + " " + v)
 		return nil
+	}
+	enc := l.Encoding
+	if enc == "" {
+		enc = DatabaseEncoding
+	}
+	if err := opt("ENCODING", enc); err != nil {
+		return "", err
 	}
 	if err := opt("LC_COLLATE", l.Collate); err != nil {
 		return "", err
@@ -500,3 +509,75 @@ WHERE r.rolcanlogin AND NOT r.rolsuper
   AND r.rolname OPERATOR(pg_catalog.<>) CURRENT_USER
   AND r.oid OPERATOR(pg_catalog.=) ANY (SELECT m.roleid FROM pg_catalog.pg_auth_members m, pg_catalog.pg_roles adm
     WHERE adm.rolname OPERATOR(pg_catalog.=) CURRENT_USER AND m.member OPERATOR(pg_catalog.=) adm.oid)`
+
+// Database options (encoding and locale) and database sizes.
+
+// qDatabaseLocale reads one database's encoding and locale settings, as
+// qTemplateLocale does template0's; $1 is the database name. No row when
+// it does not exist.
+const qDatabaseLocale = `SELECT pg_catalog.pg_encoding_to_char(d.encoding)::pg_catalog.text,
+  d.datcollate::pg_catalog.text, d.datctype::pg_catalog.text,
+  @PROVIDER@, @LOCALE@
+FROM pg_catalog.pg_database d WHERE d.datname OPERATOR(pg_catalog.=) $1::pg_catalog.name`
+
+// qDatabaseLocaleFor returns qDatabaseLocale for a server major.
+func qDatabaseLocaleFor(major int) string {
+	prov, loc := `'c'::pg_catalog.text`, `NULL::pg_catalog.text`
+	if major >= 15 {
+		prov, loc = `d.datlocprovider::pg_catalog.text`, `d.daticulocale::pg_catalog.text`
+	}
+	if major >= 17 {
+		loc = `d.datlocale::pg_catalog.text`
+	}
+	return strings.NewReplacer("@PROVIDER@", prov, "@LOCALE@", loc).Replace(qDatabaseLocale)
+}
+
+// qOptionsSupport answers, in one round trip, whether the server supports
+// the options a new database asks: $1 the encoding (pg_char_to_encoding
+// knows it), $2 the libc locale (C and POSIX always exist; any other must
+// be one of the server's libc collations, compared without case and '-',
+// as C.UTF-8 and C.utf8 name the same locale, and usable with the
+// encoding), $3 the ICU locale (one of its ICU collations), $4 the builtin
+// locale (one of its builtin collations, 17+). A NULL parameter is not
+// asked and answers true. @ICU@ and @BUILTIN@ are replaced per major
+// (qOptionsSupportFor); the locale column of pg_collation is collcollate
+// on 14, colliculocale on 15 and 16, colllocale from 17 on.
+const qOptionsSupport = `SELECT
+  $1::pg_catalog.text IS NULL OR pg_catalog.pg_char_to_encoding($1::pg_catalog.name) OPERATOR(pg_catalog.>=) 0::pg_catalog.int4,
+  $2::pg_catalog.text IS NULL OR $2::pg_catalog.text OPERATOR(pg_catalog.=) ANY ('{C,POSIX}'::pg_catalog.text[]) OR EXISTS (
+    SELECT 1 FROM pg_catalog.pg_collation c
+    WHERE c.collprovider OPERATOR(pg_catalog.=) 'c'::pg_catalog."char"
+      AND pg_catalog.lower(pg_catalog.replace(c.collcollate::pg_catalog.text, '-'::pg_catalog.text, ''::pg_catalog.text))
+        OPERATOR(pg_catalog.=) pg_catalog.lower(pg_catalog.replace($2::pg_catalog.text, '-'::pg_catalog.text, ''::pg_catalog.text))
+      AND c.collencoding OPERATOR(pg_catalog.=) ANY (ARRAY[-1::pg_catalog.int4,
+        pg_catalog.pg_char_to_encoding(COALESCE($1::pg_catalog.text, 'UTF8'::pg_catalog.text)::pg_catalog.name)])),
+  $3::pg_catalog.text IS NULL OR EXISTS (
+    SELECT 1 FROM pg_catalog.pg_collation c
+    WHERE c.collprovider OPERATOR(pg_catalog.=) 'i'::pg_catalog."char" AND @ICU@::pg_catalog.text OPERATOR(pg_catalog.=) $3::pg_catalog.text),
+  $4::pg_catalog.text IS NULL OR @BUILTIN@`
+
+// qOptionsSupportFor returns qOptionsSupport for a server major.
+func qOptionsSupportFor(major int) string {
+	icu, builtin := `c.collcollate`, `false`
+	if major >= 15 {
+		icu = `c.colliculocale`
+	}
+	if major >= 17 {
+		icu = `c.colllocale`
+		builtin = `EXISTS (SELECT 1 FROM pg_catalog.pg_collation c
+    WHERE c.collprovider OPERATOR(pg_catalog.=) 'b'::pg_catalog."char" AND c.colllocale::pg_catalog.text OPERATOR(pg_catalog.=) $4::pg_catalog.text)`
+	}
+	return strings.NewReplacer("@ICU@", icu, "@BUILTIN@", builtin).Replace(qOptionsSupport)
+}
+
+// qDatabaseSizes measures, in one statement, the size of each database of
+// $1 that exists and that the admin may measure (pg_database_size needs
+// CONNECT on the database, which the admin holds through its membership
+// in each tenant role, or pg_read_all_stats): one row per database. The
+// server stats every file of every database measured: the cost grows with
+// the number of files, not their size (performance.md).
+const qDatabaseSizes = `SELECT d.datname::pg_catalog.text, pg_catalog.pg_database_size(d.oid)
+FROM pg_catalog.pg_database d
+WHERE d.datname OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.text[]::pg_catalog.name[])
+  AND (pg_catalog.has_database_privilege(d.oid, 'CONNECT'::pg_catalog.text)
+    OR pg_catalog.pg_has_role(CURRENT_USER, 'pg_read_all_stats'::pg_catalog.name, 'USAGE'::pg_catalog.text))`

@@ -45,3 +45,29 @@ func TestDatabaseOptions(t *testing.T) {
 		})
 	}
 }
+
+func TestCreateOptionsOverTemplate0(t *testing.T) {
+	icu := Locale{Collate: "en_US.UTF-8", Ctype: "en_US.UTF-8", Provider: "i", Locale: "und", ICURules: "&a < g"}
+	cases := map[string]struct {
+		o    CreateOptions
+		want Locale
+	}{
+		"Nothing":  {want: icu},
+		"Encoding": {o: CreateOptions{Encoding: "LATIN1", Locale: "C"}, want: Locale{Encoding: "LATIN1", Collate: "C", Ctype: "C", Provider: "i", Locale: "und", ICURules: "&a < g"}},
+		"Libc":     {o: CreateOptions{Provider: "libc", Locale: "C.UTF-8"}, want: Locale{Collate: "C.UTF-8", Ctype: "C.UTF-8", Provider: "c"}},
+		"SameICU":  {o: CreateOptions{Provider: "icu", ICULocale: "und"}, want: icu},
+		"OtherICU": {o: CreateOptions{Provider: "icu", ICULocale: "de-DE"}, want: Locale{Collate: "en_US.UTF-8", Ctype: "en_US.UTF-8", Provider: "i", Locale: "de-DE"}},
+		"Builtin":  {o: CreateOptions{Provider: "builtin", BuiltinLocale: "C.UTF-8", Locale: "C"}, want: Locale{Collate: "C", Ctype: "C", Provider: "b", Locale: "C.UTF-8"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, tc.o.over(icu)); diff != "" {
+				t.Error(diff)
+			}
+		})
+	}
+	got, err := databaseOptions(Locale{Encoding: "LATIN1", Collate: "C", Ctype: "C", Provider: "c"}, 17)
+	if err != nil || got != `TEMPLATE template0 ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' LOCALE_PROVIDER libc` {
+		t.Errorf("databaseOptions(LATIN1) = %q, %v", got, err)
+	}
+}

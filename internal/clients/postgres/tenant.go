@@ -403,23 +403,7 @@ func dbAndRole(database, role string) (string, string, error) {
 // connections until RestrictConnect has run: nobody but the owner ever
 // has a session in it, and nothing in it comes from template1.
 func (p *Pool) CreateDatabase(ctx context.Context, database, owner string) error {
-	d, o, err := dbAndRole(database, owner)
-	if err != nil {
-		return err
-	}
-	major, err := p.Major(ctx)
-	if err != nil {
-		return err
-	}
-	l, err := p.databaseLocale(ctx, major)
-	if err != nil {
-		return err
-	}
-	opts, err := databaseOptions(l, major)
-	if err != nil {
-		return &Error{Class: ClassInvalid, msg: fmt.Sprintf("cannot state template0's locale for a new database: %v; the provider creates every database from template0 with its locale, so template0's locale settings must be valid", err)}
-	}
-	return p.asMember(ctx, owner, execOn(fmt.Sprintf(qCreateDatabase, d, o, opts)))
+	return p.CreateDatabaseWith(ctx, database, owner, CreateOptions{})
 }
 
 // databaseLocale returns template0's locale, read once per pool.

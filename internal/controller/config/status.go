@@ -59,6 +59,11 @@ type StatusOptions struct {
 	Interval time.Duration
 	// RetryInterval between health checks of a config that is not Ready.
 	RetryInterval time.Duration
+	// Sizes, when set, receives the sizes of each Ready config's
+	// databases, measured at most every SizeInterval (default
+	// DefaultSizeInterval) at a health check.
+	Sizes        *Sizes
+	SizeInterval time.Duration
 }
 
 // SetupStatus adds the health/status controller of ClusterProviderConfigs,
@@ -69,6 +74,9 @@ func SetupStatus(mgr ctrl.Manager, o controller.Options, so StatusOptions) error
 	}
 	if so.RetryInterval <= 0 || so.RetryInterval > so.Interval {
 		so.RetryInterval = min(so.Interval, 15*time.Second)
+	}
+	if so.SizeInterval <= 0 {
+		so.SizeInterval = DefaultSizeInterval
 	}
 	kind := v1alpha1.ClusterProviderConfigKind
 	name := "status/" + strings.ToLower(kind) + "." + v1alpha1.Group
@@ -131,6 +139,9 @@ func (r *statusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 			// Gone: its pool goes too.
 			r.opts.Pools.Remove(ref)
 			r.forgetWarning(ref)
+			if r.opts.Sizes != nil {
+				r.opts.Sizes.forgetName(req.Name)
+			}
 			return reconcile.Result{}, nil
 		}
 		return reconcile.Result{}, err
@@ -150,6 +161,9 @@ func (r *statusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	v := tenancy.DecideConfig(o)
 	prev := obj.GetCondition(xpv2.TypeReady)
 	changed := r.apply(obj, v, o)
+	if v.Ready && r.refreshSizes(ctx, obj, ref) {
+		changed = true
+	}
 	log = log.WithValues("phase", v.Phase, "reason", v.Reason, "generation", obj.GetGeneration())
 	if changed {
 		if err := r.kube.Status().Update(ctx, obj); err != nil {

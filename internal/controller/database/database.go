@@ -87,6 +87,9 @@ type Deps struct {
 	// Logins is the memory of proven logins, shared with the
 	// DatabaseBinding controller (nil: a memory of its own).
 	Logins *Logins
+	// Sizes are the database sizes the config status controller measures
+	// (nil: no sizes in status).
+	Sizes *config.Sizes
 }
 
 func (d Deps) logins() *Logins {
@@ -262,6 +265,10 @@ func (c *connector) Connect(ctx context.Context, db *v1alpha1.Database) (managed
 		// Database at its next reconcile (its poll).
 		cfgLimits: cfg.Spec.TenantLimits,
 		drop:      drop,
+
+		optionPolicy: cfg.Spec.DatabaseOptions,
+		sizes:        c.deps.Sizes,
+		cfgUID:       cfg.GetUID(),
 		id: tenancy.Identity{
 			Name: db.GetName(), UID: string(db.GetUID()),
 			ConfigName: ref.Name, ConfigUID: string(cfg.GetUID()),

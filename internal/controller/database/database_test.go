@@ -81,7 +81,7 @@ func TestMain(m *testing.M) {
 func start(e *testenv.Env) (func(), error) {
 	ctx := context.Background()
 	_, stop, err := inproc.Start(e, inproc.Options{Poll: poll, ConfigInterval: 5 * time.Second, ConfigRetry: time.Second, StepHook: hook, PoolHook: hook, Logs: logs,
-		LoginCheckInterval: loginCheck, WrapKV: func(kv database.KV) database.KV { kvCounter.KV = kv; return kvCounter }})
+		LoginCheckInterval: loginCheck, SizeInterval: 2 * time.Second, WrapKV: func(kv database.KV) database.KV { kvCounter.KV = kv; return kvCounter }})
 	if err != nil {
 		return nil, err
 	}
@@ -569,7 +569,7 @@ func TestExtensionRemovalIsRefusedAndNothingDropped(t *testing.T) {
 	apply(t, d)
 	waitDB(t, d, "Ready", ready)
 	d.Spec.ForProvider.Extensions = nil
-	err := env.Kube.Client.Update(ctx, d)
+	err := updateSpec(ctx, d)
 	if err == nil || !strings.Contains(err.Error(), "append-only") {
 		t.Fatalf("removing an extension: %v, want a refusal", err)
 	}
@@ -796,7 +796,7 @@ func TestImportIsReadOnly(t *testing.T) {
 	// Switching the import to Update repairs the differences, never the
 	// password, and leaves the record alone.
 	d.Spec.ManagementPolicies = xpv2.ManagementPolicies{xpv2.ManagementActionObserve, xpv2.ManagementActionUpdate}
-	if err := env.Kube.Client.Update(ctx, d); err != nil {
+	if err := updateSpec(ctx, d); err != nil {
 		t.Fatal(err)
 	}
 	if adminOptionNeeded() {
@@ -950,7 +950,7 @@ func TestBindingPhaseFollowsBindings(t *testing.T) {
 	b := binding(t, "claims-a", "shop", d.Name)
 	claim.UID = b.Spec.ForProvider.Tenant.UID
 	d.Spec.ClaimRef = claim
-	if err := env.Kube.Client.Update(ctx, d); err != nil {
+	if err := updateSpec(ctx, d); err != nil {
 		t.Fatal(err)
 	}
 	waitDB(t, d, "Bound", phase(v1alpha1.BindingBound))
@@ -1024,7 +1024,7 @@ func TestBindingPhaseFollowsBindings(t *testing.T) {
 
 	// The admin clears the claim: Available again, the released claim kept.
 	d.Spec.ClaimRef = nil
-	if err := env.Kube.Client.Update(ctx, d); err != nil {
+	if err := updateSpec(ctx, d); err != nil {
 		t.Fatal(err)
 	}
 	waitDB(t, d, "Available", phase(v1alpha1.BindingAvailable))
@@ -1089,7 +1089,7 @@ func TestDeletionWaitsWhileBoundAndKeepsTheReclaimPolicyOfItsStart(t *testing.T)
 			}
 			// The admin changes the reclaim policy after the deletion started.
 			d.Spec.ReclaimPolicy = tc.later
-			if err := env.Kube.Client.Update(ctx, d); err != nil {
+			if err := updateSpec(ctx, d); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(4 * poll)
@@ -1196,7 +1196,7 @@ func TestChangedNamesAreImmutableField(t *testing.T) {
 	waitDB(t, r, "Ready", ready)
 	kr := readKV(t, dbPath("relogin"))
 	r.Spec.ForProvider.LoginRole = ptr.To("relogin_owner")
-	if err := env.Kube.Client.Update(ctx, r); err != nil {
+	if err := updateSpec(ctx, r); err != nil {
 		t.Fatal(err)
 	}
 	waitDB(t, r, "ImmutableField", reason("ImmutableField"))

@@ -17,11 +17,13 @@ import (
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 	"ddupan.top/provider-postgresql-tenant/internal/clients/openbao"
 	"ddupan.top/provider-postgresql-tenant/internal/clients/postgres"
+	"ddupan.top/provider-postgresql-tenant/internal/controller/config"
 	"ddupan.top/provider-postgresql-tenant/internal/metrics"
 	"ddupan.top/provider-postgresql-tenant/internal/options"
 	"ddupan.top/provider-postgresql-tenant/internal/scram"
@@ -87,6 +89,14 @@ type external struct {
 	// exts is what the server said about the requested extensions, when
 	// Observe checked them.
 	exts map[string]postgres.Extension
+
+	// optionPolicy is the config's spec.databaseOptions; createOpts the
+	// options Observe checked for Create (checkOptions).
+	optionPolicy *v1alpha1.DatabaseOptionsPolicy
+	createOpts   postgres.CreateOptions
+	// sizes are the config's measured database sizes; cfgUID its UID.
+	sizes  *config.Sizes
+	cfgUID types.UID
 }
 
 // names are the effective names of a Database.
@@ -257,7 +267,18 @@ func (e *external) Observe(ctx context.Context, db *v1alpha1.Database) (managed.
 			v.Message = strings.Join(problems, "; ") + "; nothing was created or changed"
 		}
 	}
+	if !meta.WasDeleted(db) && v.Reason == "" && !o.Import && !cat.DatabaseExists {
+		// The encoding and locale must be allowed and supported before
+		// any write.
+		if reason, msg := e.checkOptions(ctx, db); reason != "" {
+			v.Exists, v.UpToDate, v.Reason, v.Message = true, true, reason, msg
+		}
+	}
 	e.verdict = v
+	if !meta.WasDeleted(db) {
+		e.reportOptions(ctx, db, cat.DatabaseExists, cat.DatabaseOID)
+		e.reportSize(db, cat.DatabaseExists)
+	}
 
 	e.report(db, v)
 	obs := managed.ExternalObservation{ResourceExists: v.Exists, ResourceUpToDate: v.UpToDate}
@@ -614,7 +635,7 @@ func (e *external) Create(ctx context.Context, db *v1alpha1.Database) (managed.E
 		if err := e.step(StepDatabase); err != nil {
 			return managed.ExternalCreation{}, failFrom(db, StepDatabase, err)
 		}
-		if err := e.pool.CreateDatabase(ctx, n.database, n.role); err != nil {
+		if err := e.pool.CreateDatabaseWith(ctx, n.database, n.role, e.createOpts); err != nil {
 			return managed.ExternalCreation{}, failFrom(db, StepDatabase, err)
 		}
 	}

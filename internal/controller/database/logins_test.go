@@ -185,7 +185,7 @@ func TestWorkFoundOnARememberedRecordReadsTheRecordFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.Spec.ForProvider.Extensions = append(d.Spec.ForProvider.Extensions, "hstore")
-	if err := env.Kube.Client.Update(ctx, d); err != nil {
+	if err := updateSpec(ctx, d); err != nil {
 		t.Fatal(err)
 	}
 	waitDB(t, d, "Ready with hstore", func(d *v1alpha1.Database) bool {

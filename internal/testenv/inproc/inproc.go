@@ -46,6 +46,9 @@ type Options struct {
 	// LoginCheckInterval is the Database controller's periodic login check
 	// (0: the provider's default; negative: a login at every poll).
 	LoginCheckInterval time.Duration
+	// SizeInterval is how often the configs' database sizes are measured
+	// (0: the provider's default).
+	SizeInterval time.Duration
 	// WrapKV, when set, wraps the real OpenBao client the Database
 	// controller uses (to count or fail its calls).
 	WrapKV func(database.KV) database.KV
@@ -110,7 +113,8 @@ func Start(e *testenv.Env, co Options) (*Controllers, func(), error) {
 	if err := config.Setup(mgr, o); err != nil {
 		return nil, nil, err
 	}
-	if err := config.SetupStatus(mgr, o, config.StatusOptions{Namespace: opts.Namespace, Pools: pools, Interval: co.ConfigInterval, RetryInterval: co.ConfigRetry}); err != nil {
+	sizes := config.NewSizes()
+	if err := config.SetupStatus(mgr, o, config.StatusOptions{Namespace: opts.Namespace, Pools: pools, Interval: co.ConfigInterval, RetryInterval: co.ConfigRetry, Sizes: sizes, SizeInterval: co.SizeInterval}); err != nil {
 		return nil, nil, err
 	}
 	logins := database.NewLogins()
@@ -118,7 +122,7 @@ func Start(e *testenv.Env, co Options) (*Controllers, func(), error) {
 	if co.WrapKV != nil {
 		dkv = co.WrapKV(kv)
 	}
-	if err := database.Setup(mgr, o, database.Deps{Options: opts, Pools: pools, KV: dkv, StepHook: co.StepHook, Logins: logins}); err != nil {
+	if err := database.Setup(mgr, o, database.Deps{Options: opts, Pools: pools, KV: dkv, StepHook: co.StepHook, Logins: logins, Sizes: sizes}); err != nil {
 		return nil, nil, err
 	}
 	if err := binding.Setup(mgr, o, binding.Deps{Options: opts, KV: kv, Records: logins}); err != nil {
