@@ -236,7 +236,7 @@ func TestRenderTenant(t *testing.T) {
 		// are; the Database checks them against the config's allow-list.
 		"DynamicDatabaseOptions": {
 			name: "netbox", spec: dynamic + "  databaseOptions: {localeProvider: icu, icuLocale: de-DE, encoding: UTF8}\n",
-			want: tenantView{Phase: "Pending", Ready: "False", Instance: "shared", Composed: bindingOnly},
+			want: tenantView{Phase: "Pending", Ready: "False", Instance: "shared", Database: "netbox", LoginRole: "netbox", Composed: bindingOnly},
 			wantBinding: map[string]any{
 				"providerConfigRef": map[string]any{"kind": "ClusterProviderConfig", "name": "shared"},
 				"forProvider": map[string]any{"tenant": tenantRef("netbox"), "database": "netbox", "loginRole": "netbox",
