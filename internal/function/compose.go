@@ -83,10 +83,10 @@ type Tenant struct {
 
 // Binding is the composed DatabaseBinding as observed.
 type Binding struct {
-	Phase                                     string
+	Phase                                       string
 	Instance, DatabaseName, Database, LoginRole string
-	CredentialPath, OpenBaoURL                string
-	Conditions                                []Condition
+	CredentialPath, OpenBaoURL                  string
+	Conditions                                  []Condition
 }
 
 // ExternalSecret is the composed ExternalSecret as observed.
