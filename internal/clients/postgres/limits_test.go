@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strconv"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -266,25 +265,7 @@ func BenchmarkConnectionBudget(b *testing.B) {
 	testenv.Need(b)
 	ctx := context.Background()
 	const roles = 2000
-	cc, err := env.Postgres.ConnConfig(env.Postgres.AdminUser, env.Postgres.AdminPassword, "postgres")
-	if err != nil {
-		b.Fatal(err)
-	}
-	adm, err := pgx.ConnectConfig(ctx, cc)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer adm.Close(ctx) //nolint:errcheck // test
-	for i := benchMembers; i < roles; i++ {
-		r := pgx.Identifier{"bench_member_" + strconv.Itoa(i)}.Sanitize()
-		if _, err := adm.Exec(ctx, "CREATE ROLE "+r+" LOGIN CONNECTION LIMIT 3"); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := adm.Exec(ctx, "GRANT "+r+" TO CURRENT_USER"); err != nil {
-			b.Fatal(err)
-		}
-		benchMembers = i + 1
-	}
+	ensureMemberRoles(ctx, b, roles)
 	m := postgres.NewManager(postgres.Options{CABundleFile: bundle(b, env.CA.CertPEM)})
 	defer m.Close()
 	p, _, err := m.Get("b/budget", "uid", target(env.Postgres.Host, postgres.SSLVerifyFull), admin())
