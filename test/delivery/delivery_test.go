@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -208,7 +209,45 @@ func TestTenantEndToEnd(t *testing.T) {
 		}
 	}
 	tenantkit.CheckSecretLogsIn(ctx, t, env, ns, "shared-shop-postgresql")
+	checkIdleNotRendered(t, ns, name)
 	checkDriftPutBack(ctx, t, ns, name, "shared-shop-postgresql")
+}
+
+// checkIdleNotRendered: a Ready Tenant that nothing changes is not
+// rendered again on a timer (the composition function's result stands
+// until something the Tenant composes changes). Over 75 s, longer than
+// the one-minute time to live functions answer by default, the function
+// renders it not once. Renders are counted from the function's debug log.
+func checkIdleNotRendered(t *testing.T, ns, name string) {
+	t.Helper()
+	// What settles after Ready (ESO's status, the Usage) renders it a few
+	// more times first.
+	time.Sleep(15 * time.Second)
+	before := renders(t, ns, name)
+	time.Sleep(75 * time.Second)
+	if n := renders(t, ns, name) - before; n != 0 {
+		t.Errorf("the idle Tenant %s/%s was rendered %d times in 75 s, want none", ns, name, n)
+	}
+}
+
+// renders counts the function's renders of the Tenant ns/name so far.
+func renders(t *testing.T, ns, name string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(env.Dir, "function.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenant := fmt.Sprintf(`"namespace": %q, "name": %q,`, ns, name)
+	n := 0
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, "\trendered\t") && strings.Contains(l, tenant) {
+			n++
+		}
+	}
+	if n == 0 {
+		t.Fatalf("no render of %s/%s in the function's log: is it run with --debug?", ns, name)
+	}
+	return n
 }
 
 // checkDriftPutBack edits the Tenant's ExternalSecret by hand, then deletes
