@@ -588,7 +588,10 @@ type bulkResult struct {
 	// APIRequests is the apiserver's requests per Tenant by verb and
 	// resource (apiserver_request_total), until all Secrets existed.
 	APIRequests map[string]float64
-	CPU         cpuShare
+	// Renders is the composition function's renders per Tenant until all
+	// Secrets existed (its debug log).
+	Renders float64
+	CPU     cpuShare
 	HWM         int64
 	// LoginFailures counts Secrets that did not log in (checked after).
 	LoginFailures int
@@ -615,6 +618,7 @@ func runTenantBulk(ctx context.Context, c cfg, b *benchEnv, bin, logDir string, 
 	r := &bulkResult{N: n}
 	rec0 := reconcilesByController(s.p.Metrics)
 	api0 := apiserverRequests(ctx, b)
+	renders0 := functionRenders(b)
 	cpu0 := sampleCPU()
 	t0 := time.Now()
 	var profiled <-chan error
@@ -638,6 +642,7 @@ func runTenantBulk(ctx context.Context, c cfg, b *benchEnv, bin, logDir string, 
 	sort.Slice(r.Each, func(i, j int) bool { return r.Each[i] < r.Each[j] })
 	r.Ready = last.Sub(t0)
 	r.CPU = sampleCPU().sub(cpu0)
+	r.Renders = float64(functionRenders(b)-renders0) / float64(n)
 	r.APIRequests = map[string]float64{}
 	for k, v := range apiserverRequests(ctx, b) {
 		if d := (v - api0[k]) / float64(n); d > 0 {
@@ -924,9 +929,20 @@ func tenantBulkTables(w *strings.Builder, floors map[int]*tenantFloorResult, bul
 			}
 			fmt.Fprintf(w, "- N=%d, mean per Tenant: %s; Secrets that did not log in: %d\n", r.N, strings.Join(parts, ", "), r.LoginFailures)
 			fmt.Fprintf(w, "- N=%d, apiserver requests per Tenant until all Secrets existed (all clients): %s\n", r.N, topRequests(r.APIRequests, 10))
+			fmt.Fprintf(w, "- N=%d, renders per Tenant until all Secrets existed (the composition function's): %.1f\n", r.N, r.Renders)
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// functionRenders counts the renders in the composition function's debug
+// log (one line each) so far.
+func functionRenders(b *benchEnv) int {
+	data, err := os.ReadFile(filepath.Join(b.Dir, "function.log"))
+	if err != nil {
+		return 0
+	}
+	return strings.Count(string(data), "\trendered\t")
 }
 
 // perController is "kind total (n result, ...)" per controller.
