@@ -592,7 +592,7 @@ type bulkResult struct {
 	// Secrets existed (its debug log).
 	Renders float64
 	CPU     cpuShare
-	HWM         int64
+	HWM     int64
 	// LoginFailures counts Secrets that did not log in (checked after).
 	LoginFailures int
 }
