@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -262,34 +263,11 @@ func TestConnectionBudget(t *testing.T) {
 // BenchmarkConnectionBudget: the config's budget query with 2,000 login
 // roles the admin is a member of (it runs once per health check).
 func BenchmarkConnectionBudget(b *testing.B) {
-	testenv.Need(b)
-	ctx := context.Background()
-	const roles = 2000
-	ensureMemberRoles(ctx, b, roles)
-	m := postgres.NewManager(postgres.Options{CABundleFile: bundle(b, env.CA.CertPEM)})
-	defer m.Close()
-	p, _, err := m.Get("b/budget", "uid", target(env.Postgres.Host, postgres.SSLVerifyFull), admin())
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := p.ConnectionBudget(ctx); err != nil {
-		b.Fatal(err)
-	}
-	cpu0, err := env.Postgres.CPU()
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
+	benchWithMembers(b, "b/budget", 2000, func(ctx context.Context, p *postgres.Pool, _ int) error {
 		in, err := p.ConnectionBudget(ctx)
-		if err != nil || in.Roles < roles {
-			b.Fatalf("ConnectionBudget = %+v, %v", in, err)
+		if err == nil && in.Roles < 2000 {
+			err = fmt.Errorf("ConnectionBudget = %+v", in)
 		}
-	}
-	b.StopTimer()
-	cpu1, err := env.Postgres.CPU()
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ReportMetric(float64((cpu1-cpu0).Microseconds())/1000/float64(b.N), "server-ms/op")
+		return err
+	})
 }
