@@ -223,6 +223,21 @@ func TestComposeBinding(t *testing.T) {
 	}
 }
 
+// With no path to read from anywhere, the ExternalSecret is composed with
+// its observed spec unchanged: never one that reads an empty path.
+func TestComposeKeepsTheObservedExternalSecretWithoutAPath(t *testing.T) {
+	observed := map[string]any{"target": map[string]any{"name": "pg1-shop-api-postgresql"}, "refreshInterval": "1h"}
+	d := Compose(Observed{Tenant: func() Tenant { t := dynamic(); t.Phase = "Ready"; return t }(), Binding: &Binding{},
+		ExternalSecret: &ExternalSecret{SecretName: "pg1-shop-api-postgresql", Spec: observed}})
+	es, ok := d.Resources[NameExternalSecret]
+	if !ok {
+		t.Fatal("the observed ExternalSecret was not composed")
+	}
+	if diff := cmp.Diff(observed, es.Object["spec"]); diff != "" {
+		t.Errorf("ExternalSecret spec (-observed +composed):\n%s", diff)
+	}
+}
+
 // The ExternalSecret emits exactly the seven keys, read from the path the
 // binding reports, through the store and interval of the input.
 func TestComposeExternalSecret(t *testing.T) {
