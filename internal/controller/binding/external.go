@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -83,10 +84,23 @@ func (e *external) copyPath() string {
 // the verdict; a different verdict is decided again from the start.
 func (e *external) Observe(ctx context.Context, b *v1alpha1.DatabaseBinding) (managed.ExternalObservation, error) {
 	obs, err := e.observeConfirmed(ctx, b)
-	if e.creating != nil && err == nil && !obs.ResourceExists && !meta.WasDeleted(b) {
-		e.creating.Store(b.GetUID(), true)
+	if e.creating != nil {
+		// Only this reconcile's decision counts: what an earlier one
+		// noted and never took is dropped.
+		if err == nil && !obs.ResourceExists && !meta.WasDeleted(b) && mayCreate(b) {
+			e.creating.Store(b.GetUID(), true)
+		} else {
+			e.creating.Delete(b.GetUID())
+		}
 	}
 	return obs, err
+}
+
+// mayCreate reports whether the binding's management policies let the
+// managed reconciler create (and so write the create mark first).
+func mayCreate(b *v1alpha1.DatabaseBinding) bool {
+	p := b.GetManagementPolicies()
+	return len(p) == 0 || slices.Contains(p, xpv2.ManagementActionAll) || slices.Contains(p, xpv2.ManagementActionCreate)
 }
 
 func (e *external) observeConfirmed(ctx context.Context, b *v1alpha1.DatabaseBinding) (managed.ExternalObservation, error) {
