@@ -17,9 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
 
-// ErrNotCached: the cache does not hold the kind read (it is not served
-// yet, the provider may not list and watch it, or its informer has not
-// synced). The caller reads the API server instead.
+// ErrNotCached is returned when the cache does not hold the kind read (it
+// is not served yet, the provider may not list and watch it, or its
+// informer has not synced). The caller reads the API server instead.
 var ErrNotCached = errors.New("the kind is not cached")
 
 // CachedKinds are the Tenant kinds a Cache holds: the two a binding's
