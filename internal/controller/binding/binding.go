@@ -11,6 +11,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"sync"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/controller"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
@@ -63,6 +64,10 @@ type Deps struct {
 	// StepHook, when set, runs before the binder's write steps with the
 	// step's name; an error fails the step (fault injection for tests).
 	StepHook func(step string) error
+	// Tenants, when set, is read instead of the Tenant cache Setup makes
+	// (tenants.NewCache): a reader that may be behind the API server
+	// (fault injection for tests).
+	Tenants client.Reader
 	// Records, when set, is the Database controller's memory of proven
 	// logins: while it proves the record version the delivery copy was
 	// last found in sync with, the binder reads neither from OpenBao
@@ -91,17 +96,30 @@ func Setup(mgr ctrl.Manager, o controller.Options, d Deps) error {
 	if d.KV == nil {
 		return errors.New("the DatabaseBinding controller needs the OpenBao client")
 	}
+	creating := &sync.Map{}
 	recorder := xpevent.NewAPIRecorder(mgr.GetEventRecorderFor(name)) //nolint:staticcheck // crossplane-runtime's event package still takes the legacy recorder.
 	log := o.Logger.WithValues("controller", name)
+	tc := d.Tenants
+	if tc == nil {
+		c, err := tenants.NewCache(mgr, o.Gate, log)
+		if err != nil {
+			return err
+		}
+		tc = c
+	}
 	ro := []managed.ReconcilerOption{
 		managed.WithTypedExternalConnector[*v1alpha1.DatabaseBinding](&connector{
-			log:    log,
-			kube:   mgr.GetClient(),
-			reader: mgr.GetAPIReader(),
-			usage:  resource.NewProviderConfigUsageTracker(mgr.GetClient(), &v1alpha1.ProviderConfigUsage{}),
-			deps:   d,
-			proofs: memo.New(nil, func(p tenancy.DeliveryProof) time.Time { return p.Due }),
+			log:      log,
+			kube:     mgr.GetClient(),
+			reader:   mgr.GetAPIReader(),
+			tenants:  tc,
+			usage:    resource.NewProviderConfigUsageTracker(mgr.GetClient(), &v1alpha1.ProviderConfigUsage{}),
+			deps:     d,
+			proofs:   memo.New(nil, func(p tenancy.DeliveryProof) time.Time { return p.Due }),
+			creating: creating,
 		}),
+		// The finalizer goes with the first write a create needs anyway.
+		managed.WithFinalizer(finalizer{Finalizer: resource.NewAPIFinalizer(quiet.Manager{Manager: mgr}.GetClient(), managed.FinalizerName), creating: creating}),
 		managed.WithLogger(log),
 		managed.WithPollInterval(o.PollInterval),
 		managed.WithPollIntervalHook(waitingForTenant),
@@ -252,9 +270,13 @@ type connector struct {
 	log    logging.Logger
 	kube   client.Client
 	reader client.Reader
-	usage  resource.ModernTracker
-	deps   Deps
-	proofs *memo.Memo[tenancy.DeliveryProof]
+	// tenants reads Tenants from a watch-fed cache (external.tenants).
+	tenants client.Reader
+	usage   resource.ModernTracker
+	deps    Deps
+	proofs  *memo.Memo[tenancy.DeliveryProof]
+	// creating: see finalizer.
+	creating *sync.Map
 }
 
 // Connect records the usage of the instance the binding names, when it
@@ -267,18 +289,50 @@ func (c *connector) Connect(ctx context.Context, b *v1alpha1.DatabaseBinding) (m
 		}
 	}
 	return &external{
-		log:     c.log.WithValues("namespace", b.GetNamespace(), "name", b.GetName()),
-		kube:    c.kube,
-		reader:  c.reader,
-		kv:      c.deps.KV,
-		opts:    c.deps.Options,
-		spec:    specOf(b),
-		hook:    c.deps.StepHook,
-		uid:     b.GetUID(),
-		proofs:  c.proofs,
-		records: c.deps.Records,
+		log:      c.log.WithValues("namespace", b.GetNamespace(), "name", b.GetName()),
+		kube:     c.kube,
+		reader:   c.reader,
+		tenants:  c.tenants,
+		kv:       c.deps.KV,
+		opts:     c.deps.Options,
+		spec:     specOf(b),
+		hook:     c.deps.StepHook,
+		uid:      b.GetUID(),
+		proofs:   c.proofs,
+		records:  c.deps.Records,
+		creating: c.creating,
 	}, nil
 }
 
 // specOf is what a binding asks for, as the decision core reads it.
 func specOf(b *v1alpha1.DatabaseBinding) tenancy.BindingSpec { return tenants.SpecOf(b) }
+
+// finalizer adds the managed reconciler's finalizer without a write of its
+// own when the reconcile goes on to create: the managed reconciler then
+// writes the binding (its external-create-pending annotation) before it
+// calls Create, and that write carries the finalizer. A new binding is
+// written once instead of twice before its first claim or Database, and
+// each write of a composed binding makes Crossplane render its Tenant
+// again. Nothing is created unless that write succeeded, so nothing is
+// ever claimed or provisioned without the finalizer persisted; every other
+// reconcile (one that updates, deletes or only observes) writes it first,
+// as the API finalizer does.
+type finalizer struct {
+	resource.Finalizer
+	// creating holds the UIDs of the bindings whose Observe just decided
+	// to create (external.Observe); each is taken by the next
+	// AddFinalizer.
+	creating *sync.Map
+}
+
+func (f finalizer) AddFinalizer(ctx context.Context, obj resource.Object) error {
+	_, creating := f.creating.LoadAndDelete(obj.GetUID())
+	if meta.FinalizerExists(obj, managed.FinalizerName) {
+		return nil
+	}
+	if creating {
+		meta.AddFinalizer(obj, managed.FinalizerName)
+		return nil
+	}
+	return f.Finalizer.AddFinalizer(ctx, obj)
+}

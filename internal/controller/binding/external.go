@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/logging"
@@ -11,6 +13,7 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/reconciler/managed"
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -33,11 +36,14 @@ type external struct {
 	log    logging.Logger
 	kube   client.Client
 	reader client.Reader
-	kv     KV
-	opts   options.Options
-	spec   tenancy.BindingSpec
-	hook   func(step string) error
-	uid    types.UID
+	// tenants reads Tenants from a watch-fed cache (tenants.Cache); nil:
+	// every read goes to the API server.
+	tenants client.Reader
+	kv      KV
+	opts    options.Options
+	spec    tenancy.BindingSpec
+	hook    func(step string) error
+	uid     types.UID
 	// proofs and records decide whether the delivery is read
 	// (tenancy.DeliveryCheckDue); nil proofs or records: at every Observe.
 	proofs  *memo.Memo[tenancy.DeliveryProof]
@@ -50,6 +56,15 @@ type external struct {
 	// copyOurs: on deletion, the delivery copy names this binding, or
 	// OpenBao could not tell.
 	copyOurs bool
+	// standing is the verdict Observe decided with; cached: read from
+	// the tenants cache, not yet confirmed by the API server.
+	standing tenancy.StandingVerdict
+	cached   bool
+	// creating: the UIDs of the bindings whose Observe decided to create
+	// (see finalizer); nil: none are noted.
+	creating *sync.Map
+	// obs is what Observe decided from.
+	obs tenancy.BindingObservation
 }
 
 func (e *external) copyPath() string {
@@ -58,11 +73,78 @@ func (e *external) copyPath() string {
 
 // Observe reads the Database, its instance and (once bound and Ready) both
 // credential records, and decides.
+//
+// Whether the binding is its Tenant's is read first from the tenants
+// cache. A cached verdict may be behind the API server (the Tenant was
+// deleted or replaced since the cache last heard of it), so it is kept
+// only when it confirms that nothing changes: the binding stands, nothing
+// is to be created, updated or deleted, and the status stays as it is.
+// Anything else (a claim, a create, a record, a delivery, a release, a
+// new phase or message) is decided only after the API server confirms
+// the verdict; a different verdict is decided again from the start.
 func (e *external) Observe(ctx context.Context, b *v1alpha1.DatabaseBinding) (managed.ExternalObservation, error) {
-	o, err := e.observe(ctx, b)
+	obs, err := e.observeConfirmed(ctx, b)
+	if e.creating != nil {
+		// Only this reconcile's decision counts: what an earlier one
+		// noted and never took is dropped.
+		if err == nil && !obs.ResourceExists && !meta.WasDeleted(b) && mayCreate(b) {
+			e.creating.Store(b.GetUID(), true)
+		} else {
+			e.creating.Delete(b.GetUID())
+		}
+	}
+	return obs, err
+}
+
+// mayCreate reports whether the binding's management policies let the
+// managed reconciler create (and so write the create mark first).
+func mayCreate(b *v1alpha1.DatabaseBinding) bool {
+	p := b.GetManagementPolicies()
+	return len(p) == 0 || slices.Contains(p, xpv2.ManagementActionAll) || slices.Contains(p, xpv2.ManagementActionCreate)
+}
+
+func (e *external) observeConfirmed(ctx context.Context, b *v1alpha1.DatabaseBinding) (managed.ExternalObservation, error) {
+	before := b.Status.DeepCopy()
+	obs, err := e.observeOnce(ctx, b, e.tenants != nil)
+	if err != nil || !e.cached {
+		return obs, err
+	}
+	if obs.ResourceExists && obs.ResourceUpToDate && sameStatus(before, &b.Status) {
+		return obs, nil
+	}
+	st, err := tenants.Standing(ctx, e.reader, b)
 	if err != nil {
 		return managed.ExternalObservation{}, err
 	}
+	if st == e.standing {
+		e.cached = false
+		return obs, nil
+	}
+	b.Status = *before
+	e.db, e.decision, e.delivery, e.copyOurs = nil, tenancy.BindingDecision{}, tenancy.DeliveryVerdict{}, false
+	return e.observeOnce(ctx, b, false)
+}
+
+// sameStatus reports whether two statuses say the same, whenever their
+// conditions last changed.
+func sameStatus(a, b *v1alpha1.DatabaseBindingStatus) bool {
+	x, y := a.DeepCopy(), b.DeepCopy()
+	for _, s := range []*v1alpha1.DatabaseBindingStatus{x, y} {
+		for i := range s.Conditions {
+			s.Conditions[i].LastTransitionTime = metav1.Time{}
+		}
+	}
+	return equality.Semantic.DeepEqual(x, y)
+}
+
+// observeOnce observes and decides, reading the Tenant from the cache
+// when cached.
+func (e *external) observeOnce(ctx context.Context, b *v1alpha1.DatabaseBinding, cached bool) (managed.ExternalObservation, error) {
+	o, err := e.observe(ctx, b, cached)
+	if err != nil {
+		return managed.ExternalObservation{}, err
+	}
+	e.obs = o
 	d := tenancy.DecideBinding(o)
 	e.decision = d
 	at := &b.Status.AtProvider
@@ -128,20 +210,33 @@ func (e *external) Observe(ctx context.Context, b *v1alpha1.DatabaseBinding) (ma
 }
 
 // observe reads what the decision needs.
-func (e *external) observe(ctx context.Context, b *v1alpha1.DatabaseBinding) (tenancy.BindingObservation, error) {
+func (e *external) observe(ctx context.Context, b *v1alpha1.DatabaseBinding, cached bool) (tenancy.BindingObservation, error) {
 	o := tenancy.BindingObservation{
 		Spec:         e.spec,
 		Deleting:     meta.WasDeleted(b),
 		Recorded:     tenancy.BindingRecord{DatabaseName: b.Status.AtProvider.DatabaseName, DatabaseUID: b.Status.AtProvider.DatabaseUID},
 		RecordedCopy: b.Status.AtProvider.Credential.Path,
 	}
-	// Whether the binding is its Tenant's: read from the API server, never
-	// from the binding.
-	st, err := tenants.Standing(ctx, e.reader, b)
+	// Whether the binding is its Tenant's: read from the cache or the API
+	// server, never from the binding. Only "it stands" is taken from the
+	// cache (and confirmed before anything is acted on, see Observe): any
+	// other verdict, and every deletion, is read from the API server.
+	var st tenancy.StandingVerdict
+	var err error
+	e.cached = cached && !o.Deleting
+	if e.cached {
+		st, err = tenants.Standing(ctx, e.tenants, b)
+		if errors.Is(err, tenants.ErrNotCached) || (err == nil && st.Standing != tenancy.StandingTenants) {
+			e.cached, err = false, nil
+		}
+	}
+	if !e.cached && err == nil {
+		st, err = tenants.Standing(ctx, e.reader, b)
+	}
 	if err != nil {
 		return o, err
 	}
-	o.Standing = st
+	o.Standing, e.standing = st, st
 	db := &v1alpha1.Database{}
 	err = e.kube.Get(ctx, types.NamespacedName{Name: e.spec.DatabaseName()}, db)
 	switch {
@@ -386,6 +481,16 @@ func (e *external) Update(ctx context.Context, b *v1alpha1.DatabaseBinding) (man
 		}
 		at := &b.Status.AtProvider
 		at.DatabaseName, at.DatabaseUID = d.Record.DatabaseName, d.Record.DatabaseUID
+		// The next Observe decides from this record. When that is a wait
+		// (the Database is not Ready yet), it is reported in this
+		// reconcile's status write rather than in one more after the next
+		// Observe (each write of a composed binding re-renders its Tenant).
+		o := e.obs
+		o.Recorded = d.Record
+		if n := tenancy.DecideBinding(o); n.Action == tenancy.ActionWait && n.Record == d.Record {
+			at.Phase = n.Phase
+			setReady(b, n.Reason, n.Message)
+		}
 		return managed.ExternalUpdate{}, nil
 	case tenancy.ActionCopyCredential:
 		if err := e.protect(ctx); err != nil {

@@ -1,8 +1,8 @@
-// Package tenants reads, from the API server, the Tenant a DatabaseBinding
-// says it belongs to, so that the decision core can tell whether the
-// binding counts as that Tenant's (tenancy.DecideStanding). It never trusts
-// what the binding itself says about its Tenant beyond the names to look
-// up.
+// Package tenants reads the Tenant a DatabaseBinding says it belongs to,
+// from the API server or (to confirm that nothing changes) a watch-fed
+// Cache, so that the decision core can tell whether the binding counts as
+// that Tenant's (tenancy.DecideStanding). It never trusts what the binding
+// itself says about its Tenant beyond the names to look up.
 package tenants
 
 import (
@@ -55,11 +55,12 @@ func SpecOf(b *v1alpha1.DatabaseBinding) tenancy.BindingSpec {
 	return s
 }
 
-// Standing reads the binding's Tenant with r (which must read the API
-// server, not a cache another writer could be ahead of) and decides
-// whether the binding counts as that Tenant's. An error (the read failed,
-// the kind is not served, the provider may not read it) decides nothing:
-// the caller waits and retries.
+// Standing reads the binding's Tenant with r and decides whether the
+// binding counts as that Tenant's. r reads the API server for any verdict
+// that is acted on; a Cache may be behind, and its verdict only confirms
+// that nothing changes. An error (the read failed, the kind is not
+// served, the provider may not read it, ErrNotCached) decides nothing:
+// the caller reads again or waits and retries.
 func Standing(ctx context.Context, r client.Reader, b *v1alpha1.DatabaseBinding) (tenancy.StandingVerdict, error) {
 	s := SpecOf(b)
 	t, err := Read(ctx, r, s)
