@@ -2,7 +2,7 @@ package main
 
 // What the Tenant runs count besides time: kube-apiserver's requests by
 // client (its audit log), the composition function's renders (its debug
-// log), ESO's syncs (its metrics), and the rates and component groups the
+// log), ESO's reconciles (its metrics), and the rates and component groups the
 // reports and the targets use.
 
 import (
@@ -245,8 +245,9 @@ func spreadInts(m map[string]int, n int) string {
 	return fmt.Sprintf("mean %.1f (p50 %d, p90 %d, max %d)", float64(sum)/float64(n), at(0.5), at(0.9), v[len(v)-1])
 }
 
-// esoSyncs is ESO's externalsecret_sync_calls_total, all results (0 when
-// it cannot be read).
+// esoSyncs is ESO's externalsecret_sync_calls_total: its reconciles of
+// ExternalSecrets, each one a sync when the ExternalSecret is new, changed
+// or due, else a check that requeues it (0 when it cannot be read).
 func esoSyncs(addr string) float64 {
 	if addr == "" {
 		return 0
@@ -281,7 +282,7 @@ func cpuGroups(c cpuShare) string {
 	return strings.Join(parts, ", ")
 }
 
-// esoPerSync is ESO's CPU-s per sync call (0 without syncs).
+// esoPerSync is ESO's CPU-s per reconcile (0 without any).
 func esoPerSync(c cpuShare, syncs float64) float64 {
 	if syncs <= 0 {
 		return 0

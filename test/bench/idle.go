@@ -28,7 +28,7 @@ type idleResult struct {
 	Clients apiCounts
 	Bao     baoCounts
 	BaoErr  error
-	// Syncs is ESO's sync calls in the window.
+	// Syncs is ESO's reconciles of ExternalSecrets in the window.
 	Syncs   float64
 	Minutes []idleMinute
 }
@@ -142,7 +142,7 @@ func idleTable(w *strings.Builder, bulks []*bulkResult) {
 		return
 	}
 	fmt.Fprintf(w, "Idle Tenants: the wave's Tenants left alone once every Secret existed and logged in (then a settle), rates over the window\n\n")
-	fmt.Fprintf(w, "| N | settle + window | renders / Tenant / hour (target ≤ 1) | core + functions + kube-apiserver CPU-s / min (target ≤ 3) | apiserver requests / min | OpenBao requests / min | ESO syncs / min |\n|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(w, "| N | settle + window | renders / Tenant / hour (target ≤ 1) | core + functions + kube-apiserver CPU-s / min (target ≤ 3) | apiserver requests / min | OpenBao requests / min | ESO reconciles / min |\n|---|---|---|---|---|---|---|\n")
 	for _, r := range idles {
 		bao := fmt.Sprintf("%.2f", perMinute(float64(r.Bao.Requests), r.Window))
 		if r.BaoErr != nil {

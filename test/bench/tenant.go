@@ -612,7 +612,7 @@ type bulkResult struct {
 	// Secrets existed (its audit log; empty without -api-audit).
 	Clients apiCounts
 	// Bao is OpenBao's requests until all Secrets existed (its audit
-	// device), Syncs ESO's sync calls.
+	// device), Syncs ESO's reconciles of ExternalSecrets.
 	Bao    baoCounts
 	BaoErr error
 	Syncs  float64
@@ -1015,10 +1015,10 @@ func tenantBulkTables(w *strings.Builder, floors map[int]*tenantFloorResult, bul
 			if r.BaoErr == nil {
 				bao = fmt.Sprintf("%.2f per Tenant (%s)", float64(r.Bao.Requests)/float64(r.N), top(scale(intsToFloats(r.Bao.ByOp), float64(r.N)), 6, 2))
 				if r.Syncs > 0 {
-					bao += fmt.Sprintf(", %.2f per ESO sync", float64(r.Bao.Requests)/r.Syncs)
+					bao += fmt.Sprintf(", %.2f per ESO reconcile", float64(r.Bao.Requests)/r.Syncs)
 				}
 			}
-			fmt.Fprintf(w, "- N=%d, until all Secrets existed: ESO sync calls %.2f per Tenant, ESO CPU %.3f s per sync; OpenBao requests %s\n", r.N, r.Syncs/float64(r.N), esoPerSync(r.CPU, r.Syncs), bao)
+			fmt.Fprintf(w, "- N=%d, until all Secrets existed: ESO reconciles %.2f per Tenant, ESO CPU %.3f s per reconcile; OpenBao requests %s\n", r.N, r.Syncs/float64(r.N), esoPerSync(r.CPU, r.Syncs), bao)
 		}
 		fmt.Fprintln(w)
 	}
