@@ -608,6 +608,8 @@ type bulkResult struct {
 	// until its own Secret existed, by namespace.
 	Renders    float64
 	RendersOwn map[string]int
+	// RendersParsed is the renders read with their time from the log.
+	RendersParsed int
 	// Clients is the apiserver's requests per Tenant by client, until all
 	// Secrets existed (its audit log; empty without -api-audit).
 	Clients apiCounts
@@ -703,7 +705,9 @@ func runTenantBulk(ctx context.Context, c cfg, b *benchEnv, bin, logDir string, 
 		until[tenantNamespace(i)] = s.t.get(tenantNamespace(i))[evSecret]
 	}
 	lines, _ := readRange(fnLog, fn0, fn1)
-	r.RendersOwn = rendersUntil(parseRenders(lines), until)
+	parsed := parseRenders(lines)
+	r.RendersParsed = len(parsed)
+	r.RendersOwn = rendersUntil(parsed, until)
 	r.APIRequests = map[string]float64{}
 	for k, v := range apiserverRequests(ctx, b) {
 		if d := (v - api0[k]) / float64(n); d > 0 {
