@@ -32,6 +32,14 @@ type Options struct {
 	// one line per request and per response, secrets HMAC'd, for tests
 	// that count what a client asks of OpenBao.
 	OpenBaoAudit bool
+	// KubeAudit gives kube-apiserver an audit log at the Metadata level
+	// (Kube.AuditLog): one JSON line per request, with its verb, resource,
+	// user and user agent and no object, for benchmarks that count
+	// requests by client. It costs the apiserver a write per request.
+	KubeAudit bool
+	// ESOArgs are more flags for the External Secrets Operator, after the
+	// harness's own (a repeated flag takes the last value).
+	ESOArgs []string
 	// ExtraCRDDirs are installed next to package/crds.
 	ExtraCRDDirs []string
 	// TenantCRDs installs the CRDs of the Tenant kinds made from the XRDs
@@ -156,7 +164,7 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 			}
 			crds = append(crds, d)
 		}
-		if e.Kube, err = startKube(ctx, dir, e.BinDir, crds); err != nil {
+		if e.Kube, err = startKube(ctx, dir, e.BinDir, crds, o.KubeAudit); err != nil {
 			return fail(err)
 		}
 	}
@@ -181,7 +189,7 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 		}
 	}
 	if o.ESO {
-		if e.ESO, err = startESO(ctx, dir, e.BinDir, e.Kube); err != nil {
+		if e.ESO, err = startESO(ctx, dir, e.BinDir, e.Kube, o.ESOArgs); err != nil {
 			return fail(err)
 		}
 	}

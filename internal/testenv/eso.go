@@ -14,6 +14,9 @@ import (
 // ESO is the real External Secrets Operator controller, started as a process
 // against the test apiserver (its CRDs are installed with the project's).
 type ESO struct {
+	// MetricsAddr is the controller's metrics endpoint (host:port).
+	MetricsAddr string
+
 	logFile string
 	proc    *process
 	bin     string
@@ -24,7 +27,7 @@ type ESO struct {
 // ESOCRDDir is where hack/install-k8s.sh puts the ESO CRDs.
 func ESOCRDDir(binDir string) string { return filepath.Join(binDir, "eso-crds") }
 
-func startESO(_ context.Context, root, binDir string, k *Kube) (*ESO, error) {
+func startESO(_ context.Context, root, binDir string, k *Kube, extra []string) (*ESO, error) {
 	bin := filepath.Join(binDir, "external-secrets")
 	if _, err := os.Stat(bin); err != nil {
 		return nil, missing("External Secrets Operator", bin, "hack/install-k8s.sh external-secrets (make tools)")
@@ -34,11 +37,13 @@ func startESO(_ context.Context, root, binDir string, k *Kube) (*ESO, error) {
 		return nil, err
 	}
 	e := &ESO{
-		logFile: filepath.Join(root, "eso.log"), bin: bin,
+		MetricsAddr: fmt.Sprintf("127.0.0.1:%d", port),
+		logFile:     filepath.Join(root, "eso.log"), bin: bin,
 		args: []string{fmt.Sprintf("--metrics-addr=127.0.0.1:%d", port), "--concurrent=4", "--store-requeue-interval=10s"},
 		// ESO has no --kubeconfig flag; it reads $KUBECONFIG.
 		env: append(os.Environ(), "KUBECONFIG="+k.KubeconfigFile),
 	}
+	e.args = append(e.args, extra...)
 	return e, e.Start()
 }
 

@@ -34,6 +34,9 @@ type Kube struct {
 	Clientset kubernetes.Interface
 	// KubeconfigFile is an admin kubeconfig, for processes under test.
 	KubeconfigFile string
+	// AuditLog is the apiserver's audit log (Options.KubeAudit; empty
+	// without it): one JSON event per request, at the Metadata level.
+	AuditLog string
 
 	env *envtest.Environment
 }
@@ -49,7 +52,16 @@ func Scheme() *runtime.Scheme {
 	return s
 }
 
-func startKube(ctx context.Context, root, binDir string, crdDirs []string) (*Kube, error) {
+// auditPolicy logs every request once, when its response is complete, with
+// its metadata only (no object, no secret).
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+`
+
+func startKube(ctx context.Context, root, binDir string, crdDirs []string, audit bool) (*Kube, error) {
 	for _, b := range []string{"kube-apiserver", "etcd"} {
 		if _, err := os.Stat(filepath.Join(binDir, b)); err != nil {
 			return nil, missing(b, filepath.Join(binDir, b), "make tools (hack/install-k8s.sh)")
@@ -61,11 +73,28 @@ func startKube(ctx context.Context, root, binDir string, crdDirs []string) (*Kub
 		ErrorIfCRDPathMissing: true,
 		Scheme:                Scheme(),
 	}
+	auditLog := ""
+	if audit {
+		policy := filepath.Join(root, "audit-policy.yaml")
+		if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
+			return nil, err
+		}
+		auditLog = filepath.Join(root, "kube-audit.log")
+		// Blocking mode: an event is in the file when its response is
+		// sent, so a reader's window has every request made in it; no
+		// rotation (a large benchmark writes hundreds of MiB).
+		env.ControlPlane.GetAPIServer().Configure().
+			Append("audit-policy-file", policy).
+			Append("audit-log-path", auditLog).
+			Append("audit-log-format", "json").
+			Append("audit-log-mode", "blocking").
+			Append("audit-log-maxsize", "1000000")
+	}
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("cannot start kube-apiserver and etcd: %w", err)
 	}
-	k := &Kube{Config: cfg, env: env}
+	k := &Kube{Config: cfg, env: env, AuditLog: auditLog}
 	fail := func(err error) (*Kube, error) { k.Stop(); return nil, err }
 
 	user, err := env.AddUser(envtest.User{Name: "harness-admin", Groups: []string{"system:masters"}}, cfg)

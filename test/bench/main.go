@@ -93,8 +93,13 @@ func main() {
 	tenantsLarge := flag.Bool("tenants-large", false, "Also create 1000 Tenants at once (-tenants).")
 	flag.BoolVar(&c.tenants.floor, "tenant-floor", true, "Run the Tenant floor for each -tenant-n.")
 	flag.DurationVar(&c.tenants.poll, "tenant-poll", time.Minute, "The provider's --poll in Tenant runs (default: the provider's default).")
+	flag.DurationVar(&c.tenants.idle, "tenants-idle", 0, "After the largest Tenant wave has every Secret (and the logins are checked), leave its Tenants alone for this long and report renders per Tenant per hour, CPU per minute by component, apiserver requests per minute by request and by client, OpenBao requests and ESO syncs per minute (e.g. 10m; 0: off).")
+	flag.DurationVar(&c.tenants.idleSettle, "tenants-idle-settle", time.Minute, "Wait this long after the wave's checks before the idle window (-tenants-idle).")
+	flag.BoolVar(&c.tenants.apiAudit, "api-audit", true, "Tenant runs: give kube-apiserver an audit log (Metadata level) to count its requests by client; it costs the apiserver a log write per request.")
+	esoFlags := flag.String("eso-flags", "", "Tenant runs: extra flags for the External Secrets Operator, space-separated, after the harness's own (e.g. --concurrent=8).")
 	flag.Parse()
 	c.extra = strings.Fields(*extraFlags)
+	c.tenants.esoArgs = strings.Fields(*esoFlags)
 	var err error
 	if c.ns, err = ints(*n); err != nil {
 		fatal(err)

@@ -47,6 +47,21 @@ type tenantCfg struct {
 	floor bool
 	// poll is the provider's --poll in Tenant runs (its default).
 	poll time.Duration
+	// idle is the idle window after the largest wave (0: none);
+	// idleSettle the wait before it.
+	idle, idleSettle time.Duration
+	// apiAudit gives kube-apiserver an audit log, for requests by client.
+	apiAudit bool
+	// esoArgs are more flags for ESO.
+	esoArgs []string
+}
+
+// stackOptions is the full stack with the Tenant runs' settings.
+func (c cfg) stackOptions() testenv.Options {
+	o := fullStack
+	o.KubeAudit = c.tenants.apiAudit
+	o.ESOArgs = c.tenants.esoArgs
+	return o
 }
 
 // The events of one Tenant, in the order they happen.
@@ -589,18 +604,46 @@ type bulkResult struct {
 	// resource (apiserver_request_total), until all Secrets existed.
 	APIRequests map[string]float64
 	// Renders is the composition function's renders per Tenant until all
-	// Secrets existed (its debug log).
-	Renders float64
-	CPU     cpuShare
-	HWM     int64
+	// Secrets existed (its debug log); RendersOwn each Tenant's renders
+	// until its own Secret existed, by namespace.
+	Renders    float64
+	RendersOwn map[string]int
+	// RendersParsed is the renders read with their time from the log.
+	RendersParsed int
+	// Clients is the apiserver's requests per Tenant by client, until all
+	// Secrets existed (its audit log; empty without -api-audit).
+	Clients apiCounts
+	// Bao is OpenBao's requests until all Secrets existed (its audit
+	// device), Syncs ESO's reconciles of ExternalSecrets.
+	Bao    baoCounts
+	BaoErr error
+	Syncs  float64
+	CPU    cpuShare
+	HWM    int64
 	// LoginFailures counts Secrets that did not log in (checked after).
 	LoginFailures int
+	// Idle is the idle window after the wave (-tenants-idle, the largest
+	// wave only).
+	Idle *idleResult
+}
+
+// RendersOwnMean is the mean over the Tenants of their renders until their
+// own Secret existed.
+func (r *bulkResult) RendersOwnMean() float64 {
+	if r.N == 0 {
+		return 0
+	}
+	t := 0
+	for _, v := range r.RendersOwn {
+		t += v
+	}
+	return float64(t) / float64(r.N)
 }
 
 // runTenantBulk creates n Tenants at once (16 goroutines, unthrottled
 // client) and waits until every Secret exists; then it checks that every
 // Secret logs in (untimed).
-func runTenantBulk(ctx context.Context, c cfg, b *benchEnv, bin, logDir string, n int) (*bulkResult, error) {
+func runTenantBulk(ctx context.Context, c cfg, b *benchEnv, bin, logDir string, n int, idle bool) (*bulkResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s, err := startTenantStack(ctx, c, b, bin, filepath.Join(logDir, fmt.Sprintf("provider-tenants-n%d.log", n)), filepath.Join(logDir, fmt.Sprintf("tenant-trace-n%d.log", n)))
@@ -616,8 +659,14 @@ func runTenantBulk(ctx context.Context, c cfg, b *benchEnv, bin, logDir string, 
 		return nil, err
 	}
 	r := &bulkResult{N: n}
+	bao := startAudit(ctx, b)
+	esoAddr := b.ESO.MetricsAddr
+	fnLog := filepath.Join(b.Dir, "function.log")
 	rec0 := reconcilesByController(s.p.Metrics)
 	api0 := apiserverRequests(ctx, b)
+	aud0 := fileSize(b.Kube.AuditLog)
+	fn0 := fileSize(fnLog)
+	syncs0 := esoSyncs(esoAddr)
 	renders0 := functionRenders(b)
 	cpu0 := sampleCPU()
 	t0 := time.Now()
@@ -643,6 +692,22 @@ func runTenantBulk(ctx context.Context, c cfg, b *benchEnv, bin, logDir string, 
 	r.Ready = last.Sub(t0)
 	r.CPU = sampleCPU().sub(cpu0)
 	r.Renders = float64(functionRenders(b)-renders0) / float64(n)
+	aud1, fn1 := fileSize(b.Kube.AuditLog), fileSize(fnLog)
+	r.Syncs = esoSyncs(esoAddr) - syncs0
+	bao.mark()
+	r.Bao, r.BaoErr = bao.stop()
+	if b.Kube.AuditLog != "" {
+		a := auditWindow(b.Kube.AuditLog, aud0, aud1)
+		r.Clients = apiCounts{ByClient: scale(a.ByClient, float64(n)), ByClientRequest: scale(a.ByClientRequest, float64(n))}
+	}
+	until := map[string]time.Time{}
+	for i := 0; i < n; i++ {
+		until[tenantNamespace(i)] = s.t.get(tenantNamespace(i))[evSecret]
+	}
+	lines, _ := readRange(fnLog, fn0, fn1)
+	parsed := parseRenders(lines)
+	r.RendersParsed = len(parsed)
+	r.RendersOwn = rendersUntil(parsed, until)
 	r.APIRequests = map[string]float64{}
 	for k, v := range apiserverRequests(ctx, b) {
 		if d := (v - api0[k]) / float64(n); d > 0 {
@@ -701,6 +766,11 @@ func runTenantBulk(ctx context.Context, c cfg, b *benchEnv, bin, logDir string, 
 		}
 		return nil
 	})
+	if idle {
+		if r.Idle, err = runIdle(ctx, c, s, n); err != nil {
+			return nil, fmt.Errorf("idle Tenants: %w", err)
+		}
+	}
 	return r, s.p.Exited()
 }
 
@@ -728,23 +798,24 @@ func apiserverRequests(ctx context.Context, b *benchEnv) map[string]float64 {
 }
 
 // topRequests is the n largest of m, "VERB resource x.x", and the total.
-func topRequests(m map[string]float64, n int) string {
+func topRequests(m map[string]float64, n int) string { return top(m, n, 1) }
+
+// sortedByValue is m's keys, the largest value first (ties by key).
+func sortedByValue(m map[string]float64) []string {
 	keys := make([]string, 0, len(m))
-	var total float64
-	for k, v := range m {
+	for k := range m {
 		keys = append(keys, k)
-		total += v
 	}
-	sort.Slice(keys, func(i, j int) bool { return m[keys[i]] > m[keys[j]] })
-	if len(keys) > n {
-		keys = keys[:n]
-	}
-	parts := []string{fmt.Sprintf("%.1f in all", total)}
-	for _, k := range keys {
-		parts = append(parts, fmt.Sprintf("%s %.1f", k, m[k]))
-	}
-	return strings.Join(parts, ", ")
+	sort.Slice(keys, func(i, j int) bool {
+		if m[keys[i]] != m[keys[j]] {
+			return m[keys[i]] > m[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	return keys
 }
+
+func numCPU() int { return runtime.NumCPU() }
 
 // reconcilesByController is controller_runtime_reconcile_total of every
 // managed-resource controller of the provider, by controller kind
@@ -794,13 +865,20 @@ func runTenants(ctx context.Context, c cfg, bin, logDir string) (string, error) 
 	if c.tenants.runs > 0 {
 		fmt.Printf("==> Tenant latency: %d Tenants one at a time (after one cold Tenant), provider flags: defaults%s, --poll=%s (fresh components)\n", c.tenants.runs, extraLabel(c.extra), c.tenants.poll)
 		var err error
-		if lat, err = withEnv(ctx, fullStack, func(b *benchEnv) (*latencyResult, error) { return runTenantLatency(ctx, c, b, bin, logDir) }); err != nil {
+		if lat, err = withEnv(ctx, c.stackOptions(), func(b *benchEnv) (*latencyResult, error) { return runTenantLatency(ctx, c, b, bin, logDir) }); err != nil {
 			return "", fmt.Errorf("tenant latency: %w", err)
 		}
 	}
 	floors := map[int]*tenantFloorResult{}
 	var bulks []*bulkResult
-	for _, n := range c.tenants.ns {
+	// The idle window follows the largest wave (the last one of that size).
+	idleAt := -1
+	for i, n := range c.tenants.ns {
+		if c.tenants.idle > 0 && (idleAt < 0 || n >= c.tenants.ns[idleAt]) {
+			idleAt = i
+		}
+	}
+	for i, n := range c.tenants.ns {
 		if c.tenants.floor {
 			fmt.Printf("==> Tenant floor, N=%d (fresh components)\n", n)
 			f, err := withEnv(ctx, dbStack, func(b *benchEnv) (*tenantFloorResult, error) { return runTenantFloor(ctx, b, n) })
@@ -811,7 +889,7 @@ func runTenants(ctx context.Context, c cfg, bin, logDir string) (string, error) 
 			fmt.Printf("    floor %s (%.1f ms/tenant)\n", f.Total.Round(time.Millisecond), ms(f.Total)/float64(n))
 		}
 		fmt.Printf("==> %d Tenants at once, provider flags: defaults%s (fresh components)\n", n, extraLabel(c.extra))
-		r, err := withEnv(ctx, fullStack, func(b *benchEnv) (*bulkResult, error) { return runTenantBulk(ctx, c, b, bin, logDir, n) })
+		r, err := withEnv(ctx, c.stackOptions(), func(b *benchEnv) (*bulkResult, error) { return runTenantBulk(ctx, c, b, bin, logDir, n, i == idleAt) })
 		if err != nil {
 			return tenantTables(c, lat, floors, bulks), fmt.Errorf("tenants N=%d: %w", n, err)
 		}
@@ -866,7 +944,9 @@ func tenantTables(c cfg, lat *latencyResult, floors map[int]*tenantFloorResult, 
 	if lat != nil {
 		latencyTable(&w, c, lat)
 	}
+	tenantTargets(&w, floors, bulks)
 	tenantBulkTables(&w, floors, bulks)
+	idleTable(&w, bulks)
 	return w.String()
 }
 
@@ -929,7 +1009,20 @@ func tenantBulkTables(w *strings.Builder, floors map[int]*tenantFloorResult, bul
 			}
 			fmt.Fprintf(w, "- N=%d, mean per Tenant: %s; Secrets that did not log in: %d\n", r.N, strings.Join(parts, ", "), r.LoginFailures)
 			fmt.Fprintf(w, "- N=%d, apiserver requests per Tenant until all Secrets existed (all clients): %s\n", r.N, topRequests(r.APIRequests, 10))
-			fmt.Fprintf(w, "- N=%d, renders per Tenant until all Secrets existed (the composition function's): %.1f\n", r.N, r.Renders)
+			if len(r.Clients.ByClient) > 0 {
+				fmt.Fprintf(w, "- N=%d, apiserver requests per Tenant until all Secrets existed, by client: %s\n", r.N, topRequests(r.Clients.ByClient, 10))
+				fmt.Fprintf(w, "- N=%d, apiserver requests per Tenant until all Secrets existed, by client and request: %s\n", r.N, topRequests(r.Clients.ByClientRequest, 12))
+			}
+			fmt.Fprintf(w, "- N=%d, renders per Tenant until all Secrets existed (the composition function's): %.1f; until its own Secret existed: %s\n", r.N, r.Renders, spreadInts(r.RendersOwn, r.N))
+			fmt.Fprintf(w, "- N=%d, first Secret after %.2f s; CPU-s by component: %s\n", r.N, r.Each[0].Seconds(), cpuGroups(r.CPU))
+			bao := "–"
+			if r.BaoErr == nil {
+				bao = fmt.Sprintf("%.2f per Tenant (%s)", float64(r.Bao.Requests)/float64(r.N), top(scale(intsToFloats(r.Bao.ByOp), float64(r.N)), 6, 2))
+				if r.Syncs > 0 {
+					bao += fmt.Sprintf(", %.2f per ESO reconcile", float64(r.Bao.Requests)/r.Syncs)
+				}
+			}
+			fmt.Fprintf(w, "- N=%d, until all Secrets existed: ESO reconciles %.2f per Tenant, ESO CPU %.3f s per reconcile; OpenBao requests %s\n", r.N, r.Syncs/float64(r.N), esoPerSync(r.CPU, r.Syncs), bao)
 		}
 		fmt.Fprintln(w)
 	}
