@@ -240,69 +240,7 @@ func startNode(ctx context.Context, root, binDir string, k *Kube, ca *CA) (*Node
 	}
 	fail := func(err error) (*Node, error) { n.Stop(); return nil, err }
 
-	// containerd: cgroupfs (this kernel's cgroup v1 hierarchy), negative
-	// oom_score_adj refused (root here lacks CAP_SYS_RESOURCE), the pause
-	// image built here as the sandbox image, registries from certs.d.
-	cfg := fmt.Sprintf(`version = 2
-root = %[1]q
-state = %[2]q
-[grpc]
-  address = %[3]q
-[ttrpc]
-  address = ""
-[metrics]
-  address = ""
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = %[4]q
-  enable_selinux = false
-  disable_apparmor = true
-  restrict_oom_score_adj = true
-  netns_mounts_under_state_dir = true
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        SystemdCgroup = false
-        BinaryName = "runc"
-        Root = %[5]q
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
-    conf_dir = %[6]q
-  [plugins."io.containerd.grpc.v1.cri".registry]
-    config_path = %[7]q
-`, filepath.Join(dir, "containerd"), filepath.Join(dir, "run", "containerd"), n.Containerd, PauseImage,
-		filepath.Join(dir, "run", "runc"), filepath.Join(dir, "cni"), filepath.Join(dir, "certs.d"))
-	if err := os.WriteFile(filepath.Join(dir, "containerd.toml"), []byte(cfg), 0o600); err != nil {
-		return fail(err)
-	}
-	cni := fmt.Sprintf(`{
-  "cniVersion": "0.4.0",
-  "name": "ppt-bridge",
-  "plugins": [
-    {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
-     "ipam": {"type": "host-local", "ranges": [[{"subnet": %q, "gateway": %q}]],
-              "routes": [{"dst": "0.0.0.0/0"}], "dataDir": %q}}
-  ]
-}
-`, PodCIDR, NodeIP, filepath.Join(dir, "run", "cni-ipam"))
-	if err := os.WriteFile(filepath.Join(dir, "cni", "10-bridge.conflist"), []byte(cni), 0o600); err != nil {
-		return fail(err)
-	}
-	if err := n.start(ctx, "containerd", exec.Command("containerd", "--config", filepath.Join(dir, "containerd.toml"))); err != nil { //nolint:noctx // runs until Stop
-		return fail(err)
-	}
-	if err := WaitFor(ctx, 30*time.Second, func(ctx context.Context) error {
-		if err := n.exited(); err != nil {
-			return err
-		}
-		_, err := n.Ctr(ctx, "version")
-		return err
-	}); err != nil {
-		return fail(err)
-	}
-	if err := n.importPause(ctx); err != nil {
+	if err := n.startContainerd(ctx); err != nil {
 		return fail(err)
 	}
 
@@ -402,6 +340,77 @@ localStorageCapacityIsolation: true
 	}
 	n.Up = time.Since(t0)
 	return n, nil
+}
+
+// startContainerd starts containerd with the bridge CNI config and
+// imports the pause image.
+func (n *Node) startContainerd(ctx context.Context) error {
+	// containerd: cgroupfs (this kernel's cgroup v1 hierarchy), negative
+	// oom_score_adj refused (root here lacks CAP_SYS_RESOURCE), the pause
+	// image built here as the sandbox image, registries from certs.d.
+	cfg := fmt.Sprintf(`version = 2
+root = %[1]q
+state = %[2]q
+[grpc]
+  address = %[3]q
+[ttrpc]
+  address = ""
+[metrics]
+  address = ""
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = %[4]q
+  enable_selinux = false
+  disable_apparmor = true
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+        BinaryName = "runc"
+        Root = %[5]q
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = %[6]q
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = %[7]q
+`, filepath.Join(n.Dir, "containerd"), filepath.Join(n.Dir, "run", "containerd"), n.Containerd, PauseImage,
+		filepath.Join(n.Dir, "run", "runc"), filepath.Join(n.Dir, "cni"), filepath.Join(n.Dir, "certs.d"))
+	if err := os.WriteFile(filepath.Join(n.Dir, "containerd.toml"), []byte(cfg), 0o600); err != nil {
+		return err
+	}
+	cni := fmt.Sprintf(`{
+  "cniVersion": "0.4.0",
+  "name": "ppt-bridge",
+  "plugins": [
+    {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+     "ipam": {"type": "host-local", "ranges": [[{"subnet": %q, "gateway": %q}]],
+              "routes": [{"dst": "0.0.0.0/0"}], "dataDir": %q}}
+  ]
+}
+`, PodCIDR, NodeIP, filepath.Join(n.Dir, "run", "cni-ipam"))
+	if err := os.WriteFile(filepath.Join(n.Dir, "cni", "10-bridge.conflist"), []byte(cni), 0o600); err != nil {
+		return err
+	}
+	if err := n.start(ctx, "containerd", exec.Command("containerd", "--config", filepath.Join(n.Dir, "containerd.toml"))); err != nil { //nolint:noctx // runs until Stop
+		return err
+	}
+	if err := WaitFor(ctx, 30*time.Second, func(ctx context.Context) error {
+		if err := n.exited(); err != nil {
+			return err
+		}
+		_, err := n.Ctr(ctx, "version")
+		return err
+	}); err != nil {
+		return err
+	}
+	if err := n.importPause(ctx); err != nil {
+		return err
+	}
+	return nil
 }
 
 // start starts one of the node's processes, its log in Dir/logs and its
