@@ -345,6 +345,10 @@ localStorageCapacityIsolation: true
 // startContainerd starts containerd with the bridge CNI config and
 // imports the pause image.
 func (n *Node) startContainerd(ctx context.Context) error {
+	runc, err := exec.LookPath("runc")
+	if err != nil {
+		return err
+	}
 	// containerd: cgroupfs (this kernel's cgroup v1 hierarchy), negative
 	// oom_score_adj refused (root here lacks CAP_SYS_RESOURCE), the pause
 	// image built here as the sandbox image, registries from certs.d.
@@ -370,7 +374,7 @@ state = %[2]q
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
-        BinaryName = "runc"
+        BinaryName = %[8]q
         Root = %[5]q
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
@@ -378,7 +382,7 @@ state = %[2]q
   [plugins."io.containerd.grpc.v1.cri".registry]
     config_path = %[7]q
 `, filepath.Join(n.Dir, "containerd"), filepath.Join(n.Dir, "run", "containerd"), n.Containerd, PauseImage,
-		filepath.Join(n.Dir, "run", "runc"), filepath.Join(n.Dir, "cni"), filepath.Join(n.Dir, "certs.d"))
+		filepath.Join(n.Dir, "run", "runc"), filepath.Join(n.Dir, "cni"), filepath.Join(n.Dir, "certs.d"), runc)
 	if err := os.WriteFile(filepath.Join(n.Dir, "containerd.toml"), []byte(cfg), 0o600); err != nil {
 		return err
 	}
