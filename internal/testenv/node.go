@@ -399,7 +399,7 @@ state = %[2]q
 	if err := os.WriteFile(filepath.Join(n.Dir, "cni", "10-bridge.conflist"), []byte(cni), 0o600); err != nil {
 		return err
 	}
-	if err := n.start(ctx, "containerd", exec.Command("containerd", "--config", filepath.Join(n.Dir, "containerd.toml"))); err != nil { //nolint:noctx // runs until Stop
+	if err := n.start(ctx, "containerd", exec.Command("containerd", "--config", filepath.Join(n.Dir, "containerd.toml"))); err != nil { //nolint:gosec,noctx // the node's own config; runs until Stop
 		return err
 	}
 	if err := WaitFor(ctx, 30*time.Second, func(ctx context.Context) error {
@@ -434,7 +434,7 @@ func (n *Node) start(_ context.Context, name string, cmd *exec.Cmd) error {
 func (n *Node) exited() error {
 	for _, p := range n.procs {
 		if p.exited() {
-			return Permanent(fmt.Errorf("%s exited (%v); its log ends:\n%s", p.name, p.err, Tail(filepath.Join(n.Dir, "logs", p.name+".log"), 20)))
+			return Permanent(fmt.Errorf("%s exited (%w); its log ends:\n%s", p.name, p.err, Tail(filepath.Join(n.Dir, "logs", p.name+".log"), 20)))
 		}
 	}
 	return nil
@@ -493,7 +493,7 @@ func (n *Node) AllowRegistry(addr string, hosts ...string) error {
 // outside.
 func (n *Node) importPause(ctx context.Context) error {
 	bin := filepath.Join(n.Dir, "image", "pause")
-	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./internal/testenv/pause")
+	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./internal/testenv/pause") //nolint:gosec // the go command on this repository, into the node's directory
 	build.Dir = RepoRoot()
 	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=mod", "GOPROXY=off")
 	if out, err := build.CombinedOutput(); err != nil {

@@ -502,7 +502,7 @@ func canaries(ctx context.Context, t *testing.T, secrets []string) {
 	}
 	files, _ := filepath.Glob(filepath.Join(env.Dir, "*.log"))
 	for _, f := range files {
-		b, err := os.ReadFile(f) //nolint:gosec // the run's own logs
+		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
