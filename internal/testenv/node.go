@@ -286,7 +286,7 @@ localStorageCapacityIsolation: true
 		return fail(err)
 	}
 	if err := n.start(ctx, "kubelet", exec.Command(filepath.Join(binDir, "kubelet"), "--config="+filepath.Join(dir, "kubelet.yaml"), //nolint:gosec,noctx // the pinned binary; runs until Stop
-		"--kubeconfig="+k.KubeconfigFile, "--root-dir="+n.KubeletRoot, "--hostname-override="+NodeName, "--node-ip="+NodeIP, "-v=1")); err != nil {
+		"--kubeconfig="+k.KubeconfigFile, "--root-dir="+n.KubeletRoot, "--cert-dir="+filepath.Join(n.KubeletRoot, "pki"), "--hostname-override="+NodeName, "--node-ip="+NodeIP, "-v=1")); err != nil {
 		return fail(err)
 	}
 	kc := "--kubeconfig=" + k.KubeconfigFile
