@@ -142,6 +142,26 @@ func (x *Crossplane) InstallProviderPod(ctx context.Context, pkgDir string, e *E
 	}); err != nil {
 		return explain(err)
 	}
+	// Core reports Healthy from the Deployment's Available condition,
+	// which can be True before its first Pod runs.
+	x.ProviderRevision = rev
+	if err := WaitFor(ctx, 4*time.Minute, func(ctx context.Context) error {
+		if err := e.Node.exited(); err != nil {
+			return err
+		}
+		p, err := x.ProviderPod(ctx, k.Client)
+		if err != nil {
+			return err
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && p.Status.Phase == corev1.PodRunning {
+				return nil
+			}
+		}
+		return fmt.Errorf("pod %s is %s, not Ready", p.Name, p.Status.Phase)
+	}); err != nil {
+		return explain(err)
+	}
 	x.ProviderPodReady = time.Since(t0)
 	system := "crossplane:provider:" + rev + ":system"
 	if err := WaitFor(ctx, 2*time.Minute, func(ctx context.Context) error {

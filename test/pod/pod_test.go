@@ -294,7 +294,7 @@ func TestProviderPod(t *testing.T) {
 	first := &v1alpha1.Database{ObjectMeta: metav1.ObjectMeta{Name: "podshop"}}
 	await(t, first, time.Minute, "Database podshop stays Ready", func(d *v1alpha1.Database) bool { return ready(d.GetCondition(xpv2.TypeReady)) })
 	// The restarted container works: a new Database.
-	database("podshop-after-restart")
+	database("podshopagain")
 
 	// No secret in the Pod's logs (both containers' runs), the harness's
 	// logs, or the objects.
