@@ -51,18 +51,13 @@ tools: ## install every real component the tests need, PostgreSQL of the default
 tools-all: ## install every real component of the project (ESO, Crossplane CLI, functions, ...)
 	hack/install.sh all
 
-# test/pod (the provider as a Pod on a real kubelet, in a private network
-# namespace) runs with `make pod`; it is not yet part of `make test`
-# (docs/development.md says why).
-TEST_PKGS = $$($(GO) list ./... | grep -v '/test/pod$$')
-
 .PHONY: test
 test: tools ## run every test against real components, then the PostgreSQL matrix
-	$(GO) test $(GO_TEST_FLAGS) $(TEST_PKGS)
+	$(GO) test $(GO_TEST_FLAGS) ./...
 	$(pg_matrix)
 
 .PHONY: pod
-pod: tools ## run test/pod: core's Deployment runtime runs the provider package as a Pod on a real node (kubelet, containerd), in a private network namespace
+pod: tools ## run test/pod alone (make test runs it too): core's Deployment runtime runs the provider package as a Pod on a real node (kubelet, containerd), in a private network namespace
 	$(GO) test -count=1 -v -timeout 20m ./test/pod/
 
 .PHONY: test-matrix
