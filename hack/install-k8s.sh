@@ -5,6 +5,9 @@
 #   kube-apiserver            k8s.io/kubernetes $K8S_VERSION
 #   kube-controller-manager   (namespace deletion, garbage collection)
 #   kubectl
+#   kubelet, kube-scheduler, kube-proxy
+#                             the test node (real Pods; the Debian packages
+#                             beside them: hack/install-node.sh)
 #   external-secrets          ESO controller $ESO_VERSION, CRDs in $PPT_BIN/eso-crds
 # Default: etcd kube-apiserver. Idempotent: a binary that reports the wanted
 # version (or whose stamp matches) is skipped.
@@ -41,27 +44,33 @@ if wanted etcd; then
   fi
 fi
 
-# ---------- kube-apiserver, kube-controller-manager, kubectl ----------
+# ---------- kube-apiserver, kube-controller-manager, kubectl, the node's ----------
+k8s_cmds=(kube-apiserver kube-controller-manager kubectl kubelet kube-scheduler kube-proxy)
 todo=()
-for b in kube-apiserver kube-controller-manager kubectl; do
+for b in "${k8s_cmds[@]}"; do
   wanted "$b" || continue
   if [ "$b" = kubectl ]; then have kubectl "$K8S_VERSION" version --client || todo+=("$b")
   else have "$b" "$K8S_VERSION" --version || todo+=("$b"); fi
 done
 if [ ${#todo[@]} -eq 0 ]; then
-  if wanted kube-apiserver || wanted kube-controller-manager || wanted kubectl; then log "kubernetes binaries present"; fi
+  for b in "${k8s_cmds[@]}"; do
+    if wanted "$b"; then log "kubernetes binaries present"; break; fi
+  done
 else
   minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
   staging=v0.${K8S_VERSION#v1.}
   d=$PPT_BUILD/k8s-$K8S_VERSION; mkdir -p "$d"
-  if [ ! -s "$d/go.sum" ]; then
+  # The wrapper lists every command as a tool, so that go.sum covers all of
+  # them; one made before the node's commands were added is made again.
+  if [ ! -s "$d/go.sum" ] || ! grep -q 'cmd/kube-proxy' "$d/go.mod"; then
     # k8s.io/kubernetes replaces each staging module with ./staging/src/...;
     # the wrapper replaces each with the published k8s.io/<name> v0.X.Y.
     printf 'module ppt.local/k8sbins\n\ngo 1.25.0\n' > "$d/go.mod"
     mod=$(cd "$d" && go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/^\s*"GoMod": "\(.*\)",$/\1/p')
     {
       printf 'module ppt.local/k8sbins\n\ngo %s\n\nrequire k8s.io/kubernetes %s\n\ntool (\n' "$(sed -n 's/^go //p' "$mod")" "$K8S_VERSION"
-      printf '\tk8s.io/kubernetes/cmd/kube-apiserver\n\tk8s.io/kubernetes/cmd/kube-controller-manager\n\tk8s.io/kubernetes/cmd/kubectl\n)\n\nreplace (\n'
+      printf '\tk8s.io/kubernetes/cmd/%s\n' "${k8s_cmds[@]}"
+      printf ')\n\nreplace (\n'
       sed -n "s#^\s*\(k8s.io/[a-z0-9-]*\) => \./staging/src/.*#\t\1 => \1 $staging#p" "$mod"
       printf ')\n'
     } > "$d/go.mod"
@@ -73,7 +82,7 @@ else
     ldf="$ldf -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
   done
   for b in "${todo[@]}"; do
-    log "building $b $K8S_VERSION (kube-apiserver: ~10-16 min cold on 2 cores; the others reuse its build cache)"
+    log "building $b $K8S_VERSION (kube-apiserver: ~10-16 min cold on 2 cores; the others reuse its build cache, kubelet ~4 min more)"
     (cd "$d" && go build -trimpath -ldflags="$ldf" -o "$PPT_BIN/.$b.tmp" "k8s.io/kubernetes/cmd/$b")
     mv "$PPT_BIN/.$b.tmp" "$PPT_BIN/$b"
   done

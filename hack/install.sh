@@ -3,7 +3,11 @@
 # building the slow ones in parallel.
 #   test (default)  what CI uses: etcd, kube-apiserver, kube-controller-manager
 #                   (garbage collector), ESO, OpenBao, PostgreSQL, Crossplane
-#                   core, the Crossplane CLI
+#                   core, the Crossplane CLI, the test node of test/pod
+#                   (kubelet, kube-scheduler, kube-proxy built after the
+#                   control plane, which they share most of their build
+#                   with; containerd, runc, the CNI plugins and nftables
+#                   from Debian, hack/install-node.sh)
 #                   and crane for the package build, and what `make lint`
 #                   needs: golangci-lint and ShellCheck (hack/install-lint.sh),
 #                   and Prometheus with promtool for test/monitoring
@@ -19,7 +23,7 @@ cd "$(dirname "$0")/.."
 set_=${1:-test}
 # Three build queues of roughly equal cold build time (a cold build is
 # CPU-bound; the queues keep both cores busy until the end).
-k8s=(etcd kube-apiserver kube-controller-manager)
+k8s=(etcd kube-apiserver kube-controller-manager kubelet kube-scheduler kube-proxy)
 eso=(external-secrets); eso_tools=(crossplane-core)
 tools=(bao crossplane crane)
 case "$set_" in
@@ -33,7 +37,7 @@ t0=$SECONDS
 hack/install-postgres.sh $PG_MAJOR ${PG_MAJORS-$PG_SUPPORTED_MAJORS} ${PG_SUPPORTED_MAJORS%% *}
 hack/install-k8s.sh "${k8s[@]}" > "$PPT_CACHE/logs/install-k8s-$set_.log" 2>&1 & k8s_pid=$!
 { hack/install-k8s.sh "${eso[@]}" && hack/install-tools.sh "${eso_tools[@]}"; } > "$PPT_CACHE/logs/install-eso-$set_.log" 2>&1 & eso_pid=$!
-{ hack/install-tools.sh "${tools[@]}" && hack/install-lint.sh && hack/install-prometheus.sh; } > "$PPT_CACHE/logs/install-tools-$set_.log" 2>&1 & tools_pid=$!
+{ hack/install-tools.sh "${tools[@]}" && hack/install-lint.sh && hack/install-prometheus.sh && hack/install-node.sh; } > "$PPT_CACHE/logs/install-tools-$set_.log" 2>&1 & tools_pid=$!
 rc=0
 for q in k8s:$k8s_pid eso:$eso_pid tools:$tools_pid; do
   name=${q%%:*} pid=${q##*:} f=$PPT_CACHE/logs/install-${q%%:*}-$set_.log

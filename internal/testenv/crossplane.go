@@ -63,12 +63,20 @@ type Crossplane struct {
 	ProviderServiceAccount string
 	// ProviderRevision is the provider's active revision.
 	ProviderRevision string
+
+	// ProviderPodReady is how long the provider took, on the node, from
+	// the Provider's creation to Healthy (its Pod Ready).
+	ProviderPodReady time.Duration
+
+	// node: core runs its default (Deployment) package runtime, whose
+	// Deployments the test node runs (Options.Node); no functions.
+	node bool
 }
 
 // CrossplaneCRDDir is where hack/install-tools.sh puts core's CRDs.
 func CrossplaneCRDDir(binDir string) string { return filepath.Join(binDir, "crossplane-crds") }
 
-func startCrossplane(ctx context.Context, root, binDir string, k *Kube, ca *CA) (*Crossplane, error) {
+func startCrossplane(ctx context.Context, root, binDir string, k *Kube, ca *CA, node bool) (*Crossplane, error) {
 	for _, b := range []string{"crossplane-core", "kube-controller-manager", "crossplane", "crane"} {
 		if _, err := os.Stat(filepath.Join(binDir, b)); err != nil {
 			return nil, missing(b, filepath.Join(binDir, b), "make tools (hack/install.sh)")
@@ -89,20 +97,22 @@ func startCrossplane(ctx context.Context, root, binDir string, k *Kube, ca *CA) 
 	if err := ca.issueTLSDir(clientDir, []string{"crossplane.crossplane-system"}, nil, x509.ExtKeyUsageClientAuth); err != nil {
 		return nil, err
 	}
-	x := &Crossplane{logFile: filepath.Join(root, "crossplane.log"), serverCertDir: server, fnAddrs: map[string]string{}}
+	x := &Crossplane{logFile: filepath.Join(root, "crossplane.log"), serverCertDir: server, fnAddrs: map[string]string{}, node: node}
 	fail := func(err error) (*Crossplane, error) { x.Stop(); return nil, err }
 
 	// ClusterRole aggregation (kube-controller-manager's controller): core's
 	// ClusterRole is the union of the roles labelled for it, among them the
 	// ones the RBAC manager generates and the ones the docs tell an admin to
-	// apply.
-	aggrLog := filepath.Join(root, "kube-controller-manager-aggregation.log")
+	// apply. The node's kube-controller-manager runs it already.
 	var err error
-	if x.aggr, err = startProcess("kube-controller-manager", aggrLog, exec.Command(filepath.Join(binDir, "kube-controller-manager"), //nolint:gosec,noctx // the pinned binary; runs until Stop
-		"--kubeconfig="+k.KubeconfigFile, "--authentication-kubeconfig="+k.KubeconfigFile, "--authorization-kubeconfig="+k.KubeconfigFile,
-		"--leader-elect=false", "--controllers=clusterrole-aggregation",
-		"--bind-address=127.0.0.1", "--secure-port=0", "--use-service-account-credentials=false")); err != nil {
-		return fail(err)
+	if !node {
+		aggrLog := filepath.Join(root, "kube-controller-manager-aggregation.log")
+		if x.aggr, err = startProcess("kube-controller-manager", aggrLog, exec.Command(filepath.Join(binDir, "kube-controller-manager"), //nolint:gosec,noctx // the pinned binary; runs until Stop
+			"--kubeconfig="+k.KubeconfigFile, "--authentication-kubeconfig="+k.KubeconfigFile, "--authorization-kubeconfig="+k.KubeconfigFile,
+			"--leader-elect=false", "--controllers=clusterrole-aggregation",
+			"--bind-address=127.0.0.1", "--secure-port=0", "--use-service-account-credentials=false")); err != nil {
+			return fail(err)
+		}
 	}
 	coreKubeconfig, rbacKubeconfig, err := installCrossplaneRBAC(ctx, root, binDir, k)
 	if err != nil {
@@ -144,8 +154,12 @@ func startCrossplane(ctx context.Context, root, binDir string, k *Kube, ca *CA) 
 		ports[i] = p
 	}
 	webhook, metrics, health := ports[0], ports[1], ports[2]
+	pkgRuntime := "--package-runtime=External"
+	if node {
+		pkgRuntime = "--package-runtime=Deployment" // core's default
+	}
 	cmd := exec.Command(filepath.Join(binDir, "crossplane-core"), "core", "start", //nolint:gosec,noctx // the pinned binary; runs until Stop
-		"--namespace="+CrossplaneNamespace, "--package-runtime=External", "--xpkg-cache-dir="+cache,
+		"--namespace="+CrossplaneNamespace, pkgRuntime, "--xpkg-cache-dir="+cache,
 		"--tls-client-certs-dir="+clientDir, "--tls-server-certs-dir="+server,
 		"--enable-webhooks=true", fmt.Sprintf("--webhook-port=%d", webhook),
 		fmt.Sprintf("--metrics-port=%d", metrics), fmt.Sprintf("--health-probe-port=%d", health),
@@ -208,8 +222,14 @@ func startCrossplane(ctx context.Context, root, binDir string, k *Kube, ca *CA) 
 	}
 
 	// The functions, as local processes; their Function objects come from
-	// the Configuration's dependencies.
-	for _, f := range TenantFunctions {
+	// the Configuration's dependencies. Not with the node's Deployment
+	// runtime, which would run them as Pods that core reaches by their
+	// Service's DNS name: the node has no cluster DNS.
+	fns := TenantFunctions
+	if node {
+		fns = nil
+	}
+	for _, f := range fns {
 		port, err := FreePort()
 		if err != nil {
 			return fail(err)

@@ -10,6 +10,7 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -47,6 +48,16 @@ type Options struct {
 	// from the Configuration): the provider's controllers read the Tenant
 	// a DatabaseBinding belongs to. Nothing composes a Tenant then.
 	TenantCRDs bool
+	// Node runs a Kubernetes node (Node: containerd, a kubelet,
+	// kube-scheduler, kube-controller-manager, kube-proxy) against the
+	// apiserver, so that Deployments become real Pods; with Crossplane,
+	// core then runs its default (Deployment) package runtime and the
+	// provider package's image runs as a Pod (the Configuration and its
+	// functions are not installed). Needs Kube, and the package's TestMain
+	// to be NodeMain: the whole environment runs in a private network
+	// namespace, where the apiserver, OpenBao and PostgreSQL also listen on
+	// NodeIP for the pods.
+	Node bool
 }
 
 // All starts every component.
@@ -69,6 +80,7 @@ type Env struct {
 	Kube       *Kube
 	ESO        *ESO
 	Crossplane *Crossplane
+	Node       *Node
 }
 
 // CacheDir returns where hack/install-*.sh cache the components:
@@ -119,6 +131,9 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 	}
 	e := &Env{Dir: dir, BinDir: BinDir()}
 	fail := func(err error) (*Env, error) { e.Stop(); return nil, err }
+	if o.Node && (!o.Kube || !InNodeNetns()) {
+		return fail(errors.New("Options.Node needs Kube and the package's TestMain to be testenv.NodeMain"))
+	}
 	if e.CA, err = newCA(dir, "test-ca"); err != nil {
 		return fail(err)
 	}
@@ -164,17 +179,26 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 			}
 			crds = append(crds, d)
 		}
-		if e.Kube, err = startKube(ctx, dir, e.BinDir, crds, o.KubeAudit); err != nil {
+		var nodeCA *CA
+		if o.Node {
+			nodeCA = e.CA
+		}
+		if e.Kube, err = startKube(ctx, dir, e.BinDir, crds, o.KubeAudit, nodeCA); err != nil {
+			return fail(err)
+		}
+	}
+	if o.Node {
+		if e.Node, err = startNode(ctx, dir, e.BinDir, e.Kube, e.CA); err != nil {
 			return fail(err)
 		}
 	}
 	if o.Postgres {
-		if e.Postgres, err = startPostgres(ctx, dir, e.CA, ""); err != nil {
+		if e.Postgres, err = startPostgres(ctx, dir, e.CA, "", o.Node); err != nil {
 			return fail(err)
 		}
 	}
 	if o.OpenBao {
-		if e.OpenBao, err = startOpenBao(ctx, dir, e.BinDir, e.CA, o.OpenBaoAudit); err != nil {
+		if e.OpenBao, err = startOpenBao(ctx, dir, e.BinDir, e.CA, o.OpenBaoAudit, o.Node); err != nil {
 			return fail(err)
 		}
 		if e.Kube != nil {
@@ -194,14 +218,24 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 		}
 	}
 	if o.Crossplane {
-		if e.Crossplane, err = startCrossplane(ctx, dir, e.BinDir, e.Kube, e.CA); err != nil {
+		if e.Crossplane, err = startCrossplane(ctx, dir, e.BinDir, e.Kube, e.CA, o.Node); err != nil {
 			return fail(err)
+		}
+		if o.Node {
+			if err := e.Node.AllowRegistry(e.Crossplane.reg.addr, hostOf(ProviderPackageName)); err != nil {
+				return fail(err)
+			}
 		}
 		b := <-packages
 		if b.err != nil {
 			return fail(b.err)
 		}
-		if err := e.Crossplane.InstallPackages(ctx, dir, e.BinDir, b.dir, e.Kube); err != nil {
+		if o.Node {
+			err = e.Crossplane.InstallProviderPod(ctx, b.dir, e)
+		} else {
+			err = e.Crossplane.InstallPackages(ctx, dir, e.BinDir, b.dir, e.Kube)
+		}
+		if err != nil {
 			return fail(err)
 		}
 	}
@@ -222,6 +256,7 @@ func (e *Env) Stop() {
 	if e.Postgres != nil {
 		e.Postgres.Stop()
 	}
+	e.Node.Stop()
 	e.Kube.Stop()
 	if os.Getenv("PPT_KEEP_TESTENV") != "" {
 		fmt.Fprintf(os.Stderr, "testenv: kept %s\n", e.Dir)
@@ -244,7 +279,7 @@ func (e *Env) StartPostgresMajor(ctx context.Context, name, major string) (*Post
 	if err := os.MkdirAll(root, 0o750); err != nil {
 		return nil, err
 	}
-	return startPostgres(ctx, root, e.CA, major)
+	return startPostgres(ctx, root, e.CA, major, e.Node != nil)
 }
 
 // Main is a TestMain body: it starts the components, runs each hook (which

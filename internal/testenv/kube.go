@@ -2,7 +2,9 @@ package testenv
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 
@@ -39,6 +41,9 @@ type Kube struct {
 	AuditLog string
 
 	env *envtest.Environment
+	// serviceAccountKey signs service-account tokens (node networks only:
+	// kube-controller-manager's token controller reads it).
+	serviceAccountKey string
 }
 
 // Scheme has the core Kubernetes types, CRDs and the project's APIs.
@@ -61,7 +66,19 @@ rules:
 - level: Metadata
 `
 
-func startKube(ctx context.Context, root, binDir string, crdDirs []string, audit bool) (*Kube, error) {
+// startKube starts etcd and the kube-apiserver. With ca (a node's
+// environment, Options.Node), the apiserver serves a certificate of ca for
+// loopback, NodeIP and the kubernetes Service (KubernetesServiceIP and its
+// names), listens on every address of the node's private namespace,
+// advertises NodeIP as the kubernetes Service's endpoint, takes its
+// Services from ServiceCIDR and runs the ServiceAccount admission plugin
+// (the pods' API token volume), which envtest turns off.
+func startKube(ctx context.Context, root, binDir string, crdDirs []string, audit bool, ca *CA) (*Kube, error) {
+	if ca != nil {
+		if err := privateNetns(); err != nil {
+			return nil, err
+		}
+	}
 	for _, b := range []string{"kube-apiserver", "etcd"} {
 		if _, err := os.Stat(filepath.Join(binDir, b)); err != nil {
 			return nil, missing(b, filepath.Join(binDir, b), "make tools (hack/install-k8s.sh)")
@@ -90,11 +107,38 @@ func startKube(ctx context.Context, root, binDir string, crdDirs []string, audit
 			Append("audit-log-mode", "blocking").
 			Append("audit-log-maxsize", "1000000")
 	}
+	saKey := ""
+	if ca != nil {
+		certDir := filepath.Join(root, "apiserver-certs")
+		if err := os.MkdirAll(certDir, 0o700); err != nil {
+			return nil, err
+		}
+		// envtest keeps an apiserver.crt it finds in its certificate
+		// directory, and its clients trust SecureServing.CA.
+		if _, err := ca.issueFor(certDir, "apiserver",
+			[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
+			[]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(NodeIP), net.ParseIP(KubernetesServiceIP)}, x509.ExtKeyUsageServerAuth); err != nil {
+			return nil, err
+		}
+		sa, err := ca.issueFor(certDir, "sa-signer", nil, nil, x509.ExtKeyUsageClientAuth)
+		if err != nil {
+			return nil, err
+		}
+		saKey = sa.KeyFile
+		api := env.ControlPlane.GetAPIServer()
+		api.CertDir = certDir
+		api.SecureServing.CA = ca.CertPEM
+		args := api.Configure()
+		args.Set("bind-address", "0.0.0.0")
+		args.Set("advertise-address", NodeIP)
+		args.Set("service-cluster-ip-range", ServiceCIDR)
+		args.Disable("disable-admission-plugins")
+	}
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("cannot start kube-apiserver and etcd: %w", err)
 	}
-	k := &Kube{Config: cfg, env: env, AuditLog: auditLog}
+	k := &Kube{Config: cfg, env: env, AuditLog: auditLog, serviceAccountKey: saKey}
 	fail := func(err error) (*Kube, error) { k.Stop(); return nil, err }
 
 	user, err := env.AddUser(envtest.User{Name: "harness-admin", Groups: []string{"system:masters"}}, cfg)
@@ -114,6 +158,10 @@ func startKube(ctx context.Context, root, binDir string, crdDirs []string, audit
 	}
 	if k.Clientset, err = kubernetes.NewForConfig(cfg); err != nil {
 		return fail(err)
+	}
+	if ca != nil {
+		// The package runtime makes the provider's service account.
+		return k, k.EnsureNamespace(ctx, ProviderNamespace)
 	}
 	if err := k.EnsureServiceAccount(ctx, ProviderNamespace, ProviderServiceAccount); err != nil {
 		return fail(err)

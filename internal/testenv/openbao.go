@@ -26,6 +26,9 @@ import (
 type OpenBao struct {
 	// Address is https://127.0.0.1:<port>.
 	Address string
+	// PodAddress is https://<NodeIP>:<port>, where the node's pods reach
+	// it (Options.Node; empty without).
+	PodAddress string
 	// CA signed the server certificate.
 	CA *CA
 	// RootToken is for the test harness only; it is never printed.
@@ -63,7 +66,9 @@ const (
 	ProviderAudience = options.DefaultOpenBaoAudience
 )
 
-func startOpenBao(ctx context.Context, root, binDir string, ca *CA, audit bool) (*OpenBao, error) {
+// startOpenBao starts OpenBao; for a node (Options.Node) it also listens
+// on NodeIP, in the certificate too.
+func startOpenBao(ctx context.Context, root, binDir string, ca *CA, audit, node bool) (*OpenBao, error) {
 	bin := filepath.Join(binDir, "bao")
 	if _, err := os.Stat(bin); err != nil {
 		return nil, missing("OpenBao server", bin, "make tools (hack/install-tools.sh bao)")
@@ -84,7 +89,13 @@ func startOpenBao(ctx context.Context, root, binDir string, ca *CA, audit bool) 
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, err
 	}
-	kp, err := ca.issue(dir, "openbao", []string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1")})
+	ips, listen := []net.IP{net.ParseIP("127.0.0.1")}, "127.0.0.1"
+	if node {
+		// Every address of the node's private namespace: loopback and
+		// the bridge.
+		ips, listen = append(ips, net.ParseIP(NodeIP)), "0.0.0.0"
+	}
+	kp, err := ca.issue(dir, "openbao", []string{"localhost"}, ips)
 	if err != nil {
 		return nil, err
 	}
@@ -99,12 +110,15 @@ func startOpenBao(ctx context.Context, root, binDir string, ca *CA, audit bool) 
 		bin:            bin,
 		cfgFile:        filepath.Join(dir, "config.hcl"),
 	}
+	if node {
+		b.PodAddress = fmt.Sprintf("https://%s:%d", NodeIP, port)
+	}
 	cfg := fmt.Sprintf(`storage "raft" {
   path    = %q
   node_id = "test"
 }
 listener "tcp" {
-  address         = "127.0.0.1:%d"
+  address         = "%s:%d"
   cluster_address = "127.0.0.1:%d"
   tls_cert_file   = %q
   tls_key_file    = %q
@@ -113,7 +127,7 @@ disable_mlock = true
 api_addr      = %q
 cluster_addr  = "https://127.0.0.1:%d"
 log_level     = "warn"
-`, dataDir, port, clusterPort, kp.CertFile, kp.KeyFile, b.Address, clusterPort)
+`, dataDir, listen, port, clusterPort, kp.CertFile, kp.KeyFile, b.Address, clusterPort)
 	if audit {
 		// OpenBao enables audit devices only from its configuration, not
 		// through the API.

@@ -32,6 +32,9 @@ type Postgres struct {
 	Hostaddr string
 	// Port is the server's TCP port.
 	Port int
+	// PodHostaddr is where the node's pods reach the server (NodeIP, also
+	// in the certificate; Options.Node), empty without a node.
+	PodHostaddr string
 	// CA signed the server certificate.
 	CA *CA
 	// Version is the server's major version, e.g. "17" (asked from the
@@ -156,7 +159,7 @@ func libDefault(name string) (string, error) {
 }
 
 // startPostgres starts a server from PostgresBinDir(major).
-func startPostgres(ctx context.Context, root string, ca *CA, major string) (*Postgres, error) {
+func startPostgres(ctx context.Context, root string, ca *CA, major string, node bool) (*Postgres, error) {
 	bin, version, err := PostgresBinDir(major)
 	if err != nil {
 		return nil, err
@@ -209,7 +212,14 @@ func startPostgres(ctx context.Context, root string, ca *CA, major string) (*Pos
 		searchable(root, os.TempDir())
 		searchable(filepath.Dir(bin), "/")
 	}
-	kp, err := ca.issue(p.dir, "server", []string{p.Host}, []net.IP{net.ParseIP(p.Hostaddr)})
+	ips, listen, hba := []net.IP{net.ParseIP(p.Hostaddr)}, p.Hostaddr, "local all all scram-sha-256\nhostssl all all 127.0.0.1/32 scram-sha-256\n"
+	if node {
+		// The node's pods connect from PodCIDR to the bridge's address.
+		p.PodHostaddr = NodeIP
+		ips, listen = append(ips, net.ParseIP(NodeIP)), listen+","+NodeIP
+		hba += "hostssl all all " + PodCIDR + " scram-sha-256\n"
+	}
+	kp, err := ca.issue(p.dir, "server", []string{p.Host}, ips)
 	if err != nil {
 		return nil, err
 	}
@@ -243,11 +253,10 @@ full_page_writes = off
 log_connections = on
 log_disconnections = on
 log_line_prefix = '%%m [%%p] %%u@%%d '
-`, p.Hostaddr, p.Port, p.dir, kp.CertFile, kp.KeyFile)
+`, listen, p.Port, p.dir, kp.CertFile, kp.KeyFile)
 	if err := appendFile(filepath.Join(p.dataDir, "postgresql.conf"), conf); err != nil {
 		return nil, err
 	}
-	hba := "local all all scram-sha-256\nhostssl all all 127.0.0.1/32 scram-sha-256\n"
 	if err := os.WriteFile(filepath.Join(p.dataDir, "pg_hba.conf"), []byte(hba), 0o600); err != nil {
 		return nil, err
 	}

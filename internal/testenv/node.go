@@ -1,0 +1,701 @@
+package testenv
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// The test node's network: everything lives in a private network namespace
+// the test makes (NodeMain), with a bridge cni0 that the pods are attached
+// to. Nothing is routed out of it.
+const (
+	// NodeIP is the bridge's address: the node's address, and where the
+	// pods reach the harness's servers (kube-apiserver, OpenBao,
+	// PostgreSQL), whose certificates carry it.
+	NodeIP = "10.244.0.1"
+	// PodCIDR is the bridge's subnet, the pods' addresses.
+	PodCIDR = "10.244.0.0/24"
+	// ServiceCIDR is the Services' range; the kubernetes Service is its
+	// first address, KubernetesServiceIP.
+	ServiceCIDR         = "10.96.0.0/12"
+	KubernetesServiceIP = "10.96.0.1"
+	// NodeName is the node's name.
+	NodeName = "ppt-node"
+	// PauseImage is the sandbox image the harness builds and imports.
+	PauseImage = "ppt.local/pause:v1"
+
+	nodeNetnsEnv = "PPT_NODE_NETNS"
+	nodeDirEnv   = "PPT_NODE_DIR"
+)
+
+// Paths the node's components write to outside any directory they are
+// given: containerd's shim sockets, fifos and runc state, the CNI plugins'
+// cache, the kubelet's container log links and device-plugin socket
+// directory. Removed when the node stops.
+var nodeFixedPaths = []string{
+	"/run/containerd/s", "/run/containerd/fifo", "/run/containerd/runc",
+	"/var/lib/cni", "/var/log/containers", "/var/lib/kubelet/device-plugins",
+}
+
+// InNodeNetns reports whether this process runs inside the node's private
+// network namespace (the test binary NodeMain runs again there).
+func InNodeNetns() bool { return os.Getenv(nodeNetnsEnv) != "" }
+
+// privateNetns returns an error unless this process runs in the network
+// namespace NodeMain made (the one bind-mounted at $PPT_NODE_NETNS): the
+// kubelet and kube-proxy install firewall chains in the namespace they run
+// in, and the node's servers listen on every address of it; it must never
+// be the host's.
+func privateNetns() error {
+	refuse := errors.New("refusing to start the node on the host network: run the tests through testenv.NodeMain, which runs them in a private network namespace")
+	file := os.Getenv(nodeNetnsEnv)
+	if file == "" {
+		return refuse
+	}
+	var want, self syscall.Stat_t
+	if err := syscall.Stat(file, &want); err != nil {
+		return fmt.Errorf("%w (%s: %w)", refuse, file, err)
+	}
+	if err := syscall.Stat("/proc/self/ns/net", &self); err != nil {
+		return err
+	}
+	if want.Dev != self.Dev || want.Ino != self.Ino {
+		return fmt.Errorf("%w (this process is not in the namespace at %s)", refuse, file)
+	}
+	return nil
+}
+
+// NodeMain is the TestMain body of a package whose tests run real Pods
+// (Options.Node). Run as the test binary normally is, it builds what needs
+// the network (the packages), makes a private network namespace (lo, and a
+// bridge cni0 with NodeIP/24 and the default route), runs the test binary
+// again inside it, and when that ends stops what the node left behind (by
+// the PIDs it recorded), cleans the paths the components write outside
+// their directories and removes the namespace. Inside the namespace it is
+// Main: every component the Env starts, the node's included, runs there, so
+// nothing the node does reaches the host's network. Only one node runs on a
+// machine at a time (a lock in the component cache).
+func NodeMain(m *testing.M, o Options, env **Env, hooks ...func(*Env) (func(), error)) {
+	if short() || InNodeNetns() {
+		Main(m, o, env, hooks...)
+		return
+	}
+	code, err := runInNodeNetns(o)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: test node: %v\n", err)
+		os.Exit(1)
+	}
+	os.Exit(code)
+}
+
+func runInNodeNetns(o Options) (int, error) {
+	for _, b := range []string{"unshare", "nsenter", "ip"} {
+		if _, err := exec.LookPath(b); err != nil {
+			return 0, fmt.Errorf("%s not found (util-linux, iproute2): %w", b, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	lock, err := lockFile(ctx, filepath.Join(CacheDir(), "node.lock"))
+	if err != nil {
+		return 0, err
+	}
+	defer lock.Close() //nolint:errcheck // closing releases the lock
+	if o.Crossplane {
+		// The namespace has no route out: build the packages first.
+		if _, err := PackagesDir(ctx); err != nil {
+			return 0, err
+		}
+	}
+	dir, err := os.MkdirTemp("", "ppt-node-")
+	if err != nil {
+		return 0, err
+	}
+	ns := filepath.Join(dir, "netns")
+	defer func() {
+		cleanNode(dir)
+		_ = syscall.Unmount(ns, syscall.MNT_DETACH)
+		if os.Getenv("PPT_KEEP_TESTENV") != "" {
+			fmt.Fprintf(os.Stderr, "testenv: kept %s\n", dir)
+			return
+		}
+		_ = os.RemoveAll(dir)
+	}()
+	if err := os.WriteFile(ns, nil, 0o600); err != nil {
+		return 0, err
+	}
+	if out, err := exec.CommandContext(ctx, "unshare", "--net="+ns, "true").CombinedOutput(); err != nil { //nolint:gosec // the namespace file is the harness's own
+		return 0, fmt.Errorf("unshare --net: %w\n%s", err, out)
+	}
+	setup := fmt.Sprintf("ip link set lo up && ip link add cni0 type bridge && ip addr add %s/24 dev cni0 && ip link set cni0 up && ip route add default dev cni0", NodeIP)
+	if out, err := exec.CommandContext(ctx, "nsenter", "--net="+ns, "sh", "-ec", setup).CombinedOutput(); err != nil { //nolint:gosec // fixed commands in the harness's own namespace
+		return 0, fmt.Errorf("setting up the node's network namespace: %w\n%s", err, out)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return 0, err
+	}
+	cmd := exec.Command("nsenter", append([]string{"--net=" + ns, "--", self}, os.Args[1:]...)...) //nolint:gosec,noctx // this test binary, again, in the namespace; it ends by itself
+	cmd.Env = append(os.Environ(), nodeNetnsEnv+"="+ns, nodeDirEnv+"="+filepath.Join(dir, "node"))
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	// go test's timeout and ^C reach this process: pass them on, so the
+	// tests inside stop what they started.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT)
+	defer signal.Stop(sigs)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	for {
+		select {
+		case s := <-sigs:
+			_ = cmd.Process.Signal(s)
+		case err := <-done:
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				if ee.ExitCode() >= 0 {
+					return ee.ExitCode(), nil
+				}
+				return 1, nil
+			}
+			if err != nil {
+				return 0, err
+			}
+			return 0, nil
+		}
+	}
+}
+
+// Node is a Kubernetes node run by the harness against its kube-apiserver:
+// containerd (with runc), the bridge CNI, a kubelet, kube-scheduler,
+// kube-controller-manager (the Deployment, ReplicaSet, EndpointSlice,
+// service-account and root CA publisher controllers among all its
+// defaults) and kube-proxy in nftables mode. Pods get addresses in
+// PodCIDR and reach the kube-apiserver through the kubernetes Service.
+type Node struct {
+	// Dir holds the node's state, logs and PID files.
+	Dir string
+	// Containerd is containerd's socket (for ctr).
+	Containerd string
+	// KubeletRoot is the kubelet's --root-dir (pod volumes).
+	KubeletRoot string
+	// PodLogs is the kubelet's podLogsDir: <ns>_<pod>_<uid>/<container>/N.log.
+	PodLogs string
+	// Up is how long starting the node took, until it was Ready.
+	Up time.Duration
+
+	procs []*process
+}
+
+// nodeDir is where the node keeps its files: the directory NodeMain made
+// for it (so that it can clean up after a test binary that died), else one
+// in the run's directory.
+func nodeDir(root string) string {
+	if d := os.Getenv(nodeDirEnv); d != "" {
+		return d
+	}
+	return filepath.Join(root, "node")
+}
+
+func startNode(ctx context.Context, root, binDir string, k *Kube, ca *CA) (*Node, error) {
+	if err := privateNetns(); err != nil {
+		return nil, err
+	}
+	for _, b := range []string{"kubelet", "kube-scheduler", "kube-proxy", "kube-controller-manager"} {
+		if _, err := os.Stat(filepath.Join(binDir, b)); err != nil {
+			return nil, missing(b, filepath.Join(binDir, b), "make tools (hack/install-k8s.sh "+b+")")
+		}
+	}
+	for _, b := range []string{"containerd", "ctr", "runc", "nft", "/usr/lib/cni/bridge", "/usr/lib/cni/host-local"} {
+		if _, err := exec.LookPath(b); err != nil {
+			return nil, missing(b, b, "make tools (hack/install-node.sh)")
+		}
+	}
+	t0 := time.Now()
+	dir := nodeDir(root)
+	n := &Node{Dir: dir, Containerd: filepath.Join(dir, "run", "containerd", "containerd.sock"),
+		KubeletRoot: filepath.Join(dir, "kubelet"), PodLogs: filepath.Join(dir, "pod-logs")}
+	for _, d := range []string{"run", "logs", "containerd", "cni", "certs.d", "kubelet", "pod-logs", "image", filepath.Join("run", "cni-ipam")} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+			return nil, err
+		}
+	}
+	fail := func(err error) (*Node, error) { n.Stop(); return nil, err }
+
+	if err := n.startContainerd(ctx); err != nil {
+		return fail(err)
+	}
+
+	// The kubelet, as the harness's admin (no Node authorizer here); its
+	// API on loopback only, nothing reads it (pod logs are read from
+	// PodLogs).
+	ports := make([]int, 5)
+	for i := range ports {
+		p, err := FreePort()
+		if err != nil {
+			return fail(err)
+		}
+		ports[i] = p
+	}
+	kubeletPort, kubeletHealth, proxyHealth, proxyMetrics, kcmPort := ports[0], ports[1], ports[2], ports[3], ports[4]
+	kcfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: 127.0.0.1
+port: %d
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: %d
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+authorization: {mode: Webhook}
+cgroupDriver: cgroupfs
+failCgroupV1: false
+failSwapOn: false
+containerRuntimeEndpoint: unix://%s
+imageServiceEndpoint: unix://%s
+podLogsDir: %s
+registerNode: true
+rotateCertificates: false
+serverTLSBootstrap: false
+oomScoreAdj: 0
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard: {memory.available: "100Mi", nodefs.available: "1%%", imagefs.available: "1%%"}
+localStorageCapacityIsolation: true
+`, kubeletPort, kubeletHealth, n.Containerd, n.Containerd, n.PodLogs)
+	if err := os.WriteFile(filepath.Join(dir, "kubelet.yaml"), []byte(kcfg), 0o600); err != nil {
+		return fail(err)
+	}
+	if err := n.start(ctx, "kubelet", exec.Command(filepath.Join(binDir, "kubelet"), "--config="+filepath.Join(dir, "kubelet.yaml"), //nolint:gosec,noctx // the pinned binary; runs until Stop
+		"--kubeconfig="+k.KubeconfigFile, "--root-dir="+n.KubeletRoot, "--cert-dir="+filepath.Join(n.KubeletRoot, "pki"), "--hostname-override="+NodeName, "--node-ip="+NodeIP, "-v=1")); err != nil {
+		return fail(err)
+	}
+	kc := "--kubeconfig=" + k.KubeconfigFile
+	if err := n.start(ctx, "kube-scheduler", exec.Command(filepath.Join(binDir, "kube-scheduler"), kc, //nolint:gosec,noctx // the pinned binary; runs until Stop
+		"--authentication-kubeconfig="+k.KubeconfigFile, "--authorization-kubeconfig="+k.KubeconfigFile,
+		"--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port=0")); err != nil {
+		return fail(err)
+	}
+	if err := n.start(ctx, "kube-controller-manager", exec.Command(filepath.Join(binDir, "kube-controller-manager"), kc, //nolint:gosec,noctx // the pinned binary; runs until Stop
+		"--authentication-kubeconfig="+k.KubeconfigFile, "--authorization-kubeconfig="+k.KubeconfigFile,
+		"--leader-elect=false", "--controllers=*", "--use-service-account-credentials=false",
+		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(kcmPort), "--cert-dir="+filepath.Join(dir, "kcm-certs"),
+		"--root-ca-file="+ca.CertFile, "--service-account-private-key-file="+k.serviceAccountKey)); err != nil {
+		return fail(err)
+	}
+	if err := n.start(ctx, "kube-proxy", exec.Command(filepath.Join(binDir, "kube-proxy"), kc, "--proxy-mode=nftables", //nolint:gosec,noctx // the pinned binary; runs until Stop
+		"--hostname-override="+NodeName, "--cluster-cidr="+PodCIDR,
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", proxyMetrics), fmt.Sprintf("--healthz-bind-address=127.0.0.1:%d", proxyHealth),
+		"--conntrack-max-per-core=0")); err != nil {
+		return fail(err)
+	}
+	if err := WaitFor(ctx, 2*time.Minute, func(ctx context.Context) error {
+		if err := n.exited(); err != nil {
+			return err
+		}
+		node := &corev1.Node{}
+		if err := k.Client.Get(ctx, client.ObjectKey{Name: NodeName}, node); err != nil {
+			return err
+		}
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				return nil
+			}
+		}
+		return fmt.Errorf("node %s is not Ready yet", NodeName)
+	}); err != nil {
+		return fail(fmt.Errorf("%w; kubelet log ends:\n%s", err, Tail(filepath.Join(dir, "logs", "kubelet.log"), 20)))
+	}
+	// kube-proxy serves its health once it has synced the rules.
+	if err := WaitFor(ctx, time.Minute, func(ctx context.Context) error {
+		if err := n.exited(); err != nil {
+			return err
+		}
+		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", fmt.Sprintf("127.0.0.1:%d", proxyHealth))
+		if err != nil {
+			return err
+		}
+		return c.Close()
+	}); err != nil {
+		return fail(err)
+	}
+	n.Up = time.Since(t0)
+	return n, nil
+}
+
+// startContainerd starts containerd with the bridge CNI config and
+// imports the pause image.
+func (n *Node) startContainerd(ctx context.Context) error {
+	runc, err := exec.LookPath("runc")
+	if err != nil {
+		return err
+	}
+	// containerd: cgroupfs (this kernel's cgroup v1 hierarchy), negative
+	// oom_score_adj refused (root here lacks CAP_SYS_RESOURCE), the pause
+	// image built here as the sandbox image, registries from certs.d.
+	cfg := fmt.Sprintf(`version = 2
+root = %[1]q
+state = %[2]q
+[grpc]
+  address = %[3]q
+[ttrpc]
+  address = ""
+[metrics]
+  address = ""
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = %[4]q
+  enable_selinux = false
+  disable_apparmor = true
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+        BinaryName = %[8]q
+        Root = %[5]q
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = %[6]q
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = %[7]q
+`, filepath.Join(n.Dir, "containerd"), filepath.Join(n.Dir, "run", "containerd"), n.Containerd, PauseImage,
+		filepath.Join(n.Dir, "run", "runc"), filepath.Join(n.Dir, "cni"), filepath.Join(n.Dir, "certs.d"), runc)
+	if err := os.WriteFile(filepath.Join(n.Dir, "containerd.toml"), []byte(cfg), 0o600); err != nil {
+		return err
+	}
+	cni := fmt.Sprintf(`{
+  "cniVersion": "0.4.0",
+  "name": "ppt-bridge",
+  "plugins": [
+    {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+     "ipam": {"type": "host-local", "ranges": [[{"subnet": %q, "gateway": %q}]],
+              "routes": [{"dst": "0.0.0.0/0"}], "dataDir": %q}}
+  ]
+}
+`, PodCIDR, NodeIP, filepath.Join(n.Dir, "run", "cni-ipam"))
+	if err := os.WriteFile(filepath.Join(n.Dir, "cni", "10-bridge.conflist"), []byte(cni), 0o600); err != nil {
+		return err
+	}
+	if err := n.start(ctx, "containerd", exec.Command("containerd", "--config", filepath.Join(n.Dir, "containerd.toml"))); err != nil { //nolint:gosec,noctx // the node's own config; runs until Stop
+		return err
+	}
+	if err := WaitFor(ctx, 30*time.Second, func(ctx context.Context) error {
+		if err := n.exited(); err != nil {
+			return err
+		}
+		_, err := n.Ctr(ctx, "version")
+		return err
+	}); err != nil {
+		return err
+	}
+	if err := n.importPause(ctx); err != nil {
+		return err
+	}
+	return nil
+}
+
+// start starts one of the node's processes, its log in Dir/logs and its
+// PID in Dir/run, so that NodeMain can stop it after a test binary that
+// died.
+func (n *Node) start(_ context.Context, name string, cmd *exec.Cmd) error {
+	p, err := startProcess(name, filepath.Join(n.Dir, "logs", name+".log"), cmd)
+	if err != nil {
+		return err
+	}
+	n.procs = append(n.procs, p)
+	return os.WriteFile(filepath.Join(n.Dir, "run", name+".pid"), []byte(strconv.Itoa(p.cmd.Process.Pid)), 0o600)
+}
+
+// exited is an error naming the first of the node's processes that has
+// exited, with its log's end.
+func (n *Node) exited() error {
+	for _, p := range n.procs {
+		if p.exited() {
+			return Permanent(fmt.Errorf("%s exited (%w); its log ends:\n%s", p.name, p.err, Tail(filepath.Join(n.Dir, "logs", p.name+".log"), 20)))
+		}
+	}
+	return nil
+}
+
+// Ctr runs ctr against the node's containerd, in the CRI's namespace.
+func (n *Node) Ctr(ctx context.Context, args ...string) (string, error) {
+	out, err := exec.CommandContext(ctx, "ctr", append([]string{"--address", n.Containerd, "--namespace", "k8s.io"}, args...)...).CombinedOutput() //nolint:gosec // ctr against the harness's containerd
+	if err != nil {
+		return "", fmt.Errorf("ctr %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+// TaskPid returns the PID of a container's process, as containerd knows
+// it (ctr task ls).
+func (n *Node) TaskPid(ctx context.Context, containerID string) (int, error) {
+	out, err := n.Ctr(ctx, "task", "ls")
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) >= 3 && f[0] == containerID {
+			return strconv.Atoi(f[1])
+		}
+	}
+	return 0, fmt.Errorf("containerd runs no task %s:\n%s", containerID, out)
+}
+
+// AllowRegistry lets containerd pull from a plain-HTTP registry on the
+// namespace's loopback, under its own address and as a mirror of each of
+// hosts, whose repositories it serves under <addr>/<host>/ (the layout
+// the harness's registry uses).
+func (n *Node) AllowRegistry(addr string, hosts ...string) error {
+	write := func(host, body string) error {
+		d := filepath.Join(n.Dir, "certs.d", host)
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(d, "hosts.toml"), []byte(body), 0o600)
+	}
+	if err := write(addr, fmt.Sprintf("server = \"http://%[1]s\"\n\n[host.\"http://%[1]s\"]\n  capabilities = [\"pull\", \"resolve\"]\n", addr)); err != nil {
+		return err
+	}
+	for _, h := range hosts {
+		if err := write(h, fmt.Sprintf("server = \"http://%[1]s\"\n\n[host.\"http://%[1]s/v2/%[2]s\"]\n  capabilities = [\"pull\", \"resolve\"]\n  override_path = true\n", addr, h)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// importPause builds the pause program (internal/testenv/pause) and
+// imports a one-layer image of it as PauseImage: no image comes from
+// outside.
+func (n *Node) importPause(ctx context.Context) error {
+	bin := filepath.Join(n.Dir, "image", "pause")
+	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./internal/testenv/pause") //nolint:gosec // the go command on this repository, into the node's directory
+	build.Dir = RepoRoot()
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=mod", "GOPROXY=off")
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build ./internal/testenv/pause: %w\n%s", err, out)
+	}
+	tar := filepath.Join(n.Dir, "image", "pause.tar")
+	if err := writeOCIArchive(bin, "pause", PauseImage, "65535:65535", tar); err != nil {
+		return err
+	}
+	_, err := n.Ctr(ctx, "images", "import", tar)
+	return err
+}
+
+// Stop stops the node's processes, its containers and their shims, and
+// removes what they left outside its directory.
+func (n *Node) Stop() {
+	if n == nil {
+		return
+	}
+	cleanNode(n.Dir)
+	for _, p := range n.procs {
+		<-p.done
+	}
+}
+
+// cleanNode stops, by the PIDs recorded in dir/run, the kubelet and the
+// control-plane processes, then every container and containerd and the
+// shims it started (the processes whose command line names its socket),
+// unmounts what is mounted under dir, removes the pods' cgroups and the
+// node's fixed paths. It is safe to call again.
+func cleanNode(dir string) {
+	for _, name := range []string{"kubelet", "kube-proxy", "kube-scheduler", "kube-controller-manager"} {
+		stopPidFile(filepath.Join(dir, "run", name+".pid"), 20*time.Second)
+	}
+	sock := filepath.Join(dir, "run", "containerd", "containerd.sock")
+	if pidAlive(filepath.Join(dir, "run", "containerd.pid")) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctr := func(args ...string) string {
+			out, _ := exec.CommandContext(ctx, "ctr", append([]string{"--address", sock, "--namespace", "k8s.io"}, args...)...).Output() //nolint:gosec // ctr against the harness's containerd
+			return string(out)
+		}
+		for _, id := range strings.Fields(ctr("task", "ls", "-q")) {
+			ctr("task", "kill", "-s", "SIGKILL", id)
+		}
+		for _, id := range strings.Fields(ctr("containers", "ls", "-q")) {
+			_ = WaitFor(ctx, 5*time.Second, func(context.Context) error {
+				if strings.Contains(ctr("task", "ls", "-q"), id) {
+					ctr("task", "rm", "-f", id)
+					return ErrNotYet
+				}
+				return nil
+			})
+			ctr("containers", "rm", id)
+		}
+		cancel()
+	}
+	stopPidFile(filepath.Join(dir, "run", "containerd.pid"), 20*time.Second)
+	for _, pid := range shimsOf(sock) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	unmountUnder(dir)
+	for _, c := range cgroupDirs() {
+		removeCgroupTree(c)
+	}
+	for _, p := range nodeFixedPaths {
+		_ = os.RemoveAll(p)
+	}
+	_ = os.Remove("/var/lib/kubelet")
+	_ = os.Remove("/run/containerd")
+}
+
+// stopPidFile sends SIGTERM to the process whose PID the file records,
+// SIGKILL after grace, and removes the file.
+func stopPidFile(file string, grace time.Duration) {
+	b, err := os.ReadFile(file) //nolint:gosec // the node's own PID file
+	if err != nil {
+		return
+	}
+	defer os.Remove(file) //nolint:errcheck // best effort
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 1 {
+		return
+	}
+	if syscall.Kill(pid, syscall.SIGTERM) != nil {
+		return
+	}
+	deadline := time.Now().Add(grace)
+	for time.Now().Before(deadline) {
+		if !alive(pid) {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	for i := 0; i < 50 && alive(pid); i++ {
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func pidAlive(file string) bool {
+	b, err := os.ReadFile(file) //nolint:gosec // the node's own PID file
+	if err != nil {
+		return false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	return err == nil && pid > 1 && alive(pid)
+}
+
+// alive reports whether pid runs and is not a zombie (the harness's own
+// children are reaped by their Wait goroutine).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i > 0 && len(s) > i+2 {
+		return s[i+2] != 'Z'
+	}
+	return true
+}
+
+// shimsOf returns the PIDs of the containerd shims started by the
+// containerd serving sock: they name its address on their command line,
+// and outlive it.
+func shimsOf(sock string) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		if len(args) == 0 || !strings.HasPrefix(filepath.Base(args[0]), "containerd-shim") {
+			continue
+		}
+		for i, a := range args {
+			if a == "-address" && i+1 < len(args) && args[i+1] == sock {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}
+
+// unmountUnder detaches every mount point under dir, deepest first.
+func unmountUnder(dir string) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return
+	}
+	var points []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) > 4 {
+			p := unescapeMount(fs[4])
+			if p == dir || strings.HasPrefix(p, dir+"/") {
+				points = append(points, p)
+			}
+		}
+	}
+	_ = f.Close()
+	sort.Slice(points, func(i, j int) bool { return len(points[i]) > len(points[j]) })
+	for _, p := range points {
+		_ = syscall.Unmount(p, syscall.MNT_DETACH)
+	}
+}
+
+func unescapeMount(s string) string {
+	r := strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`)
+	return r.Replace(s)
+}
+
+// cgroupDirs are the kubelet's pod cgroups (cgroupfs driver) in every
+// hierarchy.
+func cgroupDirs() []string {
+	var out []string
+	for _, pat := range []string{"/sys/fs/cgroup/*/kubepods", "/sys/fs/cgroup/kubepods"} {
+		m, _ := filepath.Glob(pat)
+		out = append(out, m...)
+	}
+	return out
+}
+
+// removeCgroupTree removes a cgroup directory and its children, deepest
+// first (cgroup directories are removed with rmdir only).
+func removeCgroupTree(root string) {
+	var dirs []string
+	_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
+	for _, d := range dirs {
+		_ = syscall.Rmdir(d)
+	}
+}

@@ -1,0 +1,235 @@
+package testenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// ProviderCAConfigMap is the ConfigMap examples/provider/runtime-config.yaml
+// mounts the CA bundle from (an admin creates it; the harness, with its CA).
+const ProviderCAConfigMap = "provider-postgresql-tenant-ca"
+
+// NodeRuntimeConfig reads the DeploymentRuntimeConfig of
+// examples/provider/runtime-config.yaml, as a user copies it, and changes
+// only what the test node needs: the OpenBao address (the example's is a
+// cluster DNS name; the node has no cluster DNS, so the address the pods
+// reach OpenBao at).
+func NodeRuntimeConfig(openBaoPodAddress string) (*unstructured.Unstructured, error) {
+	objs, err := ReadManifests(filepath.Join(RepoRoot(), "examples", "provider", "runtime-config.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	if len(objs) != 1 || objs[0].GetKind() != "DeploymentRuntimeConfig" {
+		return nil, errors.New("examples/provider/runtime-config.yaml must hold one DeploymentRuntimeConfig")
+	}
+	rc := objs[0]
+	ctrs, _, _ := unstructured.NestedSlice(rc.Object, "spec", "deploymentTemplate", "spec", "template", "spec", "containers")
+	changed := false
+	for _, c := range ctrs {
+		m, _ := c.(map[string]any)
+		if m["name"] != "package-runtime" {
+			continue
+		}
+		args, _ := m["args"].([]any)
+		for i, a := range args {
+			if s, _ := a.(string); strings.HasPrefix(s, "--openbao-address=") {
+				args[i], changed = "--openbao-address="+openBaoPodAddress, true
+			}
+		}
+	}
+	if !changed {
+		return nil, errors.New("examples/provider/runtime-config.yaml: the package-runtime container passes no --openbao-address")
+	}
+	_ = unstructured.SetNestedSlice(rc.Object, ctrs, "spec", "deploymentTemplate", "spec", "template", "spec", "containers")
+	return rc, nil
+}
+
+// InstallProviderPod installs the provider package through core's package
+// manager with core's default (Deployment) package runtime and the test
+// node: it publishes the package to the loopback registry (an ImageConfig
+// rewrites its public name to it), creates the CA bundle ConfigMap,
+// applies the examples' activation policy and runtime config
+// (NodeRuntimeConfig), installs the provider with that runtime config, and
+// waits until core has made the provider's Deployment, whose Pod (the
+// package's embedded image, pulled by the node's containerd from the
+// registry) is Ready under the kubelet, the revision has installed its
+// objects and is healthy, and the RBAC manager has bound the provider's
+// role to its service account. The Configuration is not installed.
+func (x *Crossplane) InstallProviderPod(ctx context.Context, pkgDir string, e *Env) error {
+	k := e.Kube
+	providerRef := ProviderPackageName + ":" + PackageTestVersion
+	if err := x.reg.push(ctx, e.BinDir, filepath.Join(pkgDir, "provider-postgresql-tenant.xpkg"), providerRef); err != nil {
+		return err
+	}
+	h := hostOf(ProviderPackageName)
+	ic := &unstructured.Unstructured{}
+	ic.SetAPIVersion("pkg.crossplane.io/v1beta1")
+	ic.SetKind("ImageConfig")
+	ic.SetName("loopback-" + strings.ReplaceAll(h, ".", "-"))
+	_ = unstructured.SetNestedSlice(ic.Object, []any{map[string]any{"type": "Prefix", "prefix": h + "/"}}, "spec", "matchImages")
+	_ = unstructured.SetNestedField(ic.Object, x.reg.addr+"/"+h+"/", "spec", "rewriteImage", "prefix")
+	if err := k.Client.Create(ctx, ic); err != nil {
+		return fmt.Errorf("ImageConfig %s: %w", ic.GetName(), err)
+	}
+	if err := k.Client.Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: CrossplaneNamespace, Name: ProviderCAConfigMap},
+		Data:       map[string]string{"ca.crt": string(e.CA.CertPEM)},
+	}); err != nil {
+		return err
+	}
+	examples, err := ReadManifests(filepath.Join(RepoRoot(), "examples", "provider", "activation.yaml"))
+	if err != nil {
+		return err
+	}
+	rc, err := NodeRuntimeConfig(e.OpenBao.PodAddress)
+	if err != nil {
+		return err
+	}
+	saName, _, _ := unstructured.NestedString(rc.Object, "spec", "serviceAccountTemplate", "metadata", "name")
+	if saName == "" {
+		return errors.New("examples/provider/runtime-config.yaml names no service account")
+	}
+	for _, o := range append(examples, rc) {
+		if err := k.Client.Create(ctx, o); err != nil {
+			return fmt.Errorf("examples/provider %s %s: %w", o.GetKind(), o.GetName(), err)
+		}
+	}
+	prov := &unstructured.Unstructured{}
+	prov.SetAPIVersion("pkg.crossplane.io/v1")
+	prov.SetKind("Provider")
+	prov.SetName(ProviderName)
+	_ = unstructured.SetNestedField(prov.Object, providerRef, "spec", "package")
+	_ = unstructured.SetNestedField(prov.Object, rc.GetName(), "spec", "runtimeConfigRef", "name")
+	t0 := time.Now()
+	if err := k.Client.Create(ctx, prov); err != nil {
+		return err
+	}
+	explain := func(err error) error {
+		return fmt.Errorf("%w\n%s\ncrossplane log:\n%s", err, x.describeProviderPods(ctx, e), Tail(x.logFile, 30))
+	}
+	rev, err := x.activeRevision(ctx, k, "ProviderRevision", ProviderName, true, 4*time.Minute)
+	if err != nil {
+		return explain(fmt.Errorf("provider %s: %w", providerRef, err))
+	}
+	if err := WaitFor(ctx, 4*time.Minute, func(ctx context.Context) error {
+		if err := x.rbacExited(); err != nil {
+			return err
+		}
+		if err := e.Node.exited(); err != nil {
+			return err
+		}
+		p := &unstructured.Unstructured{}
+		p.SetAPIVersion("pkg.crossplane.io/v1")
+		p.SetKind("Provider")
+		if err := k.Client.Get(ctx, client.ObjectKey{Name: ProviderName}, p); err != nil {
+			return err
+		}
+		if conditionStatus(p, "Healthy") != "True" || conditionStatus(p, "Installed") != "True" {
+			return fmt.Errorf("provider %s: %v", ProviderName, conditionsOf(p))
+		}
+		return nil
+	}); err != nil {
+		return explain(err)
+	}
+	// Core reports Healthy from the Deployment's Available condition,
+	// which can be True before its first Pod runs.
+	x.ProviderRevision = rev
+	if err := WaitFor(ctx, 4*time.Minute, func(ctx context.Context) error {
+		if err := e.Node.exited(); err != nil {
+			return err
+		}
+		p, err := x.ProviderPod(ctx, k.Client)
+		if err != nil {
+			return err
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && p.Status.Phase == corev1.PodRunning {
+				return nil
+			}
+		}
+		return fmt.Errorf("pod %s is %s, not Ready", p.Name, p.Status.Phase)
+	}); err != nil {
+		return explain(err)
+	}
+	x.ProviderPodReady = time.Since(t0)
+	system := "crossplane:provider:" + rev + ":system"
+	if err := WaitFor(ctx, 2*time.Minute, func(ctx context.Context) error {
+		if err := x.rbacExited(); err != nil {
+			return err
+		}
+		crb := &rbacv1.ClusterRoleBinding{}
+		if err := k.Client.Get(ctx, client.ObjectKey{Name: system}, crb); err != nil {
+			return err
+		}
+		for _, s := range crb.Subjects {
+			if s.Kind == rbacv1.ServiceAccountKind && s.Namespace == CrossplaneNamespace && s.Name == saName {
+				return nil
+			}
+		}
+		return fmt.Errorf("ClusterRoleBinding %s does not bind %s yet", system, saName)
+	}); err != nil {
+		return err
+	}
+	x.stopRBACManager()
+	x.ProviderRevision, x.ProviderServiceAccount = rev, saName
+	return nil
+}
+
+// ProviderPod returns the Pod of the provider revision's Deployment (the
+// one not being deleted), or an error while there is none.
+func (x *Crossplane) ProviderPod(ctx context.Context, c client.Client) (*corev1.Pod, error) {
+	pods := &corev1.PodList{}
+	if err := c.List(ctx, pods, client.InNamespace(CrossplaneNamespace), client.MatchingLabels{"pkg.crossplane.io/revision": x.ProviderRevision}); err != nil {
+		return nil, err
+	}
+	for i := range pods.Items {
+		if pods.Items[i].DeletionTimestamp == nil {
+			return &pods.Items[i], nil
+		}
+	}
+	return nil, fmt.Errorf("no Pod of provider revision %s", x.ProviderRevision)
+}
+
+// describeProviderPods says, for an error message, what the Deployments
+// and Pods in core's namespace are doing and how the kubelet's log ends.
+func (x *Crossplane) describeProviderPods(ctx context.Context, e *Env) string {
+	var b strings.Builder
+	deps := &appsv1.DeploymentList{}
+	if err := e.Kube.Client.List(ctx, deps, client.InNamespace(CrossplaneNamespace)); err == nil {
+		for _, d := range deps.Items {
+			fmt.Fprintf(&b, "Deployment %s: %d/%d ready %v\n", d.Name, d.Status.ReadyReplicas, d.Status.Replicas, d.Status.Conditions)
+		}
+	}
+	pods := &corev1.PodList{}
+	if err := e.Kube.Client.List(ctx, pods, client.InNamespace(CrossplaneNamespace)); err == nil {
+		for _, p := range pods.Items {
+			fmt.Fprintf(&b, "Pod %s on %q: %s %v\n", p.Name, p.Spec.NodeName, p.Status.Phase, p.Status.Conditions)
+			for _, cs := range p.Status.ContainerStatuses {
+				fmt.Fprintf(&b, "  container %s: ready %v restarts %d state %+v last %+v\n", cs.Name, cs.Ready, cs.RestartCount, cs.State, cs.LastTerminationState)
+			}
+		}
+	}
+	evs := &corev1.EventList{}
+	if err := e.Kube.Client.List(ctx, evs, client.InNamespace(CrossplaneNamespace)); err == nil {
+		for _, ev := range evs.Items {
+			if ev.Type == corev1.EventTypeWarning {
+				fmt.Fprintf(&b, "Event %s %s: %s %s\n", ev.InvolvedObject.Kind, ev.InvolvedObject.Name, ev.Reason, ev.Message)
+			}
+		}
+	}
+	if e.Node != nil {
+		fmt.Fprintf(&b, "kubelet log ends:\n%s\n", Tail(filepath.Join(e.Node.Dir, "logs", "kubelet.log"), 15))
+	}
+	return b.String()
+}
