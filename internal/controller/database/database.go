@@ -18,6 +18,7 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/resource"
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -90,6 +91,10 @@ type Deps struct {
 	// Sizes are the database sizes the config status controller measures
 	// (nil: no sizes in status).
 	Sizes *config.Sizes
+	// Tenants, when set, is read instead of the Tenant cache Setup makes
+	// (tenants.NewCache): a reader that may be behind the API server
+	// (fault injection for tests).
+	Tenants client.Reader
 }
 
 func (d Deps) logins() *Logins {
@@ -126,12 +131,22 @@ func Setup(mgr ctrl.Manager, o controller.Options, d Deps) error {
 		return errors.New("management policies must be enabled: imports (managementPolicies without Create) depend on them")
 	}
 
+	tc := d.Tenants
+	if tc == nil {
+		c, err := tenants.NewCache(mgr, o.Gate, o.Logger.WithValues("controller", name))
+		if err != nil {
+			return err
+		}
+		tc = c
+	}
+
 	confirm := newConfirmer()
 	ro := []managed.ReconcilerOption{
 		managed.WithTypedExternalConnector[*v1alpha1.Database](&connector{
 			log:     o.Logger.WithValues("controller", name),
 			kube:    mgr.GetClient(),
 			reader:  mgr.GetAPIReader(),
+			tenants: tc,
 			usage:   resource.NewLegacyProviderConfigUsageTracker(mgr.GetClient(), &v1alpha1.ClusterProviderConfigUsage{}),
 			deps:    d,
 			record:  recorder,
@@ -180,7 +195,10 @@ type connector struct {
 	kube client.Client
 	// reader reads the API server itself: the Tenants that bindings
 	// belong to.
-	reader  client.Reader
+	reader client.Reader
+	// tenants reads Tenants from a watch-fed cache (tenants.Cache), which
+	// may be behind the API server; nil: every read goes to reader.
+	tenants client.Reader
 	usage   resource.LegacyTracker
 	deps    Deps
 	record  event.Recorder
@@ -196,7 +214,7 @@ func (c *connector) Connect(ctx context.Context, db *v1alpha1.Database) (managed
 	if err := c.usage.Track(ctx, db); err != nil {
 		return nil, errors.Wrap(err, errTrackUsage)
 	}
-	live, lerr := tenants.Claimancy(ctx, c.kube, c.reader, db.Spec.ClaimRef, tenancy.ReleasedClaim(db.Status.Binding, db.Spec.ClaimRef))
+	live, lerr := c.claimancy(ctx, db)
 	switch {
 	case lerr != nil:
 		c.log.Debug(errBindings, "name", db.GetName(), "error", lerr)
@@ -282,6 +300,33 @@ func (c *connector) Connect(ctx context.Context, db *v1alpha1.Database) (managed
 // Released is shown by the phase and the Event only: the Ready condition
 // keeps reporting the database itself, which a Released Database still
 // has.
+// claimancy is whether the Database's claim is held. It is read first
+// against the Tenant cache, which may be behind the API server, and that
+// answer is kept only when it changes nothing: the Database is not being
+// deleted and the binding status shown stays as it is. Anything else (a
+// deletion, whose decision depends on it, or a new binding phase) is read
+// against the API server, so a cache behind never moves or drops a
+// Database; at worst it shows a change one poll late.
+func (c *connector) claimancy(ctx context.Context, db *v1alpha1.Database) (tenancy.Claimancy, error) {
+	released := tenancy.ReleasedClaim(db.Status.Binding, db.Spec.ClaimRef)
+	if c.tenants != nil && !meta.WasDeleted(db) {
+		live, err := tenants.Claimancy(ctx, c.kube, c.tenants, db.Spec.ClaimRef, released)
+		if err == nil && !showsChange(db, live) {
+			return live, nil
+		}
+	}
+	return tenants.Claimancy(ctx, c.kube, c.reader, db.Spec.ClaimRef, released)
+}
+
+// showsChange reports whether live would change the binding status shown,
+// or is Pending (a state in passing, decided by the API server).
+func showsChange(db *v1alpha1.Database, live tenancy.Claimancy) bool {
+	if live == tenancy.ClaimPending {
+		return true
+	}
+	return !equality.Semantic.DeepEqual(tenancy.BindingOf(db.Spec.ClaimRef, db.Status.Binding, live == tenancy.ClaimLive), db.Status.Binding)
+}
+
 func (c *connector) showBinding(db *v1alpha1.Database, live bool) {
 	prev := db.Status.Binding
 	b := tenancy.BindingOf(db.Spec.ClaimRef, prev, live)
