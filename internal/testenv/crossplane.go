@@ -552,22 +552,7 @@ func (x *Crossplane) playProviderRuntime(ctx context.Context, root string, k *Ku
 	if _, err := x.activeRevision(ctx, k, "ProviderRevision", ProviderName, true, 3*time.Minute); err != nil {
 		return fmt.Errorf("provider revision %s: %w\ncrossplane log:\n%s", rev, err, Tail(x.logFile, 30))
 	}
-	system := "crossplane:provider:" + rev + ":system"
-	if err := WaitFor(ctx, 2*time.Minute, func(ctx context.Context) error {
-		if err := x.rbacExited(); err != nil {
-			return err
-		}
-		crb := &rbacv1.ClusterRoleBinding{}
-		if err := k.Client.Get(ctx, client.ObjectKey{Name: system}, crb); err != nil {
-			return err
-		}
-		for _, s := range crb.Subjects {
-			if s.Kind == rbacv1.ServiceAccountKind && s.Namespace == CrossplaneNamespace && s.Name == saName {
-				return nil
-			}
-		}
-		return fmt.Errorf("ClusterRoleBinding %s does not bind %s yet", system, saName)
-	}); err != nil {
+	if err := x.waitProviderRBAC(ctx, k, rev, saName); err != nil {
 		return err
 	}
 	x.ProviderRevision, x.ProviderServiceAccount = rev, saName
@@ -722,3 +707,24 @@ func lockFile(ctx context.Context, file string) (*os.File, error) {
 
 // LogFile is core's log.
 func (x *Crossplane) LogFile() string { return x.logFile }
+
+// waitProviderRBAC waits until core's RBAC manager has bound the provider
+// revision rev's system ClusterRole to the service account saName.
+func (x *Crossplane) waitProviderRBAC(ctx context.Context, k *Kube, rev, saName string) error {
+	system := "crossplane:provider:" + rev + ":system"
+	return WaitFor(ctx, 2*time.Minute, func(ctx context.Context) error {
+		if err := x.rbacExited(); err != nil {
+			return err
+		}
+		crb := &rbacv1.ClusterRoleBinding{}
+		if err := k.Client.Get(ctx, client.ObjectKey{Name: system}, crb); err != nil {
+			return err
+		}
+		for _, s := range crb.Subjects {
+			if s.Kind == rbacv1.ServiceAccountKind && s.Namespace == CrossplaneNamespace && s.Name == saName {
+				return nil
+			}
+		}
+		return fmt.Errorf("ClusterRoleBinding %s does not bind %s yet", system, saName)
+	})
+}

@@ -10,7 +10,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -163,22 +162,7 @@ func (x *Crossplane) InstallProviderPod(ctx context.Context, pkgDir string, e *E
 		return explain(err)
 	}
 	x.ProviderPodReady = time.Since(t0)
-	system := "crossplane:provider:" + rev + ":system"
-	if err := WaitFor(ctx, 2*time.Minute, func(ctx context.Context) error {
-		if err := x.rbacExited(); err != nil {
-			return err
-		}
-		crb := &rbacv1.ClusterRoleBinding{}
-		if err := k.Client.Get(ctx, client.ObjectKey{Name: system}, crb); err != nil {
-			return err
-		}
-		for _, s := range crb.Subjects {
-			if s.Kind == rbacv1.ServiceAccountKind && s.Namespace == CrossplaneNamespace && s.Name == saName {
-				return nil
-			}
-		}
-		return fmt.Errorf("ClusterRoleBinding %s does not bind %s yet", system, saName)
-	}); err != nil {
+	if err := x.waitProviderRBAC(ctx, k, rev, saName); err != nil {
 		return err
 	}
 	x.stopRBACManager()
