@@ -55,6 +55,9 @@ const (
 	// ReasonWaitingForTenant: the binding's Tenant exists but does not list
 	// the binding among its composed resources yet.
 	ReasonWaitingForTenant = "WaitingForTenant"
+	// ReasonWaitingForExternalSecret: the binding is being deleted while an
+	// ExternalSecret of its namespace still reads its delivery copy.
+	ReasonWaitingForExternalSecret = "WaitingForExternalSecret"
 	// ReasonProvisioning: the Database is being created.
 	ReasonProvisioning = "Provisioning"
 	// ReasonDelivering: the credential is being copied to the delivery
@@ -327,6 +330,11 @@ type BindingObservation struct {
 	// Standing is whether the binding counts as its Tenant's
 	// (DecideStanding); only StandingTenants binds.
 	Standing StandingVerdict
+	// Phase is the phase the binding's status shows.
+	Phase v1alpha1.DatabaseBindingPhase
+	// Readers are the ExternalSecrets of the binding's namespace that read
+	// its delivery copy (read on deletion only).
+	Readers []string
 }
 
 // BindingAction is what the binder does next.
@@ -549,6 +557,16 @@ func ReleasedStatus(claim v1alpha1.ClaimReference) v1alpha1.BindingStatus {
 // DecideBinding decides what the binder does with one DatabaseBinding.
 func DecideBinding(o BindingObservation) BindingDecision {
 	if o.Deleting {
+		if len(o.Readers) > 0 {
+			// The Secret goes first: while an ExternalSecret still reads
+			// the delivery copy, nothing is released and the copy stays, so
+			// the app's Secret never outlives what it was made from nor
+			// points at a copy removed under it.
+			return BindingDecision{
+				Action: ActionWait, Phase: o.Phase, Record: o.Recorded, Reason: ReasonWaitingForExternalSecret,
+				Message: fmt.Sprintf("waiting for %s of this namespace, which reads this binding's credential, to be deleted: only then is the Database released and the delivery copy removed", describeReaders(o.Readers)),
+			}
+		}
 		return decideRelease(o)
 	}
 	s, d := o.Spec, o.Database
@@ -712,6 +730,18 @@ func decideRelease(o BindingObservation) BindingDecision {
 		v.Message = fmt.Sprintf("recording Database %s as Released (reclaimPolicy Retain)", d.Name)
 	}
 	return v
+}
+
+// describeReaders names the ExternalSecrets (sorted, at most three).
+func describeReaders(names []string) string {
+	n := slices.Sorted(slices.Values(names))
+	if len(n) == 1 {
+		return "ExternalSecret " + n[0]
+	}
+	if len(n) > 3 {
+		return fmt.Sprintf("ExternalSecrets %s and %d more", strings.Join(n[:3], ", "), len(n)-3)
+	}
+	return "ExternalSecrets " + strings.Join(n, ", ")
 }
 
 // decideOrphaned decides a binding whose Tenant is gone: it releases its

@@ -528,6 +528,23 @@ func TestDecideBindingRelease(t *testing.T) {
 			o:    obs(staticSpec(), boundDB(), recorded, deleting),
 			want: BindingDecision{Action: ActionRelease, Phase: v1alpha1.BindingPhaseReleased, Release: v1alpha1.ReclaimRetain, Released: &released, CheckCopy: true, Record: BindingRecord{DatabaseName: "orders", DatabaseUID: "d-1"}},
 		},
+		// While an ExternalSecret of the namespace reads the delivery copy,
+		// nothing is released, the copy is not touched and the phase
+		// shown stays.
+		"AReaderHoldsTheRelease": {
+			o: obs(staticSpec(), boundDB(), recorded, deleting, func(o *BindingObservation) {
+				o.Phase, o.Readers = v1alpha1.BindingPhaseReady, []string{"shop-postgresql"}
+			}),
+			want: BindingDecision{Action: ActionWait, Phase: v1alpha1.BindingPhaseReady, Reason: ReasonWaitingForExternalSecret, Record: BindingRecord{DatabaseName: "orders", DatabaseUID: "d-1"}},
+		},
+		"AReaderHoldsADeleteToo": {
+			o: obs(staticSpec(), func() ObservedDatabase {
+				d := boundDB()
+				d.ReclaimPolicy, d.Protected = v1alpha1.ReclaimDelete, true
+				return d
+			}(), deleting, func(o *BindingObservation) { o.Readers = []string{"b", "a"} }),
+			want: BindingDecision{Action: ActionWait, Reason: ReasonWaitingForExternalSecret},
+		},
 		"EmptyReclaimPolicyIsRetain": {
 			o: obs(staticSpec(), func() ObservedDatabase {
 				d := boundDB()
@@ -1029,6 +1046,30 @@ func TestDecideStanding(t *testing.T) {
 				if strings.Contains(got.Message, h) {
 					t.Errorf("message %q tells %q", got.Message, h)
 				}
+			}
+		})
+	}
+}
+
+// The wait names the ExternalSecrets it waits for, in a stable order, so
+// that the condition does not change between polls.
+func TestDecideBindingWaitNamesTheReaders(t *testing.T) {
+	deleting := func(names ...string) func(*BindingObservation) {
+		return func(o *BindingObservation) { o.Deleting, o.Readers = true, names }
+	}
+	cases := map[string]struct {
+		readers []string
+		want    string
+	}{
+		"One":  {readers: []string{"shop-postgresql"}, want: "waiting for ExternalSecret shop-postgresql of this namespace"},
+		"Two":  {readers: []string{"b", "a"}, want: "waiting for ExternalSecrets a, b of this namespace"},
+		"Many": {readers: []string{"e", "d", "c", "b", "a"}, want: "waiting for ExternalSecrets a, b, c and 2 more of this namespace"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := DecideBinding(obs(staticSpec(), boundDB(), deleting(tc.readers...)))
+			if got.Reason != ReasonWaitingForExternalSecret || !strings.HasPrefix(got.Message, tc.want) {
+				t.Errorf("got %s %q, want %s %q…", got.Reason, got.Message, ReasonWaitingForExternalSecret, tc.want)
 			}
 		})
 	}

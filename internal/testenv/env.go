@@ -26,6 +26,9 @@ type Options struct {
 	// ESO starts the External Secrets Operator (needs Kube; installs its
 	// CRDs) and, with OpenBao, the tenant-reader role ESO logs in with.
 	ESO bool
+	// ESOCRDs installs ESO's CRDs without running ESO (needs Kube): for
+	// tests of what reads ExternalSecrets.
+	ESOCRDs bool
 	// Crossplane starts Crossplane core (needs Kube), the Configuration's
 	// functions and the garbage collector, and installs package/configuration.
 	Crossplane bool
@@ -165,7 +168,7 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 			}
 			crds = append(crds, d)
 		}
-		if o.ESO {
+		if o.ESO || o.ESOCRDs {
 			d := ESOCRDDir(e.BinDir)
 			if _, err := os.Stat(d); err != nil {
 				return fail(missing("ESO CRDs", d, "hack/install-k8s.sh external-secrets (make tools)"))

@@ -87,8 +87,9 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	// With the Tenant kinds' CRDs, so that bindings have real Tenants.
-	testenv.Main(m, testenv.Options{Kube: true, OpenBao: true, TenantCRDs: true}, &env, start)
+	// With the Tenant kinds' CRDs, so that bindings have real Tenants, and
+	// ESO's, so that ExternalSecrets can read their copies.
+	testenv.Main(m, testenv.Options{Kube: true, OpenBao: true, TenantCRDs: true, ESOCRDs: true}, &env, start)
 }
 
 // binderPolicy grants the binder what it needs: read the Databases' own

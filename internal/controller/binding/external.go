@@ -15,7 +15,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -167,7 +170,9 @@ func (e *external) observeOnce(ctx context.Context, b *v1alpha1.DatabaseBinding,
 	if o.Deleting || d.Orphaned {
 		// Something is left to do while the Database is to be released or
 		// still carries this Tenant's claim protection, or the copy is ours.
-		exists := d.Action == tenancy.ActionRelease || d.Unprotect
+		// A deleted binding waiting for its readers keeps its finalizer
+		// (Delete reports the wait).
+		exists := d.Action == tenancy.ActionRelease || d.Unprotect || (o.Deleting && d.Action == tenancy.ActionWait)
 		if d.CheckCopy {
 			rec, err := e.kv.Read(ctx, e.copyPath())
 			switch {
@@ -216,6 +221,15 @@ func (e *external) observe(ctx context.Context, b *v1alpha1.DatabaseBinding, cac
 		Deleting:     meta.WasDeleted(b),
 		Recorded:     tenancy.BindingRecord{DatabaseName: b.Status.AtProvider.DatabaseName, DatabaseUID: b.Status.AtProvider.DatabaseUID},
 		RecordedCopy: b.Status.AtProvider.Credential.Path,
+		Phase:        b.Status.AtProvider.Phase,
+	}
+	if o.Deleting {
+		// Read first: while an ExternalSecret reads the copy nothing else
+		// is needed, and nothing is done.
+		var err error
+		if o.Readers, err = e.readers(ctx, b.GetNamespace(), e.copyPath(), o.RecordedCopy); err != nil || len(o.Readers) > 0 {
+			return o, err
+		}
 	}
 	// Whether the binding is its Tenant's: read from the cache or the API
 	// server, never from the binding. Only "it stands" is taken from the
@@ -541,6 +555,11 @@ func (e *external) projectionFailed(b *v1alpha1.DatabaseBinding, err error) erro
 // names this binding. An error keeps the binding's finalizer.
 func (e *external) Delete(ctx context.Context, _ *v1alpha1.DatabaseBinding) (managed.ExternalDelete, error) {
 	d := e.decision
+	if d.Action == tenancy.ActionWait {
+		// Nothing is released yet; the error keeps the finalizer, shows
+		// the wait in the Synced condition and retries with backoff.
+		return managed.ExternalDelete{}, errors.New(d.Message)
+	}
 	var errs []error
 	switch d.Release {
 	case v1alpha1.ReclaimRetain:
@@ -569,6 +588,57 @@ func (e *external) Delete(ctx context.Context, _ *v1alpha1.DatabaseBinding) (man
 		}
 	}
 	return managed.ExternalDelete{}, errors.Join(errs...)
+}
+
+// externalSecrets is the kind ESO projects Secrets from.
+var externalSecrets = schema.GroupVersionKind{Group: "external-secrets.io", Version: "v1", Kind: "ExternalSecretList"}
+
+// readers lists, from the API server, the ExternalSecrets of namespace ns
+// that read one of paths (the binding's delivery copy). Where the
+// ExternalSecret kind is not served, none can.
+func (e *external) readers(ctx context.Context, ns string, paths ...string) ([]string, error) {
+	l := &unstructured.UnstructuredList{}
+	l.SetGroupVersionKind(externalSecrets)
+	if err := e.reader.List(ctx, l, client.InNamespace(ns)); err != nil {
+		if apimeta.IsNoMatchError(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("cannot list the ExternalSecrets of namespace %s to check that none still reads this binding's credential; nothing is released until it can: %w", ns, err)
+	}
+	var names []string
+	for _, es := range l.Items {
+		if readsAny(es.Object, paths) {
+			names = append(names, es.GetName())
+		}
+	}
+	return names, nil
+}
+
+// readsAny reports whether the ExternalSecret es reads one of paths (the
+// keys of spec.dataFrom[].extract and spec.data[].remoteRef). Empty paths
+// match nothing.
+func readsAny(es map[string]any, paths []string) bool {
+	var keys []string
+	from, _, _ := unstructured.NestedSlice(es, "spec", "dataFrom")
+	for _, f := range from {
+		if m, ok := f.(map[string]any); ok {
+			k, _, _ := unstructured.NestedString(m, "extract", "key")
+			keys = append(keys, k)
+		}
+	}
+	data, _, _ := unstructured.NestedSlice(es, "spec", "data")
+	for _, f := range data {
+		if m, ok := f.(map[string]any); ok {
+			k, _, _ := unstructured.NestedString(m, "remoteRef", "key")
+			keys = append(keys, k)
+		}
+	}
+	for _, k := range keys {
+		if k != "" && slices.Contains(paths, k) {
+			return true
+		}
+	}
+	return false
 }
 
 // recordReleased records the Database's binding status as Released, re-read
