@@ -17,7 +17,6 @@ import (
 const (
 	NameBinding        = "binding"
 	NameExternalSecret = "externalsecret"
-	NameUsage          = "usage"
 )
 
 // Phases of a Tenant beyond its binding's (Pending, Binding, Bound,
@@ -32,8 +31,8 @@ const (
 // the ExternalSecret not Ready.
 const ReasonCredentialProjectionFailed = "CredentialProjectionFailed" //nolint:gosec // a condition reason, not a credential
 
-// AnnotationBindingReady marks the ExternalSecret and the Usage: they are
-// composed only once the binding was Ready.
+// AnnotationBindingReady marks the ExternalSecret: it is composed only
+// once the binding was Ready.
 const AnnotationBindingReady = "database.ayatori.ddupan.top/binding-ready"
 
 // CredentialKeys are the keys of the Secret, exactly: those of the record.
@@ -102,18 +101,12 @@ type ExternalSecret struct {
 	Spec map[string]any
 }
 
-// Usage is the composed Usage as observed.
-type Usage struct {
-	Conditions []Condition
-}
-
 // Observed is everything Compose reads.
 type Observed struct {
 	Input          Input
 	Tenant         Tenant
 	Binding        *Binding
 	ExternalSecret *ExternalSecret
-	Usage          *Usage
 }
 
 // Status is the Tenant's status as composed.
@@ -180,7 +173,7 @@ func Compose(o Observed) Desired {
 	if key == "" && o.ExternalSecret != nil {
 		key = o.ExternalSecret.Key
 	}
-	// The gate: the ExternalSecret (and the Usage) are composed once the
+	// The gate: the ExternalSecret is composed once the
 	// binding is Ready, and then always: the Tenant's own recorded progress
 	// and an existing ExternalSecret keep it open, so a render that sees
 	// the binding briefly not Ready never removes the Secret.
@@ -194,10 +187,6 @@ func Compose(o Observed) Desired {
 		d.Resources[NameExternalSecret] = Resource{
 			Object: es,
 			Ready:  o.ExternalSecret != nil && conditionTrue(o.ExternalSecret.Conditions, "Ready") && o.ExternalSecret.SecretName != "",
-		}
-		d.Resources[NameUsage] = Resource{
-			Object: usageObject(t, esName),
-			Ready:  o.Usage != nil && conditionTrue(o.Usage.Conditions, "Ready"),
 		}
 	}
 	if es := o.ExternalSecret; es != nil {
@@ -302,25 +291,6 @@ func externalSecretObject(in Input, t Tenant, name, key string) map[string]any {
 				"template": map[string]any{"engineVersion": "v2", "mergePolicy": "Replace", "data": tmpl},
 			},
 			"dataFrom": []any{map[string]any{"extract": map[string]any{"key": key}}},
-		},
-	}
-}
-
-func usageObject(t Tenant, esName string) map[string]any {
-	meta := map[string]any{"name": t.Name + "-credential-before-binding", "annotations": map[string]any{AnnotationBindingReady: "true"}}
-	if t.Legacy {
-		meta["namespace"] = t.Namespace
-	}
-	return map[string]any{
-		"apiVersion": "protection.crossplane.io/v1beta1",
-		"kind":       "Usage",
-		"metadata":   meta,
-		"spec": map[string]any{
-			"reason": "the ExternalSecret projects the credential this binding delivers",
-			"of": map[string]any{"apiVersion": "database.ayatori.ddupan.top/v1alpha1", "kind": "DatabaseBinding",
-				"resourceRef": map[string]any{"name": t.Name}},
-			"by": map[string]any{"apiVersion": "external-secrets.io/v1", "kind": "ExternalSecret",
-				"resourceRef": map[string]any{"name": esName}},
 		},
 	}
 }

@@ -53,14 +53,14 @@ func TestComposeStatusAndGate(t *testing.T) {
 			o: Observed{Tenant: dynamic(), Binding: readyBinding()},
 			want: Status{Phase: "ExternalSecretCreated", Instance: "pg1", Database: "shop_api", LoginRole: "shop_api", DatabaseName: "tenant-t-1",
 				OpenBaoURL: "https://bao/v1/kv/data/postgresql-tenants/shop/shop-api"},
-			resources:  []string{NameBinding, NameExternalSecret, NameUsage},
+			resources:  []string{NameBinding, NameExternalSecret},
 			secretName: "pg1-shop-api-postgresql",
 		},
 		"SyncedSecretIsReady": {
-			o: Observed{Tenant: dynamic(), Binding: readyBinding(), ExternalSecret: syncedES(), Usage: &Usage{Conditions: []Condition{{Type: "Ready", Status: "True"}}}},
+			o: Observed{Tenant: dynamic(), Binding: readyBinding(), ExternalSecret: syncedES()},
 			want: Status{Phase: "Ready", Instance: "pg1", Database: "shop_api", LoginRole: "shop_api", DatabaseName: "tenant-t-1",
 				OpenBaoURL: "https://bao/v1/kv/data/postgresql-tenants/shop/shop-api", SecretName: "pg1-shop-api-postgresql"},
-			resources:  []string{NameBinding, NameExternalSecret, NameUsage},
+			resources:  []string{NameBinding, NameExternalSecret},
 			ready:      true,
 			secretName: "pg1-shop-api-postgresql",
 		},
@@ -69,7 +69,7 @@ func TestComposeStatusAndGate(t *testing.T) {
 				Conditions: []Condition{{Type: "Ready", Status: "False", Reason: "SecretSyncedError", Message: "could not get secret data from provider"}}}},
 			want: Status{Phase: "ExternalSecretCreated", Instance: "pg1", Database: "shop_api", LoginRole: "shop_api", DatabaseName: "tenant-t-1",
 				OpenBaoURL: "https://bao/v1/kv/data/postgresql-tenants/shop/shop-api", Reason: "CredentialProjectionFailed", Message: "could not get secret data from provider"},
-			resources:  []string{NameBinding, NameExternalSecret, NameUsage},
+			resources:  []string{NameBinding, NameExternalSecret},
 			secretName: "pg1-shop-api-postgresql",
 		},
 		// The binding's refusal wins over ESO's.
@@ -78,7 +78,7 @@ func TestComposeStatusAndGate(t *testing.T) {
 				Conditions: []Condition{{Type: "Ready", Status: "False", Reason: "Conflict", Message: "the record belongs to another Database"}}},
 				ExternalSecret: &ExternalSecret{Key: "postgresql-tenants/shop/shop-api", Conditions: []Condition{{Type: "Ready", Status: "False", Message: "eso"}}}},
 			want:       Status{Phase: "ExternalSecretCreated", Instance: "pg1", Database: "shop_api", LoginRole: "shop_api", Reason: "Conflict", Message: "the record belongs to another Database"},
-			resources:  []string{NameBinding, NameExternalSecret, NameUsage},
+			resources:  []string{NameBinding, NameExternalSecret},
 			secretName: "pg1-shop-api-postgresql",
 		},
 		// Once the Secret was made, a binding briefly not Ready (or not seen
@@ -88,7 +88,7 @@ func TestComposeStatusAndGate(t *testing.T) {
 			o: Observed{Tenant: func() Tenant { t := dynamic(); t.Phase = "Ready"; return t }(), ExternalSecret: syncedES()},
 			want: Status{Phase: "Ready", Instance: "pg1", Database: "shop_api", LoginRole: "shop_api",
 				SecretName: "pg1-shop-api-postgresql"},
-			resources:  []string{NameBinding, NameExternalSecret, NameUsage},
+			resources:  []string{NameBinding, NameExternalSecret},
 			secretName: "pg1-shop-api-postgresql",
 		},
 		// Neither the binding nor the ExternalSecret tell the path: the
@@ -98,7 +98,7 @@ func TestComposeStatusAndGate(t *testing.T) {
 				ExternalSecret: &ExternalSecret{SecretName: "pg1-shop-api-postgresql", Spec: map[string]any{"target": map[string]any{"name": "pg1-shop-api-postgresql"}},
 					Conditions: []Condition{{Type: "Ready", Status: "True", Reason: "SecretSynced"}}}},
 			want:       Status{Phase: "Ready", Instance: "pg1", Database: "shop_api", LoginRole: "shop_api", SecretName: "pg1-shop-api-postgresql"},
-			resources:  []string{NameBinding, NameExternalSecret, NameUsage},
+			resources:  []string{NameBinding, NameExternalSecret},
 			secretName: "pg1-shop-api-postgresql",
 		},
 		// The Tenant's own status wiped, its binding not Ready for now: the
@@ -107,7 +107,7 @@ func TestComposeStatusAndGate(t *testing.T) {
 			o: Observed{Tenant: dynamic(), Binding: &Binding{Phase: "Bound", CredentialPath: "postgresql-tenants/shop/shop-api"}, ExternalSecret: syncedES()},
 			want: Status{Phase: "Ready", Instance: "pg1", Database: "shop_api", LoginRole: "shop_api",
 				SecretName: "pg1-shop-api-postgresql"},
-			resources:  []string{NameBinding, NameExternalSecret, NameUsage},
+			resources:  []string{NameBinding, NameExternalSecret},
 			secretName: "pg1-shop-api-postgresql",
 		},
 		"StaticTenantNamesItsSecretAfterItself": {
@@ -115,7 +115,7 @@ func TestComposeStatusAndGate(t *testing.T) {
 				Binding: &Binding{Phase: "Ready", Instance: "pg2", Database: "orders", LoginRole: "orders_app", CredentialPath: "p/shop/legacy-app",
 					Conditions: []Condition{{Type: "Ready", Status: "True"}}}},
 			want:       Status{Phase: "ExternalSecretCreated", Instance: "pg2", Database: "orders", LoginRole: "orders_app"},
-			resources:  []string{NameBinding, NameExternalSecret, NameUsage},
+			resources:  []string{NameBinding, NameExternalSecret},
 			secretName: "orders-db",
 		},
 		"LegacyWithoutClaimComposesNothing": {
@@ -130,7 +130,7 @@ func TestComposeStatusAndGate(t *testing.T) {
 				t.Errorf("status (-want +got):\n%s", diff)
 			}
 			var got []string
-			for _, n := range []string{NameBinding, NameExternalSecret, NameUsage} {
+			for _, n := range []string{NameBinding, NameExternalSecret} {
 				if _, ok := d.Resources[n]; ok {
 					got = append(got, n)
 				}
@@ -265,8 +265,7 @@ func TestComposeExternalSecret(t *testing.T) {
 	if diff := cmp.Diff(CredentialKeys, keys, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
 		t.Errorf("keys (-want +got):\n%s", diff)
 	}
-	u := d.Resources[NameUsage].Object
-	if got := u["spec"].(map[string]any)["by"].(map[string]any)["resourceRef"].(map[string]any)["name"]; got != "pg1-shop-api-postgresql" {
-		t.Errorf("the Usage is by %v", got)
+	if len(d.Resources) != 2 {
+		t.Errorf("composed %d resources, want the binding and the ExternalSecret only", len(d.Resources))
 	}
 }

@@ -66,9 +66,6 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	if oc, ok := ocs[NameExternalSecret]; ok {
 		o.ExternalSecret = readExternalSecret(oc.Resource.Object)
 	}
-	if oc, ok := ocs[NameUsage]; ok {
-		o.Usage = &Usage{Conditions: conditions(oc.Resource.Object)}
-	}
 	d := Compose(o)
 	if f.Log != nil {
 		names := make([]string, 0, len(d.Resources))

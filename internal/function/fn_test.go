@@ -44,7 +44,7 @@ func TestRunFunction(t *testing.T) {
 	for n, r := range rsp.GetDesired().GetResources() {
 		ready[n] = r.GetReady()
 	}
-	want := map[string]fnv1.Ready{NameBinding: fnv1.Ready_READY_TRUE, NameExternalSecret: fnv1.Ready_READY_FALSE, NameUsage: fnv1.Ready_READY_FALSE}
+	want := map[string]fnv1.Ready{NameBinding: fnv1.Ready_READY_TRUE, NameExternalSecret: fnv1.Ready_READY_FALSE}
 	if diff := cmp.Diff(want, ready); diff != "" {
 		t.Errorf("desired resources and readiness (-want +got):\n%s", diff)
 	}

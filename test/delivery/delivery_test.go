@@ -174,7 +174,7 @@ func TestTenantEndToEnd(t *testing.T) {
 		t.Errorf("status.credential.openBaoURL %q", u)
 	}
 	// Once Ready, the Tenant stays Ready: nothing the controllers do on
-	// their own (usage labels, ESO refreshes, provider polls) leaves it
+	// their own (ESO refreshes, provider polls) leaves it
 	// unready. Under heavy load Crossplane core has been seen to render one
 	// stale observation (its Ready condition briefly False while every
 	// composed resource was Ready); that render is followed by a fresh one,
@@ -220,7 +220,7 @@ func TestTenantEndToEnd(t *testing.T) {
 // renders it not once. Renders are counted from the function's debug log.
 func checkIdleNotRendered(t *testing.T, ns, name string) {
 	t.Helper()
-	// What settles after Ready (ESO's status, the Usage) renders it a few
+	// What settles after Ready (ESO's status) renders it a few
 	// more times first.
 	time.Sleep(15 * time.Second)
 	before := renders(t, ns, name)

@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,12 +67,25 @@ func deleteAndWatch(ctx context.Context, t *testing.T, apiVersion, instance, ns,
 			time.Sleep(50 * time.Millisecond)
 		}
 		time.Sleep(5 * time.Second)
+		// The binding may be being deleted, but it waits: it is there,
+		// says what it waits for, and has released nothing.
 		b, err := tenantkit.Get(ctx, env.Kube.Client, tenantAPI, "DatabaseBinding", ns, name)
-		if err != nil || b.GetDeletionTimestamp() != nil {
-			t.Fatalf("the binding is being deleted (%v) while the ExternalSecret still exists", err)
+		if err != nil {
+			t.Fatalf("the binding went while the ExternalSecret still exists: %v", err)
+		}
+		if b.GetDeletionTimestamp() != nil {
+			if msg := conditionMessage(b, "Synced"); !strings.Contains(msg, "waiting for ExternalSecret "+es) {
+				t.Errorf("the binding being deleted says %q, want it waiting for ExternalSecret %s", msg, es)
+			}
 		}
 		if ok, _ := tenantkit.ServerHas(ctx, t, env, name, name); !ok {
 			t.Fatal("the database was dropped while the ExternalSecret still exists")
+		}
+		if p := releasedPhase(ctx, t, b); p != "" {
+			t.Fatalf("the Database was released (%s) while the ExternalSecret still exists", p)
+		}
+		if err := env.Kube.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: es}, &corev1.Secret{}); err != nil {
+			t.Fatalf("the Secret went while its ExternalSecret still exists: %v", err)
 		}
 		o, err := tenantkit.Get(ctx, env.Kube.Client, "external-secrets.io/v1", "ExternalSecret", ns, es)
 		if err != nil {
@@ -96,7 +110,7 @@ func deleteAndWatch(ctx context.Context, t *testing.T, apiVersion, instance, ns,
 		time.Sleep(20 * time.Millisecond)
 	}
 	// The Secret goes with its ExternalSecret (owner reference, garbage
-	// collector); the Usage with the Tenant.
+	// collector).
 	for {
 		err := env.Kube.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: es}, &corev1.Secret{})
 		_, terr := tenantkit.Get(ctx, env.Kube.Client, apiVersion, "Tenant", ns, name)
@@ -168,7 +182,7 @@ func TestTenantDeletedWithRetain(t *testing.T) {
 
 // Delete (the instance's default reclaim policy): the binding does not even
 // start releasing while the ExternalSecret (held by a finalizer here)
-// exists, thanks to the composed Usage; then the Database is deleted and
+// exists (the binding waits for it); then the Database is deleted and
 // the database, the role and every version of the record are gone.
 func TestTenantDeletedWithDelete(t *testing.T) {
 	testenv.Need(t)
@@ -196,4 +210,38 @@ func TestTenantDeletedWithDelete(t *testing.T) {
 	if tenantkit.RecordVersions(ctx, t, env, tenantkit.RecordPath(db)) > 0 {
 		t.Error("Delete: the credential record is still there")
 	}
+}
+
+// conditionMessage is the message of o's condition typ.
+func conditionMessage(o *unstructured.Unstructured, typ string) string {
+	cs, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
+	for _, c := range cs {
+		if m, ok := c.(map[string]any); ok && m["type"] == typ {
+			msg, _ := m["message"].(string)
+			return msg
+		}
+	}
+	return ""
+}
+
+// releasedPhase is the binding phase of the Database the binding b
+// records, when that says Released or the Database is being deleted ("" if
+// neither, or b records none).
+func releasedPhase(ctx context.Context, t *testing.T, b *unstructured.Unstructured) string {
+	t.Helper()
+	name, _, _ := unstructured.NestedString(b.Object, "status", "atProvider", "databaseName")
+	if name == "" {
+		return ""
+	}
+	db, err := tenantkit.Get(ctx, env.Kube.Client, tenantAPI, "Database", "", name)
+	if err != nil {
+		t.Fatalf("the bound Database %s: %v", name, err)
+	}
+	if db.GetDeletionTimestamp() != nil {
+		return "being deleted"
+	}
+	if p, _, _ := unstructured.NestedString(db.Object, "status", "binding", "phase"); p == "Released" {
+		return p
+	}
+	return ""
 }

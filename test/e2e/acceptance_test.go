@@ -212,8 +212,8 @@ func TestNamespaceDeletion(t *testing.T) {
 	testenv.Need(t)
 	for _, policy := range []string{"Retain", "Delete"} {
 		t.Run(policy, func(t *testing.T) {
-			// The namespace controller backs off while the Usage holds the
-			// binding; under load that took two minutes once.
+			// The namespace controller backs off while the binding waits
+			// for the ExternalSecret; under load that took two minutes once.
 			ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 			defer cancel()
 			ns, name, db := "nsdel-"+strings.ToLower(policy), "nsdel-"+strings.ToLower(policy), "nsdel_"+strings.ToLower(policy)

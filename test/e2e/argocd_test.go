@@ -71,10 +71,13 @@ func TestArgoCDHealthOfRealObjects(t *testing.T) {
 	// Tenant's tree does not show it, even with -o wide).
 	out := trace(ctx, t, "tenant.database.ayatori.ddupan.top/"+owner, "-n", owner)
 	t.Logf("crossplane resource trace of the Tenant:\n%s", out)
-	for _, w := range []string{"Tenant/" + owner, "DatabaseBinding/" + owner, "ExternalSecret/" + tenantkit.SecretName(owner), "Usage/"} {
+	for _, w := range []string{"Tenant/" + owner, "DatabaseBinding/" + owner, "ExternalSecret/" + tenantkit.SecretName(owner)} {
 		if !strings.Contains(out, w) {
 			t.Errorf("the trace of the Tenant does not show %s", w)
 		}
+	}
+	if strings.Contains(out, "Usage/") {
+		t.Errorf("the trace of the Tenant shows a Usage: the function composes none")
 	}
 	out = trace(ctx, t, "database.database.ayatori.ddupan.top/"+db.GetName())
 	t.Logf("crossplane resource trace of the Database:\n%s", out)
