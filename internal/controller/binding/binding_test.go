@@ -946,12 +946,7 @@ func TestOrphanedBindingReleases(t *testing.T) {
 func TestBoundDatabaseIsProtectedUntilReleased(t *testing.T) {
 	testenv.Need(t)
 	ctx := context.Background()
-	ns := namespace(t)
-	inst := instance(t, v1alpha1.ReclaimRetain)
-	db := database(t, inst, nil, v1alpha1.ReclaimRetain, "protected-secret")
-	b := staticBinding(ns, "app", tenant(t, ns, "app", "app-db"), inst, db.GetName())
-	create(t, b)
-	awaitBinding(t, b, "the binding is Available", available)
+	_, db, b, _ := availableStatic(t, "app", "protected-secret")
 	if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(db), db); err != nil {
 		t.Fatal(err)
 	}
@@ -1058,4 +1053,19 @@ func TestRefusalsNameNoOtherClaim(t *testing.T) {
 	if msg := wb.GetCondition(xpv2.TypeReady).Message; strings.Contains(msg, secretMessage) {
 		t.Errorf("another Database's Ready message reached the binding: %q", msg)
 	}
+}
+
+// availableStatic makes, on a Retain instance, a Ready Database with a
+// Retain policy and a static binding of a new Tenant named tenantName in a
+// new namespace, and waits until the binding is Available.
+func availableStatic(t *testing.T, tenantName, password string) (ns string, db *v1alpha1.Database, b *v1alpha1.DatabaseBinding, tenantUID string) {
+	t.Helper()
+	ns = namespace(t)
+	inst := instance(t, v1alpha1.ReclaimRetain)
+	db = database(t, inst, nil, v1alpha1.ReclaimRetain, password)
+	tenantUID = tenant(t, ns, tenantName, tenantName+"-db")
+	b = staticBinding(ns, tenantName, tenantUID, inst, db.GetName())
+	create(t, b)
+	awaitBinding(t, b, "the binding is Available", available)
+	return ns, db, b, tenantUID
 }
