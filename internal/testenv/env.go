@@ -210,6 +210,11 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 					return fail(err)
 				}
 			}
+			if o.Node {
+				if err := e.OpenBao.exposeOnNode(ctx, e.Kube); err != nil {
+					return fail(err)
+				}
+			}
 		}
 	}
 	if o.ESO {

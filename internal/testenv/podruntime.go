@@ -4,14 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -20,38 +26,123 @@ import (
 const ProviderCAConfigMap = "provider-postgresql-tenant-ca"
 
 // NodeRuntimeConfig reads the DeploymentRuntimeConfig of
-// examples/provider/runtime-config.yaml, as a user copies it, and changes
-// only what the test node needs: the OpenBao address (the example's is a
-// cluster DNS name; the node has no cluster DNS, so the address the pods
-// reach OpenBao at).
-func NodeRuntimeConfig(openBaoPodAddress string) (*unstructured.Unstructured, error) {
+// examples/provider/runtime-config.yaml, as a user copies it: the test node
+// applies it unchanged. Its --openbao-address is a cluster DNS name, which
+// the node's DNS server resolves to the Service the harness makes for its
+// OpenBao (OpenBao.ServiceAddress).
+func NodeRuntimeConfig() (*unstructured.Unstructured, error) {
+	rc, _, err := exampleRuntimeConfig()
+	return rc, err
+}
+
+// ExampleOpenBaoAddress returns the --openbao-address the package-runtime
+// container of examples/provider/runtime-config.yaml passes.
+func ExampleOpenBaoAddress() (string, error) {
+	_, addr, err := exampleRuntimeConfig()
+	return addr, err
+}
+
+func exampleRuntimeConfig() (*unstructured.Unstructured, string, error) {
 	objs, err := ReadManifests(filepath.Join(RepoRoot(), "examples", "provider", "runtime-config.yaml"))
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if len(objs) != 1 || objs[0].GetKind() != "DeploymentRuntimeConfig" {
-		return nil, errors.New("examples/provider/runtime-config.yaml must hold one DeploymentRuntimeConfig")
+		return nil, "", errors.New("examples/provider/runtime-config.yaml must hold one DeploymentRuntimeConfig")
 	}
 	rc := objs[0]
 	ctrs, _, _ := unstructured.NestedSlice(rc.Object, "spec", "deploymentTemplate", "spec", "template", "spec", "containers")
-	changed := false
 	for _, c := range ctrs {
 		m, _ := c.(map[string]any)
 		if m["name"] != "package-runtime" {
 			continue
 		}
 		args, _ := m["args"].([]any)
-		for i, a := range args {
+		for _, a := range args {
 			if s, _ := a.(string); strings.HasPrefix(s, "--openbao-address=") {
-				args[i], changed = "--openbao-address="+openBaoPodAddress, true
+				return rc, strings.TrimPrefix(s, "--openbao-address="), nil
 			}
 		}
 	}
-	if !changed {
-		return nil, errors.New("examples/provider/runtime-config.yaml: the package-runtime container passes no --openbao-address")
+	return nil, "", errors.New("examples/provider/runtime-config.yaml: the package-runtime container passes no --openbao-address")
+}
+
+// serviceRef is a Service named by an address's host.
+type serviceRef struct {
+	host, name, namespace string
+	port                  int32
+}
+
+// serviceOfAddress reads an https:// address whose host is a Service's
+// cluster DNS name: <name>.<namespace>.svc (or .svc.cluster.local), with
+// its port (443 when none).
+func serviceOfAddress(addr string) (serviceRef, error) {
+	u, err := url.Parse(addr)
+	if err != nil {
+		return serviceRef{}, err
 	}
-	_ = unstructured.SetNestedSlice(rc.Object, ctrs, "spec", "deploymentTemplate", "spec", "template", "spec", "containers")
-	return rc, nil
+	if u.Scheme != "https" {
+		return serviceRef{}, fmt.Errorf("%s: not an https:// address", addr)
+	}
+	h := strings.TrimSuffix(u.Hostname(), "."+ClusterDomain)
+	l := strings.Split(h, ".")
+	if len(l) != 3 || l[2] != "svc" {
+		return serviceRef{}, fmt.Errorf("%s: the host is no Service's cluster DNS name (<name>.<namespace>.svc)", addr)
+	}
+	port := int32(443)
+	if p := u.Port(); p != "" {
+		n, err := strconv.ParseInt(p, 10, 32)
+		if err != nil {
+			return serviceRef{}, fmt.Errorf("%s: %w", addr, err)
+		}
+		port = int32(n)
+	}
+	return serviceRef{host: u.Hostname(), name: l[0], namespace: l[1], port: port}, nil
+}
+
+// exposeOnNode makes ServiceAddress lead to this server from the node's
+// Pods: a Service of the address's name and namespace, without selector,
+// on the address's port, and an EndpointSlice of it with the one endpoint
+// NodeIP on the server's port (PodAddress). kube-proxy routes the
+// Service's ClusterIP there; the node's DNS server resolves the name to it.
+func (b *OpenBao) exposeOnNode(ctx context.Context, k *Kube) error {
+	ref, err := serviceOfAddress(b.ServiceAddress)
+	if err != nil {
+		return err
+	}
+	pod, err := url.Parse(b.PodAddress)
+	if err != nil {
+		return err
+	}
+	target, err := strconv.ParseInt(pod.Port(), 10, 32)
+	if err != nil {
+		return err
+	}
+	if err := k.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ref.namespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	tcp, portName := corev1.ProtocolTCP, "https"
+	if err := k.Client.Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ref.namespace, Name: ref.name},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{
+			Name: portName, Protocol: tcp, Port: ref.port, TargetPort: intstr.FromInt32(int32(target)),
+		}}},
+	}); err != nil {
+		return fmt.Errorf("the Service of %s: %w", b.ServiceAddress, err)
+	}
+	ready := true
+	if err := k.Client.Create(ctx, &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ref.namespace, Name: ref.name + "-harness", Labels: map[string]string{
+			discoveryv1.LabelServiceName: ref.name,
+			discoveryv1.LabelManagedBy:   "testenv.ppt.local",
+		}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{NodeIP}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
+		Ports:       []discoveryv1.EndpointPort{{Name: &portName, Protocol: &tcp, Port: ptr.To(int32(target))}},
+	}); err != nil {
+		return fmt.Errorf("the EndpointSlice of %s: %w", b.ServiceAddress, err)
+	}
+	return nil
 }
 
 // InstallProviderPod installs the provider package through core's package
@@ -91,7 +182,7 @@ func (x *Crossplane) InstallProviderPod(ctx context.Context, pkgDir string, e *E
 	if err != nil {
 		return err
 	}
-	rc, err := NodeRuntimeConfig(e.OpenBao.PodAddress)
+	rc, err := NodeRuntimeConfig()
 	if err != nil {
 		return err
 	}

@@ -14,8 +14,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,6 +27,7 @@ import (
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/net/dns/dnsmessage"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -56,7 +59,7 @@ func ready(c xpv2.Condition) bool { return c.Status == corev1.ConditionTrue }
 // context of the runtime config the environment applied.
 func exampleContainer(t *testing.T) (corev1.Container, *corev1.PodSecurityContext) {
 	t.Helper()
-	rc, err := testenv.NodeRuntimeConfig(env.OpenBao.PodAddress)
+	rc, err := testenv.NodeRuntimeConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,8 +268,10 @@ func TestProviderPod(t *testing.T) {
 	}
 	database("podshop")
 
-	// The Pod logged in to OpenBao with its projected token.
+	// The Pod logged in to OpenBao with its projected token, at the
+	// example's address, a cluster DNS name the node resolved.
 	checkLogin(ctx, t, pod)
+	checkDNS(ctx, t, pod, ctr, pid)
 
 	// Kill the container's process (its PID from containerd); the kubelet
 	// restarts the container, and the Database stays Ready.
@@ -300,6 +305,60 @@ func TestProviderPod(t *testing.T) {
 	// logs, or the objects.
 	tok := projectedToken(t, pod)
 	canaries(ctx, t, append(passwords, env.Postgres.AdminPassword, env.Postgres.SuperPassword, env.OpenBao.RootToken, tok))
+}
+
+// checkDNS checks that the Pod reached OpenBao by the example's cluster
+// DNS name: its container passes the example's --openbao-address
+// unchanged, its resolv.conf names the node's DNS server, which answered
+// the Pod's A query of the name with the ClusterIP of the Service the
+// harness made for OpenBao; and that the harness's processes (Crossplane
+// core's among them) resolve the same name through the same server.
+func checkDNS(ctx context.Context, t *testing.T, pod *corev1.Pod, ctr corev1.Container, pid int) {
+	t.Helper()
+	addr, err := testenv.ExampleOpenBaoAddress()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if addr != env.OpenBao.ServiceAddress || !strings.Contains(addr, ".svc") {
+		t.Errorf("the example's OpenBao address %s, the harness's Service address %s: want the same cluster DNS name", addr, env.OpenBao.ServiceAddress)
+	}
+	if !slices.Contains(ctr.Args, "--openbao-address="+addr) {
+		t.Errorf("the container's args %q, want --openbao-address=%s as the example has it", ctr.Args, addr)
+	}
+	resolv := readProc(t, pid, "root/etc/resolv.conf")
+	if !slices.Contains(strings.Split(resolv, "\n"), "nameserver "+testenv.NodeIP) {
+		t.Errorf("the Pod's /etc/resolv.conf names no nameserver %s:\n%s", testenv.NodeIP, resolv)
+	}
+	host := strings.Split(strings.TrimPrefix(addr, "https://"), ":")[0]
+	parts := strings.Split(host, ".")
+	svc := &corev1.Service{}
+	if err := env.Kube.Client.Get(ctx, client.ObjectKey{Namespace: parts[1], Name: parts[0]}, svc); err != nil {
+		t.Fatal(err)
+	}
+	fqdn := parts[0] + "." + parts[1] + ".svc." + testenv.ClusterDomain + "."
+	answered := 0
+	for _, q := range env.Node.DNS.Queries() {
+		if q.From.String() == pod.Status.PodIP && q.Name == fqdn && q.Type == dnsmessage.TypeA && q.Answer.String() == svc.Spec.ClusterIP {
+			answered++
+		}
+	}
+	if answered == 0 {
+		t.Errorf("the node's DNS server answered no A query of %s from the Pod (%s) with the Service's ClusterIP %s; its queries: %+v",
+			fqdn, pod.Status.PodIP, svc.Spec.ClusterIP, env.Node.DNS.Queries())
+	}
+	t.Logf("the Pod resolved %s to %s (%d A queries answered)", fqdn, svc.Spec.ClusterIP, answered)
+
+	b, err := os.ReadFile("/etc/resolv.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != testenv.NodeResolvConf {
+		t.Errorf("the harness's /etc/resolv.conf:\n%s\nwant the node's:\n%s", b, testenv.NodeResolvConf)
+	}
+	ips, err := net.DefaultResolver.LookupHost(ctx, host)
+	if err != nil || !cmp.Equal(ips, []string{svc.Spec.ClusterIP}) {
+		t.Errorf("the harness resolves %s to %v (%v), want [%s]", host, ips, err, svc.Spec.ClusterIP)
+	}
 }
 
 // checkProcess checks the container's process: its user, GOMEMLIMIT in its
