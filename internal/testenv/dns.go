@@ -219,7 +219,7 @@ func (d *DNS) handle(from netip.Addr, b []byte) []byte {
 	}
 	d.mu.Lock()
 	d.queries = append(d.queries, e)
-	fmt.Fprintf(d.log, "%s %s %s %s %s %s\n", time.Now().UTC().Format(time.RFC3339Nano), e.From, e.Name, e.Type, e.RCode, e.Answer)
+	_, _ = fmt.Fprintf(d.log, "%s %s %s %s %s %s\n", time.Now().UTC().Format(time.RFC3339Nano), e.From, e.Name, e.Type, e.RCode, e.Answer)
 	d.mu.Unlock()
 	out, err := r.Pack()
 	if err != nil {

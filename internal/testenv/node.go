@@ -284,8 +284,12 @@ func hostResolvConfKept(was []byte) error {
 	if string(now) != string(was) {
 		return fmt.Errorf("the host's %s changed while the node ran", hostResolvConf)
 	}
-	if m, err := mountedAt(hostResolvConf); err != nil || m {
-		return fmt.Errorf("the host's %s has a mount on it after the node ran (%v)", hostResolvConf, err)
+	m, err := mountedAt(hostResolvConf)
+	if err != nil {
+		return err
+	}
+	if m {
+		return fmt.Errorf("the host's %s has a mount on it after the node ran", hostResolvConf)
 	}
 	return nil
 }

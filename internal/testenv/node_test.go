@@ -84,7 +84,7 @@ func TestNodeResolvConfStaysInItsMountNamespace(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command("unshare", "--mount", "--propagation=private", "--", self, "-test.short", "-test.run=^TestNodeResolvConfHelper$", "-test.v") //nolint:gosec,noctx // this test binary
+		cmd := exec.Command("unshare", "--mount", "--propagation=private", "--", self, "-test.short", "-test.run=^TestNodeResolvConfHelper$", "-test.v") //nolint:noctx // this test binary, again
 		cmd.Env = append(os.Environ(), resolvHelperEnv+"=1", nodeResolvConfEnv+"="+src, nodeHostMntnsEnv+"="+host)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
