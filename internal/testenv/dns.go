@@ -9,12 +9,14 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/net/dns/dnsmessage"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -35,9 +37,11 @@ const (
 	dnsTTL = 5
 )
 
-// serviceLookup returns a Service's ClusterIP ("" or "None" for a headless
-// one), whether the Service exists, and an error when that cannot be told.
-type serviceLookup func(ctx context.Context, namespace, name string) (clusterIP string, found bool, err error)
+// serviceLookup returns the addresses of a Service's name: its ClusterIP,
+// or for a headless Service (ClusterIP None) the ready addresses of its
+// endpoints, as the cluster DNS of Kubernetes answers; whether the Service
+// exists; and an error when that cannot be told.
+type serviceLookup func(ctx context.Context, namespace, name string) (addrs []string, found bool, err error)
 
 // clusterName reads a query name: inCluster when it is cluster.local or
 // under it, and then the Service and namespace when it is
@@ -58,9 +62,9 @@ func clusterName(name string) (service, namespace string, inCluster bool) {
 
 // dnsAnswer is the answer to a query: REFUSED for a name outside the
 // cluster domain (nothing is forwarded), NXDOMAIN for a name under it that
-// is no Service's, the ClusterIP for an A query of a Service's name, no
-// record (NOERROR) for another type of query of it or for a headless
-// Service, SERVFAIL when the Service cannot be read. One question per
+// is no Service's, the Service's IPv4 addresses (serviceLookup) for an A
+// query of its name, no record (NOERROR) for another type of query of it or
+// when it has no address, SERVFAIL when the Service cannot be read. One question per
 // query, opcode QUERY only, as resolvers send.
 func dnsAnswer(ctx context.Context, q *dnsmessage.Message, lookup serviceLookup) dnsmessage.Message {
 	r := dnsmessage.Message{Header: dnsmessage.Header{ID: q.ID, Response: true, OpCode: q.OpCode, RecursionDesired: q.RecursionDesired}}
@@ -86,7 +90,7 @@ func dnsAnswer(ctx context.Context, q *dnsmessage.Message, lookup serviceLookup)
 		r.Authoritative, r.RCode = true, dnsmessage.RCodeNameError
 		return r
 	}
-	ip, found, err := lookup(ctx, ns, svc)
+	addrs, found, err := lookup(ctx, ns, svc)
 	switch {
 	case err != nil:
 		r.RCode = dnsmessage.RCodeServerFailure
@@ -96,31 +100,73 @@ func dnsAnswer(ctx context.Context, q *dnsmessage.Message, lookup serviceLookup)
 		return r
 	}
 	r.Authoritative = true
-	a, perr := netip.ParseAddr(ip)
-	if qq.Type != dnsmessage.TypeA || perr != nil || !a.Is4() {
+	if qq.Type != dnsmessage.TypeA {
 		return r
 	}
-	r.Answers = []dnsmessage.Resource{{
-		Header: dnsmessage.ResourceHeader{Name: qq.Name, Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET, TTL: dnsTTL},
-		Body:   &dnsmessage.AResource{A: a.As4()},
-	}}
+	for _, ip := range addrs {
+		a, err := netip.ParseAddr(ip)
+		if err != nil || !a.Is4() {
+			continue
+		}
+		r.Answers = append(r.Answers, dnsmessage.Resource{
+			Header: dnsmessage.ResourceHeader{Name: qq.Name, Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET, TTL: dnsTTL},
+			Body:   &dnsmessage.AResource{A: a.As4()},
+		})
+	}
 	return r
 }
 
-// kubeServices looks Services up in the kube-apiserver, each query afresh.
+// kubeServices looks Services (and a headless one's EndpointSlices) up in
+// the kube-apiserver, each query afresh.
 func kubeServices(c client.Client) serviceLookup {
-	return func(ctx context.Context, namespace, name string) (string, bool, error) {
+	return func(ctx context.Context, namespace, name string) ([]string, bool, error) {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		s := &corev1.Service{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, s); err != nil {
 			if apierrors.IsNotFound(err) {
-				return "", false, nil
+				return nil, false, nil
 			}
-			return "", false, err
+			return nil, false, err
 		}
-		return s.Spec.ClusterIP, true, nil
+		if s.Spec.ClusterIP != corev1.ClusterIPNone {
+			if s.Spec.ClusterIP == "" {
+				return nil, true, nil
+			}
+			return []string{s.Spec.ClusterIP}, true, nil
+		}
+		slices := &discoveryv1.EndpointSliceList{}
+		if err := c.List(ctx, slices, client.InNamespace(namespace), client.MatchingLabels{discoveryv1.LabelServiceName: name}); err != nil {
+			return nil, false, err
+		}
+		return readyAddresses(slices.Items), true, nil
 	}
+}
+
+// readyAddresses are the IPv4 addresses of the ready endpoints of a
+// headless Service's EndpointSlices (an endpoint without a ready
+// condition counts as ready), each once, sorted.
+func readyAddresses(slices []discoveryv1.EndpointSlice) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range slices {
+		if s.AddressType != discoveryv1.AddressTypeIPv4 {
+			continue
+		}
+		for _, e := range s.Endpoints {
+			if e.Conditions.Ready != nil && !*e.Conditions.Ready {
+				continue
+			}
+			for _, a := range e.Addresses {
+				if !seen[a] {
+					seen[a] = true
+					out = append(out, a)
+				}
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // DNSQuery is a query the node's DNS server answered.
@@ -130,7 +176,8 @@ type DNSQuery struct {
 	// Name is the question's name, as asked (fully qualified).
 	Name string
 	Type dnsmessage.Type
-	// RCode is the answer's code; Answer the address answered, if any.
+	// RCode is the answer's code; Answer the first address answered,
+	// if any.
 	RCode  dnsmessage.RCode
 	Answer netip.Addr
 }
@@ -212,7 +259,7 @@ func (d *DNS) handle(from netip.Addr, b []byte) []byte {
 	if len(r.Questions) == 1 {
 		e.Name, e.Type = r.Questions[0].Name.String(), r.Questions[0].Type
 	}
-	if len(r.Answers) == 1 {
+	if len(r.Answers) > 0 {
 		if a, ok := r.Answers[0].Body.(*dnsmessage.AResource); ok {
 			e.Answer = netip.AddrFrom4(a.A)
 		}

@@ -11,24 +11,25 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/net/dns/dnsmessage"
+	discoveryv1 "k8s.io/api/discovery/v1"
 )
 
-// services is a fake Service lookup for the pure core: ns/name → ClusterIP.
-func services(m map[string]string) serviceLookup {
-	return func(_ context.Context, ns, name string) (string, bool, error) {
+// services is a fake Service lookup for the pure core: ns/name → addresses.
+func services(m map[string][]string) serviceLookup {
+	return func(_ context.Context, ns, name string) ([]string, bool, error) {
 		if ns == "broken" {
-			return "", false, errors.New("the apiserver is away")
+			return nil, false, errors.New("the apiserver is away")
 		}
-		ip, ok := m[ns+"/"+name]
-		return ip, ok, nil
+		ips, ok := m[ns+"/"+name]
+		return ips, ok, nil
 	}
 }
 
-var testServices = services(map[string]string{
-	"openbao/openbao":                       "10.96.0.20",
-	"crossplane-system/function-tenant":     "10.96.0.30",
-	"default/headless":                      "None",
-	"crossplane-system/provider-postgresql": "10.96.0.40",
+var testServices = services(map[string][]string{
+	"openbao/openbao":                   {"10.96.0.20"},
+	"crossplane-system/function-tenant": {"10.244.0.7", "10.244.0.8"},
+	"default/no-ready-endpoint":         nil,
+	"default/dual-stack":                {"fd00::1", "10.96.0.50"},
 })
 
 func query(name string, typ dnsmessage.Type) *dnsmessage.Message {
@@ -73,11 +74,13 @@ func TestDNSAnswer(t *testing.T) {
 		q    *dnsmessage.Message
 		want answer
 	}{
-		"ServiceA":            {query("openbao.openbao.svc.cluster.local.", dnsmessage.TypeA), answer{42, dnsmessage.RCodeSuccess, true, 1, []string{"openbao.openbao.svc.cluster.local. 10.96.0.20"}}},
-		"CaseDoesNotMatter":   {query("OpenBao.OPENBAO.svc.Cluster.Local.", dnsmessage.TypeA), answer{42, dnsmessage.RCodeSuccess, true, 1, []string{"OpenBao.OPENBAO.svc.Cluster.Local. 10.96.0.20"}}},
-		"FunctionService":     {query("function-tenant.crossplane-system.svc.cluster.local.", dnsmessage.TypeA), answer{42, dnsmessage.RCodeSuccess, true, 1, []string{"function-tenant.crossplane-system.svc.cluster.local. 10.96.0.30"}}},
+		"ServiceA":          {query("openbao.openbao.svc.cluster.local.", dnsmessage.TypeA), answer{42, dnsmessage.RCodeSuccess, true, 1, []string{"openbao.openbao.svc.cluster.local. 10.96.0.20"}}},
+		"CaseDoesNotMatter": {query("OpenBao.OPENBAO.svc.Cluster.Local.", dnsmessage.TypeA), answer{42, dnsmessage.RCodeSuccess, true, 1, []string{"OpenBao.OPENBAO.svc.Cluster.Local. 10.96.0.20"}}},
+		"HeadlessService": {query("function-tenant.crossplane-system.svc.cluster.local.", dnsmessage.TypeA), answer{42, dnsmessage.RCodeSuccess, true, 1, []string{
+			"function-tenant.crossplane-system.svc.cluster.local. 10.244.0.7", "function-tenant.crossplane-system.svc.cluster.local. 10.244.0.8"}}},
+		"IPv4Only":            {query("dual-stack.default.svc.cluster.local.", dnsmessage.TypeA), answer{42, dnsmessage.RCodeSuccess, true, 1, []string{"dual-stack.default.svc.cluster.local. 10.96.0.50"}}},
 		"ServiceAAAAIsNoData": {query("openbao.openbao.svc.cluster.local.", dnsmessage.TypeAAAA), answer{42, dnsmessage.RCodeSuccess, true, 1, nil}},
-		"HeadlessIsNoData":    {query("headless.default.svc.cluster.local.", dnsmessage.TypeA), answer{42, dnsmessage.RCodeSuccess, true, 1, nil}},
+		"NoAddressIsNoData":   {query("no-ready-endpoint.default.svc.cluster.local.", dnsmessage.TypeA), answer{42, dnsmessage.RCodeSuccess, true, 1, nil}},
 		"NoSuchService":       {query("nope.openbao.svc.cluster.local.", dnsmessage.TypeA), answer{42, dnsmessage.RCodeNameError, true, 1, nil}},
 		"NoSuchNamespace":     {query("openbao.nope.svc.cluster.local.", dnsmessage.TypeA), answer{42, dnsmessage.RCodeNameError, true, 1, nil}},
 		// The resolver's search list: the pod's namespace first.
@@ -162,5 +165,22 @@ func TestDNSServer(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no A query of openbao.openbao.svc.cluster.local. answered 10.96.0.20: %+v", d.Queries())
+	}
+}
+
+// A headless Service's name answers its ready endpoints' IPv4 addresses.
+func TestReadyAddresses(t *testing.T) {
+	yes, no := true, false
+	slices := []discoveryv1.EndpointSlice{
+		{AddressType: discoveryv1.AddressTypeIPv4, Endpoints: []discoveryv1.Endpoint{
+			{Addresses: []string{"10.244.0.9"}, Conditions: discoveryv1.EndpointConditions{Ready: &yes}},
+			{Addresses: []string{"10.244.0.3"}, Conditions: discoveryv1.EndpointConditions{Ready: &no}},
+			{Addresses: []string{"10.244.0.4"}},
+		}},
+		{AddressType: discoveryv1.AddressTypeIPv4, Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.244.0.9"}}}},
+		{AddressType: discoveryv1.AddressTypeIPv6, Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"fd00::9"}}}},
+	}
+	if d := cmp.Diff([]string{"10.244.0.4", "10.244.0.9"}, readyAddresses(slices)); d != "" {
+		t.Errorf("ready addresses (-want +got):\n%s", d)
 	}
 }
