@@ -155,8 +155,9 @@ func (b *OpenBao) exposeOnNode(ctx context.Context, k *Kube) error {
 // package's embedded image, pulled by the node's containerd from the
 // registry) is Ready under the kubelet, the revision has installed its
 // objects and is healthy, and the RBAC manager has bound the provider's
-// role to its service account. The Configuration is not installed.
-func (x *Crossplane) InstallProviderPod(ctx context.Context, pkgDir string, e *Env) error {
+// role to its service account. With configuration, it then installs the
+// Configuration package (installConfigurationPod).
+func (x *Crossplane) InstallProviderPod(ctx context.Context, pkgDir string, e *Env, configuration bool) error {
 	k := e.Kube
 	providerRef := ProviderPackageName + ":" + PackageTestVersion
 	if err := x.reg.push(ctx, e.BinDir, filepath.Join(pkgDir, "provider-postgresql-tenant.xpkg"), providerRef); err != nil {
@@ -256,6 +257,11 @@ func (x *Crossplane) InstallProviderPod(ctx context.Context, pkgDir string, e *E
 	if err := x.waitProviderRBAC(ctx, k, rev, saName); err != nil {
 		return err
 	}
+	if configuration {
+		if err := x.installConfigurationPod(ctx, pkgDir, e); err != nil {
+			return explain(err)
+		}
+	}
 	x.stopRBACManager()
 	x.ProviderRevision, x.ProviderServiceAccount = rev, saName
 	return nil
@@ -307,4 +313,101 @@ func (x *Crossplane) describeProviderPods(ctx context.Context, e *Env) string {
 		fmt.Fprintf(&b, "kubelet log ends:\n%s\n", Tail(filepath.Join(e.Node.Dir, "logs", "kubelet.log"), 15))
 	}
 	return b.String()
+}
+
+// installConfigurationPod installs the Configuration package through core's
+// package manager, on the Deployment runtime: it publishes the Configuration
+// and its functions' packages (built from this tree, runtime image
+// embedded) to the loopback registry under the names and versions the
+// Configuration depends on, creates the Configuration, and waits until core
+// has installed each function, whose Pod is Ready on the node, and serves
+// the XRDs (the RBAC manager has generated core's roles for their kinds).
+func (x *Crossplane) installConfigurationPod(ctx context.Context, pkgDir string, e *Env) error {
+	k := e.Kube
+	deps, err := configurationDependencies()
+	if err != nil {
+		return err
+	}
+	var fns []string
+	for _, d := range deps {
+		if hostOf(d.pkg) != hostOf(ProviderPackageName) {
+			return fmt.Errorf("the Configuration depends on %s, from a registry the node does not mirror", d.pkg)
+		}
+		if d.kind != "Function" {
+			continue
+		}
+		var fn *Function
+		for i := range TenantFunctions {
+			if strings.HasPrefix(TenantFunctions[i].Package, d.pkg+":") && TenantFunctions[i].Source != "" {
+				fn = &TenantFunctions[i]
+			}
+		}
+		if fn == nil {
+			return fmt.Errorf("the Configuration depends on %s, which is not built from this tree: no image of it to run on the node", d.pkg)
+		}
+		if err := x.reg.push(ctx, e.BinDir, filepath.Join(pkgDir, fn.PackageFile), d.pkg+":"+tagFor(d.version)); err != nil {
+			return err
+		}
+		fns = append(fns, fn.Name)
+	}
+	configurationRef := ConfigurationPackageName + ":" + PackageTestVersion
+	if err := x.reg.push(ctx, e.BinDir, filepath.Join(pkgDir, "configuration-postgresql-tenant.xpkg"), configurationRef); err != nil {
+		return err
+	}
+	cfg := &unstructured.Unstructured{}
+	cfg.SetAPIVersion("pkg.crossplane.io/v1")
+	cfg.SetKind("Configuration")
+	cfg.SetName(ConfigurationName)
+	_ = unstructured.SetNestedField(cfg.Object, configurationRef, "spec", "package")
+	if err := k.Client.Create(ctx, cfg); err != nil {
+		return err
+	}
+	for _, name := range fns {
+		if err := WaitFor(ctx, 4*time.Minute, func(ctx context.Context) error {
+			if err := e.Node.exited(); err != nil {
+				return err
+			}
+			f := &unstructured.Unstructured{}
+			f.SetAPIVersion("pkg.crossplane.io/v1")
+			f.SetKind("Function")
+			if err := k.Client.Get(ctx, client.ObjectKey{Name: name}, f); err != nil {
+				return err
+			}
+			if conditionStatus(f, "Healthy") != "True" || conditionStatus(f, "Installed") != "True" {
+				return fmt.Errorf("function %s: %v", name, conditionsOf(f))
+			}
+			p, err := x.FunctionPod(ctx, k.Client, name)
+			if err != nil {
+				return err
+			}
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && p.Status.Phase == corev1.PodRunning {
+					return nil
+				}
+			}
+			return fmt.Errorf("pod %s is %s, not Ready", p.Name, p.Status.Phase)
+		}); err != nil {
+			return err
+		}
+	}
+	return x.waitConfigurationXRDs(ctx, k)
+}
+
+// FunctionPod returns the Pod of the Function's active revision (the one
+// not being deleted), or an error while there is none.
+func (x *Crossplane) FunctionPod(ctx context.Context, c client.Client, function string) (*corev1.Pod, error) {
+	rev, err := activeRevisionOf(ctx, c, "FunctionRevision", function)
+	if err != nil {
+		return nil, err
+	}
+	pods := &corev1.PodList{}
+	if err := c.List(ctx, pods, client.InNamespace(CrossplaneNamespace), client.MatchingLabels{"pkg.crossplane.io/revision": rev.GetName()}); err != nil {
+		return nil, err
+	}
+	for i := range pods.Items {
+		if pods.Items[i].DeletionTimestamp == nil {
+			return &pods.Items[i], nil
+		}
+	}
+	return nil, fmt.Errorf("no Pod of function revision %s", rev.GetName())
 }
