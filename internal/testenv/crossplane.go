@@ -69,7 +69,8 @@ type Crossplane struct {
 	ProviderPodReady time.Duration
 
 	// node: core runs its default (Deployment) package runtime, whose
-	// Deployments the test node runs (Options.Node); no functions.
+	// Deployments the test node runs (Options.Node), the function's too
+	// with Options.NodeConfiguration.
 	node bool
 }
 
@@ -143,6 +144,15 @@ func startCrossplane(ctx context.Context, root, binDir string, k *Kube, ca *CA, 
 		return nil
 	}); err != nil {
 		return fail(err)
+	}
+	if node {
+		// The functions' Pods serve certificates of core's own CA (core
+		// makes their TLS Secrets) and accept clients of it: core presents
+		// the client certificate core init made, as its Pod mounts it in
+		// a cluster.
+		if err := writeSecretFiles(ctx, k, "crossplane-tls-client", clientDir); err != nil {
+			return fail(err)
+		}
 	}
 
 	ports := make([]int, 3)
@@ -223,8 +233,8 @@ func startCrossplane(ctx context.Context, root, binDir string, k *Kube, ca *CA, 
 
 	// The functions, as local processes; their Function objects come from
 	// the Configuration's dependencies. Not with the node's Deployment
-	// runtime, which would run them as Pods that core reaches by their
-	// Service's DNS name: the node has no cluster DNS.
+	// runtime, which runs them as Pods that core reaches by their
+	// Service's DNS name (Options.NodeConfiguration).
 	fns := TenantFunctions
 	if node {
 		fns = nil
@@ -380,6 +390,29 @@ func (x *Crossplane) InstallPackages(ctx context.Context, root, binDir, pkgDir s
 			return fmt.Errorf("function %s: %w\ncrossplane log:\n%s", f.Name, err, Tail(x.logFile, 30))
 		}
 	}
+	if err := x.waitConfigurationXRDs(ctx, k); err != nil {
+		return err
+	}
+	x.stopRBACManager()
+	kcmLog := filepath.Join(root, "kube-controller-manager.log")
+	cmd := exec.Command(filepath.Join(binDir, "kube-controller-manager"), //nolint:gosec,noctx // the pinned binary; runs until Stop
+		"--kubeconfig="+k.KubeconfigFile, "--authentication-kubeconfig="+k.KubeconfigFile, "--authorization-kubeconfig="+k.KubeconfigFile,
+		"--leader-elect=false", "--controllers=namespace-controller,garbage-collector-controller",
+		"--bind-address=127.0.0.1", "--secure-port=0", "--use-service-account-credentials=false")
+	if x.kcm, err = startProcess("kube-controller-manager", kcmLog, cmd); err != nil {
+		return err
+	}
+	time.Sleep(500 * time.Millisecond)
+	if x.kcm.exited() {
+		return errors.New("kube-controller-manager exited at once:\n" + Tail(kcmLog, 20))
+	}
+	return nil
+}
+
+// waitConfigurationXRDs waits until core serves the Configuration's XRDs
+// (Established, and Offered when they have claims) and the RBAC manager has
+// generated core's roles for their kinds.
+func (x *Crossplane) waitConfigurationXRDs(ctx context.Context, k *Kube) error {
 	objs, err := ReadManifests(filepath.Join(RepoRoot(), "package", "configuration"))
 	if err != nil {
 		return err
@@ -432,18 +465,23 @@ func (x *Crossplane) InstallPackages(ctx context.Context, root, binDir, pkgDir s
 	}); err != nil {
 		return fmt.Errorf("the RBAC manager did not generate core's roles for the XRDs: %w", err)
 	}
-	x.stopRBACManager()
-	kcmLog := filepath.Join(root, "kube-controller-manager.log")
-	cmd := exec.Command(filepath.Join(binDir, "kube-controller-manager"), //nolint:gosec,noctx // the pinned binary; runs until Stop
-		"--kubeconfig="+k.KubeconfigFile, "--authentication-kubeconfig="+k.KubeconfigFile, "--authorization-kubeconfig="+k.KubeconfigFile,
-		"--leader-elect=false", "--controllers=namespace-controller,garbage-collector-controller",
-		"--bind-address=127.0.0.1", "--secure-port=0", "--use-service-account-credentials=false")
-	if x.kcm, err = startProcess("kube-controller-manager", kcmLog, cmd); err != nil {
-		return err
+	return nil
+}
+
+// writeSecretFiles writes tls.crt, tls.key and ca.crt of a Secret in
+// CrossplaneNamespace into dir.
+func writeSecretFiles(ctx context.Context, k *Kube, name, dir string) error {
+	sec := &corev1.Secret{}
+	if err := k.Client.Get(ctx, client.ObjectKey{Namespace: CrossplaneNamespace, Name: name}, sec); err != nil {
+		return fmt.Errorf("core's Secret %s: %w", name, err)
 	}
-	time.Sleep(500 * time.Millisecond)
-	if x.kcm.exited() {
-		return errors.New("kube-controller-manager exited at once:\n" + Tail(kcmLog, 20))
+	for _, f := range []string{"tls.crt", "tls.key", "ca.crt"} {
+		if len(sec.Data[f]) == 0 {
+			return fmt.Errorf("core's Secret %s has no %s", name, f)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), sec.Data[f], 0o600); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -56,11 +56,16 @@ type Options struct {
 	// apiserver, so that Deployments become real Pods; with Crossplane,
 	// core then runs its default (Deployment) package runtime and the
 	// provider package's image runs as a Pod (the Configuration and its
-	// functions are not installed). Needs Kube, and the package's TestMain
+	// functions only with NodeConfiguration). Needs Kube, and the package's TestMain
 	// to be NodeMain: the whole environment runs in a private network
 	// namespace, where the apiserver, OpenBao and PostgreSQL also listen on
 	// NodeIP for the pods.
 	Node bool
+	// NodeConfiguration, with Node and Crossplane, installs the
+	// Configuration package too, after the provider: core's Deployment
+	// runtime runs its function (the package's embedded image) as a Pod,
+	// which core reaches by its Service's name through the node's DNS.
+	NodeConfiguration bool
 }
 
 // All starts every component.
@@ -213,6 +218,11 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 					return fail(err)
 				}
 			}
+			if o.Node {
+				if err := e.OpenBao.exposeOnNode(ctx, e.Kube); err != nil {
+					return fail(err)
+				}
+			}
 		}
 	}
 	if o.ESO {
@@ -234,7 +244,7 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 			return fail(b.err)
 		}
 		if o.Node {
-			err = e.Crossplane.InstallProviderPod(ctx, b.dir, e)
+			err = e.Crossplane.InstallProviderPod(ctx, b.dir, e, o.NodeConfiguration)
 		} else {
 			err = e.Crossplane.InstallPackages(ctx, dir, e.BinDir, b.dir, e.Kube)
 		}

@@ -42,7 +42,21 @@ const (
 
 	nodeNetnsEnv = "PPT_NODE_NETNS"
 	nodeDirEnv   = "PPT_NODE_DIR"
+	// nodeResolvConfEnv names the node's resolv.conf (NodeResolvConf),
+	// which the test binary inside the namespace bind-mounts over
+	// /etc/resolv.conf in its private mount namespace; nodeHostMntnsEnv
+	// identifies the host's mount namespace (device:inode), where it must
+	// not.
+	nodeResolvConfEnv = "PPT_NODE_RESOLV_CONF"
+	nodeHostMntnsEnv  = "PPT_NODE_HOST_MNTNS"
+	hostResolvConf    = "/etc/resolv.conf"
 )
+
+// NodeResolvConf is the resolv.conf of the processes in the node's
+// namespace (the harness's, Crossplane core's): the node's DNS server and
+// the search list and ndots the kubelet gives a Pod, less the Pod's own
+// namespace.
+var NodeResolvConf = fmt.Sprintf("nameserver %s\nsearch svc.%s %s\noptions ndots:5\n", NodeIP, ClusterDomain, ClusterDomain)
 
 // Paths the node's components write to outside any directory they are
 // given: containerd's shim sockets, fifos and runc state, the CNI plugins'
@@ -92,7 +106,15 @@ func privateNetns() error {
 // nothing the node does reaches the host's network. Only one node runs on a
 // machine at a time (a lock in the component cache).
 func NodeMain(m *testing.M, o Options, env **Env, hooks ...func(*Env) (func(), error)) {
-	if short() || InNodeNetns() {
+	if short() {
+		Main(m, o, env, hooks...)
+		return
+	}
+	if InNodeNetns() {
+		if err := bindResolvConf(os.Getenv(nodeResolvConfEnv), hostResolvConf, os.Getenv(nodeHostMntnsEnv)); err != nil {
+			fmt.Fprintf(os.Stderr, "FAIL: test node: %v\n", err)
+			os.Exit(1)
+		}
 		Main(m, o, env, hooks...)
 		return
 	}
@@ -102,6 +124,55 @@ func NodeMain(m *testing.M, o Options, env **Env, hooks ...func(*Env) (func(), e
 		os.Exit(1)
 	}
 	os.Exit(code)
+}
+
+// nsID identifies a namespace file (/proc/<pid>/ns/<type>) as
+// device:inode.
+func nsID(file string) (string, error) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(file, &st); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%d:%d", st.Dev, st.Ino), nil
+}
+
+// bindResolvConf bind-mounts src over target (/etc/resolv.conf), so that
+// the processes of the node's namespace resolve the cluster's names with
+// the node's DNS server. It refuses unless this process runs in a mount
+// namespace other than hostMntns (NodeMain runs it in a private one, with
+// private propagation): the host's resolv.conf stays as it is, and the
+// mount goes away with the namespace.
+func bindResolvConf(src, target, hostMntns string) error {
+	refuse := errors.New("refusing to mount the node's resolv.conf in the host's mount namespace: run the tests through testenv.NodeMain, which runs them in a private one")
+	self, err := nsID("/proc/self/ns/mnt")
+	if err != nil {
+		return err
+	}
+	if hostMntns == "" || self == hostMntns {
+		return refuse
+	}
+	if src == "" {
+		return errors.New("no resolv.conf for the node's namespace ($" + nodeResolvConfEnv + ")")
+	}
+	if err := syscall.Mount(src, target, "", syscall.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind-mounting %s over %s: %w", src, target, err)
+	}
+	return nil
+}
+
+// mountedAt reports whether something is mounted at path in this
+// process's mount namespace.
+func mountedAt(path string) (bool, error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return false, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if fs := strings.Fields(l); len(fs) > 4 && unescapeMount(fs[4]) == path {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 func runInNodeNetns(o Options) (int, error) {
@@ -151,8 +222,24 @@ func runInNodeNetns(o Options) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	cmd := exec.Command("nsenter", append([]string{"--net=" + ns, "--", self}, os.Args[1:]...)...) //nolint:gosec,noctx // this test binary, again, in the namespace; it ends by itself
-	cmd.Env = append(os.Environ(), nodeNetnsEnv+"="+ns, nodeDirEnv+"="+filepath.Join(dir, "node"))
+	// The test binary runs in its own mount namespace too (private
+	// propagation: no mount of it reaches the host's, and they all go
+	// with it), where it bind-mounts the node's resolv.conf over
+	// /etc/resolv.conf.
+	hostMntns, err := nsID("/proc/self/ns/mnt")
+	if err != nil {
+		return 0, err
+	}
+	hostResolv, err := os.ReadFile(hostResolvConf)
+	if err != nil {
+		return 0, err
+	}
+	resolv := filepath.Join(dir, "resolv.conf")
+	if err := os.WriteFile(resolv, []byte(NodeResolvConf), 0o644); err != nil { //nolint:gosec // no secret; the kubelet and every process of the node read it
+		return 0, err
+	}
+	cmd := exec.Command("nsenter", append([]string{"--net=" + ns, "--", "unshare", "--mount", "--propagation=private", "--", self}, os.Args[1:]...)...) //nolint:gosec,noctx // this test binary, again, in the namespaces; it ends by itself
+	cmd.Env = append(os.Environ(), nodeNetnsEnv+"="+ns, nodeDirEnv+"="+filepath.Join(dir, "node"), nodeResolvConfEnv+"="+resolv, nodeHostMntnsEnv+"="+hostMntns)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	if err := cmd.Start(); err != nil {
 		return 0, err
@@ -169,6 +256,9 @@ func runInNodeNetns(o Options) (int, error) {
 		case s := <-sigs:
 			_ = cmd.Process.Signal(s)
 		case err := <-done:
+			if herr := hostResolvConfKept(hostResolv); herr != nil {
+				return 0, herr
+			}
 			var ee *exec.ExitError
 			if errors.As(err, &ee) {
 				if ee.ExitCode() >= 0 {
@@ -182,6 +272,26 @@ func runInNodeNetns(o Options) (int, error) {
 			return 0, nil
 		}
 	}
+}
+
+// hostResolvConfKept is an error when the host's /etc/resolv.conf is not
+// what it was before the node ran (was), or has a mount on it.
+func hostResolvConfKept(was []byte) error {
+	now, err := os.ReadFile(hostResolvConf)
+	if err != nil {
+		return err
+	}
+	if string(now) != string(was) {
+		return fmt.Errorf("the host's %s changed while the node ran", hostResolvConf)
+	}
+	m, err := mountedAt(hostResolvConf)
+	if err != nil {
+		return err
+	}
+	if m {
+		return fmt.Errorf("the host's %s has a mount on it after the node ran", hostResolvConf)
+	}
+	return nil
 }
 
 // Node is a Kubernetes node run by the harness against its kube-apiserver:
@@ -201,6 +311,9 @@ type Node struct {
 	PodLogs string
 	// Up is how long starting the node took, until it was Ready.
 	Up time.Duration
+	// DNS is the cluster DNS server, on NodeIP:53 (the kubelet's
+	// clusterDNS; the nameserver of NodeResolvConf).
+	DNS *DNS
 
 	procs []*process
 }
@@ -243,6 +356,11 @@ func startNode(ctx context.Context, root, binDir string, k *Kube, ca *CA) (*Node
 	if err := n.startContainerd(ctx); err != nil {
 		return fail(err)
 	}
+	dns, err := startDNS(net.JoinHostPort(NodeIP, "53"), kubeServices(k.Client), filepath.Join(dir, "logs", "dns.log"))
+	if err != nil {
+		return fail(err)
+	}
+	n.DNS = dns
 
 	// The kubelet, as the harness's admin (no Node authorizer here); its
 	// API on loopback only, nothing reads it (pod logs are read from
@@ -281,7 +399,9 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: "100Mi", nodefs.available: "1%%", imagefs.available: "1%%"}
 localStorageCapacityIsolation: true
-`, kubeletPort, kubeletHealth, n.Containerd, n.Containerd, n.PodLogs)
+clusterDNS: [%q]
+clusterDomain: %s
+`, kubeletPort, kubeletHealth, n.Containerd, n.Containerd, n.PodLogs, NodeIP, ClusterDomain)
 	if err := os.WriteFile(filepath.Join(dir, "kubelet.yaml"), []byte(kcfg), 0o600); err != nil {
 		return fail(err)
 	}
@@ -517,6 +637,7 @@ func (n *Node) Stop() {
 	for _, p := range n.procs {
 		<-p.done
 	}
+	n.DNS.Stop()
 }
 
 // cleanNode stops, by the PIDs recorded in dir/run, the kubelet and the

@@ -2,9 +2,12 @@ package testenv
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -35,4 +38,83 @@ func TestNodeRefusesTheHostNetwork(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The node's resolv.conf is mounted over /etc/resolv.conf in the test
+// binary's private mount namespace only: refused in the host's (here on a
+// file of the test's, so that a missing refusal harms nothing), and, in a
+// private one, seen there while the host's file stays as it was, with no
+// mount on it.
+func TestNodeResolvConfStaysInItsMountNamespace(t *testing.T) {
+	host, err := nsID("/proc/self/ns/mnt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(t.TempDir(), "resolv.conf")
+	if err := os.WriteFile(src, []byte(NodeResolvConf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const want = "refusing to mount the node's resolv.conf in the host's mount namespace"
+	for name, hostMntns := range map[string]string{"HostNamespace": host, "NoneNamed": ""} {
+		t.Run(name, func(t *testing.T) {
+			target := filepath.Join(t.TempDir(), "etc-resolv.conf")
+			if err := os.WriteFile(target, []byte("nameserver 192.0.2.1\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			err := bindResolvConf(src, target, hostMntns)
+			if m, _ := mountedAt(target); m {
+				_ = syscall.Unmount(target, syscall.MNT_DETACH)
+				t.Errorf("bindResolvConf mounted over %s in the host's mount namespace", target)
+			}
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("bindResolvConf: %v, want %q", err, want)
+			}
+		})
+	}
+
+	t.Run("PrivateNamespace", func(t *testing.T) {
+		if _, err := exec.LookPath("unshare"); err != nil {
+			t.Fatal(err)
+		}
+		before, err := os.ReadFile(hostResolvConf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		self, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("unshare", "--mount", "--propagation=private", "--", self, "-test.short", "-test.run=^TestNodeResolvConfHelper$", "-test.v") //nolint:noctx // this test binary, again
+		cmd.Env = append(os.Environ(), resolvHelperEnv+"=1", nodeResolvConfEnv+"="+src, nodeHostMntnsEnv+"="+host)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("the helper in a private mount namespace: %v\n%s", err, out)
+		}
+		if !strings.Contains(string(out), "resolv.conf: "+strings.ReplaceAll(NodeResolvConf, "\n", `\n`)) {
+			t.Errorf("the helper did not see the node's resolv.conf at %s:\n%s", hostResolvConf, out)
+		}
+		if err := hostResolvConfKept(before); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+const resolvHelperEnv = "PPT_TEST_RESOLV_HELPER"
+
+// TestNodeResolvConfHelper runs only as the helper process of
+// TestNodeResolvConfStaysInItsMountNamespace, in a private mount
+// namespace: it mounts the node's resolv.conf as NodeMain's child does and
+// prints what /etc/resolv.conf then says.
+func TestNodeResolvConfHelper(t *testing.T) {
+	if os.Getenv(resolvHelperEnv) == "" {
+		t.Skip("the helper of TestNodeResolvConfStaysInItsMountNamespace")
+	}
+	if err := bindResolvConf(os.Getenv(nodeResolvConfEnv), hostResolvConf, os.Getenv(nodeHostMntnsEnv)); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(hostResolvConf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("resolv.conf: %s\n", strings.ReplaceAll(string(b), "\n", `\n`))
 }

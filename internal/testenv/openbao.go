@@ -27,8 +27,13 @@ type OpenBao struct {
 	// Address is https://127.0.0.1:<port>.
 	Address string
 	// PodAddress is https://<NodeIP>:<port>, where the node's pods reach
-	// it (Options.Node; empty without).
+	// it (Options.Node; empty without): the endpoint of ServiceAddress.
 	PodAddress string
+	// ServiceAddress is the --openbao-address of
+	// examples/provider/runtime-config.yaml, a cluster DNS name the node
+	// resolves to a Service whose endpoint is PodAddress (Options.Node;
+	// empty without). The server's certificate carries its name.
+	ServiceAddress string
 	// CA signed the server certificate.
 	CA *CA
 	// RootToken is for the test harness only; it is never printed.
@@ -89,13 +94,22 @@ func startOpenBao(ctx context.Context, root, binDir string, ca *CA, audit, node 
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, err
 	}
-	ips, listen := []net.IP{net.ParseIP("127.0.0.1")}, "127.0.0.1"
+	ips, listen, names := []net.IP{net.ParseIP("127.0.0.1")}, "127.0.0.1", []string{"localhost"}
+	var svcAddr string
 	if node {
 		// Every address of the node's private namespace: loopback and
-		// the bridge.
+		// the bridge; and the example's Service name.
 		ips, listen = append(ips, net.ParseIP(NodeIP)), "0.0.0.0"
+		if svcAddr, err = ExampleOpenBaoAddress(); err != nil {
+			return nil, err
+		}
+		ref, err := serviceOfAddress(svcAddr)
+		if err != nil {
+			return nil, err
+		}
+		names = append(names, ref.host, ref.name+"."+ref.namespace+".svc."+ClusterDomain)
 	}
-	kp, err := ca.issue(dir, "openbao", []string{"localhost"}, ips)
+	kp, err := ca.issue(dir, "openbao", names, ips)
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +125,7 @@ func startOpenBao(ctx context.Context, root, binDir string, ca *CA, audit, node 
 		cfgFile:        filepath.Join(dir, "config.hcl"),
 	}
 	if node {
-		b.PodAddress = fmt.Sprintf("https://%s:%d", NodeIP, port)
+		b.PodAddress, b.ServiceAddress = fmt.Sprintf("https://%s:%d", NodeIP, port), svcAddr
 	}
 	cfg := fmt.Sprintf(`storage "raft" {
   path    = %q

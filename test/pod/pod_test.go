@@ -5,7 +5,9 @@
 // package's embedded image runs under a real kubelet (containerd, runc,
 // bridge CNI, kube-proxy) in the test's private network namespace
 // (testenv.NodeMain). The Pod reaches the kube-apiserver through the
-// kubernetes Service and logs in to OpenBao with its projected token.
+// kubernetes Service and logs in to OpenBao, at the example's cluster DNS
+// name, with its projected token. The Configuration's function runs as a
+// Pod too, and core calls it by its Service's name.
 package pod
 
 import (
@@ -14,8 +16,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,6 +29,7 @@ import (
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/net/dns/dnsmessage"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,7 +44,7 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	testenv.NodeMain(m, testenv.Options{Postgres: true, OpenBao: true, OpenBaoAudit: true, Kube: true, Crossplane: true, Node: true}, &env)
+	testenv.NodeMain(m, testenv.Options{Postgres: true, OpenBao: true, OpenBaoAudit: true, Kube: true, Crossplane: true, Node: true, NodeConfiguration: true}, &env)
 }
 
 func await[T client.Object](t *testing.T, obj T, timeout time.Duration, what string, cond func(T) bool) {
@@ -56,7 +61,7 @@ func ready(c xpv2.Condition) bool { return c.Status == corev1.ConditionTrue }
 // context of the runtime config the environment applied.
 func exampleContainer(t *testing.T) (corev1.Container, *corev1.PodSecurityContext) {
 	t.Helper()
-	rc, err := testenv.NodeRuntimeConfig(env.OpenBao.PodAddress)
+	rc, err := testenv.NodeRuntimeConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,8 +270,10 @@ func TestProviderPod(t *testing.T) {
 	}
 	database("podshop")
 
-	// The Pod logged in to OpenBao with its projected token.
+	// The Pod logged in to OpenBao with its projected token, at the
+	// example's address, a cluster DNS name the node resolved.
 	checkLogin(ctx, t, pod)
+	checkDNS(ctx, t, pod, ctr, pid)
 
 	// Kill the container's process (its PID from containerd); the kubelet
 	// restarts the container, and the Database stays Ready.
@@ -299,7 +306,61 @@ func TestProviderPod(t *testing.T) {
 	// No secret in the Pod's logs (both containers' runs), the harness's
 	// logs, or the objects.
 	tok := projectedToken(t, pod)
-	canaries(ctx, t, append(passwords, env.Postgres.AdminPassword, env.Postgres.SuperPassword, env.OpenBao.RootToken, tok))
+	canaries(ctx, t, pod.Name, append(passwords, env.Postgres.AdminPassword, env.Postgres.SuperPassword, env.OpenBao.RootToken, tok))
+}
+
+// checkDNS checks that the Pod reached OpenBao by the example's cluster
+// DNS name: its container passes the example's --openbao-address
+// unchanged, its resolv.conf names the node's DNS server, which answered
+// the Pod's A query of the name with the ClusterIP of the Service the
+// harness made for OpenBao; and that the harness's processes (Crossplane
+// core's among them) resolve the same name through the same server.
+func checkDNS(ctx context.Context, t *testing.T, pod *corev1.Pod, ctr corev1.Container, pid int) {
+	t.Helper()
+	addr, err := testenv.ExampleOpenBaoAddress()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if addr != env.OpenBao.ServiceAddress || !strings.Contains(addr, ".svc") {
+		t.Errorf("the example's OpenBao address %s, the harness's Service address %s: want the same cluster DNS name", addr, env.OpenBao.ServiceAddress)
+	}
+	if !slices.Contains(ctr.Args, "--openbao-address="+addr) {
+		t.Errorf("the container's args %q, want --openbao-address=%s as the example has it", ctr.Args, addr)
+	}
+	resolv := readProc(t, pid, "root/etc/resolv.conf")
+	if !slices.Contains(strings.Split(resolv, "\n"), "nameserver "+testenv.NodeIP) {
+		t.Errorf("the Pod's /etc/resolv.conf names no nameserver %s:\n%s", testenv.NodeIP, resolv)
+	}
+	host := strings.Split(strings.TrimPrefix(addr, "https://"), ":")[0]
+	parts := strings.Split(host, ".")
+	svc := &corev1.Service{}
+	if err := env.Kube.Client.Get(ctx, client.ObjectKey{Namespace: parts[1], Name: parts[0]}, svc); err != nil {
+		t.Fatal(err)
+	}
+	fqdn := parts[0] + "." + parts[1] + ".svc." + testenv.ClusterDomain + "."
+	answered := 0
+	for _, q := range env.Node.DNS.Queries() {
+		if q.From.String() == pod.Status.PodIP && q.Name == fqdn && q.Type == dnsmessage.TypeA && q.Answer.String() == svc.Spec.ClusterIP {
+			answered++
+		}
+	}
+	if answered == 0 {
+		t.Errorf("the node's DNS server answered no A query of %s from the Pod (%s) with the Service's ClusterIP %s; its queries: %+v",
+			fqdn, pod.Status.PodIP, svc.Spec.ClusterIP, env.Node.DNS.Queries())
+	}
+	t.Logf("the Pod resolved %s to %s (%d A queries answered)", fqdn, svc.Spec.ClusterIP, answered)
+
+	b, err := os.ReadFile("/etc/resolv.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != testenv.NodeResolvConf {
+		t.Errorf("the harness's /etc/resolv.conf:\n%s\nwant the node's:\n%s", b, testenv.NodeResolvConf)
+	}
+	ips, err := net.DefaultResolver.LookupHost(ctx, host)
+	if err != nil || !cmp.Equal(ips, []string{svc.Spec.ClusterIP}) {
+		t.Errorf("the harness resolves %s to %v (%v), want [%s]", host, ips, err, svc.Spec.ClusterIP)
+	}
 }
 
 // checkProcess checks the container's process: its user, GOMEMLIMIT in its
@@ -477,7 +538,7 @@ func kubernetesLogins(hash, addr string) (all, matching int, err error) {
 // canaries fails the test when a secret appears in the Pod's logs (every
 // container run of it), the node's and the harness's logs, or the
 // objects, Events and conditions.
-func canaries(ctx context.Context, t *testing.T, secrets []string) {
+func canaries(ctx context.Context, t *testing.T, podName string, secrets []string) {
 	t.Helper()
 	texts := map[string]string{}
 	podLogs := 0
@@ -490,7 +551,7 @@ func canaries(ctx context.Context, t *testing.T, secrets []string) {
 					return nil
 				}
 				texts[p] = string(b)
-				if dir == env.Node.PodLogs && strings.Contains(p, "package-runtime") && len(b) > 0 {
+				if dir == env.Node.PodLogs && strings.Contains(p, "_"+podName+"_") && strings.Contains(p, "package-runtime") && len(b) > 0 {
 					podLogs++
 				}
 			}
@@ -527,4 +588,77 @@ func canaries(ctx context.Context, t *testing.T, secrets []string) {
 			}
 		}
 	}
+}
+
+// TestFunctionPod: the Configuration's function runs as the Pod core's
+// Deployment runtime made for it, and core calls it by its Service's name
+// (resolved by the node's DNS): a Tenant's Composition runs through it and
+// composes the Tenant's DatabaseBinding.
+func TestFunctionPod(t *testing.T) {
+	testenv.Need(t)
+	ctx := context.Background()
+	c := env.Kube.Client
+	fn := testenv.TenantFunctions[0].Name
+	pod, err := env.Crossplane.FunctionPod(ctx, c, fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !podReady(pod) || pod.Spec.NodeName != testenv.NodeName {
+		t.Fatalf("function pod %s: phase %s on node %q, conditions %+v", pod.Name, pod.Status.Phase, pod.Spec.NodeName, pod.Status.Conditions)
+	}
+	svc := &corev1.Service{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: testenv.CrossplaneNamespace, Name: fn}, svc); err != nil {
+		t.Fatalf("the function's Service: %v", err)
+	}
+
+	objs, err := testenv.ReadManifests(filepath.Join(testenv.RepoRoot(), "examples", "tenant", "namespace.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenants, err := testenv.ReadManifests(filepath.Join(testenv.RepoRoot(), "examples", "tenant", "tenant.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range append(objs, tenants...) {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatalf("%s %s: %v", o.GetKind(), o.GetName(), err)
+		}
+	}
+	tenant := tenants[0]
+	var bindings v1alpha1.DatabaseBindingList
+	if err := testenv.WaitFor(ctx, 2*time.Minute, func(ctx context.Context) error {
+		if err := c.List(ctx, &bindings, client.InNamespace(tenant.GetNamespace())); err != nil {
+			return err
+		}
+		if len(bindings.Items) == 0 {
+			return fmt.Errorf("no DatabaseBinding composed for Tenant %s/%s yet", tenant.GetNamespace(), tenant.GetName())
+		}
+		return nil
+	}); err != nil {
+		got := tenant.DeepCopy()
+		_ = c.Get(ctx, client.ObjectKeyFromObject(tenant), got)
+		st, _ := json.MarshalIndent(got.Object["status"], "", " ")
+		evs := &corev1.EventList{}
+		_ = c.List(ctx, evs, client.InNamespace(tenant.GetNamespace()))
+		var b strings.Builder
+		for _, ev := range evs.Items {
+			fmt.Fprintf(&b, "%s %s %s: %s\n", ev.Type, ev.InvolvedObject.Kind, ev.Reason, ev.Message)
+		}
+		t.Fatalf("%v\nTenant status: %s\nEvents:\n%s", err, st, b.String())
+	}
+	if owner := bindings.Items[0].GetLabels()["crossplane.io/composite"]; owner != tenant.GetName() {
+		t.Errorf("DatabaseBinding %s: labels %v, want crossplane.io/composite=%s", bindings.Items[0].Name, bindings.Items[0].GetLabels(), tenant.GetName())
+	}
+	fqdn := fn + "." + testenv.CrossplaneNamespace + ".svc." + testenv.ClusterDomain + "."
+	answered := 0
+	for _, q := range env.Node.DNS.Queries() {
+		if q.Name == fqdn && q.Type == dnsmessage.TypeA && q.Answer.String() == pod.Status.PodIP {
+			answered++
+		}
+	}
+	if answered == 0 {
+		t.Errorf("the node's DNS server answered no A query of %s with the function Pod's address %s (its Service is headless: %q)", fqdn, pod.Status.PodIP, svc.Spec.ClusterIP)
+	}
+	t.Logf("the Tenant's Composition ran through the function's Pod %s (%s; %d A queries of %s answered with it): DatabaseBinding %s",
+		pod.Name, pod.Status.PodIP, answered, fqdn, bindings.Items[0].Name)
 }
