@@ -167,8 +167,9 @@ var (
 	configuration = pkg{"Configuration", testenv.ConfigurationName, testenv.ConfigurationPackageName, "ConfigurationRevision"}
 )
 
-// upgradeTo sets p's spec.package to version and waits until the revision
-// of that image is the active one, Healthy, and p Installed and Healthy.
+// upgradeTo sets p's spec.package to version and waits until p reports
+// that package as its current one, Installed and Healthy, with its current
+// revision the only active one and healthy.
 func upgradeTo(ctx context.Context, t *testing.T, p pkg, version string) {
 	t.Helper()
 	ref := p.repo + ":" + version
@@ -183,37 +184,34 @@ func upgradeTo(ctx context.Context, t *testing.T, p pkg, version string) {
 		t.Fatal(err)
 	}
 	waitFor(ctx, t, fmt.Sprintf("%s %s at %s, its revision active and healthy", p.kind, p.name, version), 4*time.Minute, func() error {
-		revs := &unstructured.UnstructuredList{}
-		revs.SetAPIVersion("pkg.crossplane.io/v1")
-		revs.SetKind(p.revisionKind + "List")
-		if err := env.Kube.Client.List(ctx, revs, client.MatchingLabels{"pkg.crossplane.io/package": p.name}); err != nil {
-			return err
-		}
-		var active []string
-		for _, r := range revs.Items {
-			state, _, _ := unstructured.NestedString(r.Object, "spec", "desiredState")
-			if state != "Active" {
-				continue
-			}
-			img, _, _ := unstructured.NestedString(r.Object, "spec", "image")
-			active = append(active, img)
-			if !strings.HasSuffix(img, ":"+version) {
-				continue
-			}
-			if s, _, _ := tenantkit.Condition(&r, "Healthy"); s != "True" {
-				return fmt.Errorf("revision %s not Healthy yet", r.GetName())
-			}
-		}
-		if len(active) != 1 || !strings.HasSuffix(active[0], ":"+version) {
-			return fmt.Errorf("active revisions %v", active)
-		}
 		if err := env.Kube.Client.Get(ctx, client.ObjectKey{Name: p.name}, o); err != nil {
 			return err
+		}
+		id, _, _ := unstructured.NestedString(o.Object, "status", "currentIdentifier")
+		cur, _, _ := unstructured.NestedString(o.Object, "status", "currentRevision")
+		if !strings.HasSuffix(id, ":"+version) {
+			return fmt.Errorf("current package %q", id)
 		}
 		for _, c := range []string{"Installed", "Healthy"} {
 			if s, r, m := tenantkit.Condition(o, c); s != "True" {
 				return fmt.Errorf("%s %s: %s %s", c, s, r, m)
 			}
+		}
+		active, _, err := revisions(ctx, p.revisionKind, p.name)
+		if err != nil {
+			return err
+		}
+		if active != cur {
+			return fmt.Errorf("active revision %s, current %s", active, cur)
+		}
+		r := &unstructured.Unstructured{}
+		r.SetAPIVersion("pkg.crossplane.io/v1")
+		r.SetKind(p.revisionKind)
+		if err := env.Kube.Client.Get(ctx, client.ObjectKey{Name: cur}, r); err != nil {
+			return err
+		}
+		if s, reason, m := tenantkit.Condition(r, "Healthy"); s != "True" {
+			return fmt.Errorf("revision %s Healthy %s: %s %s", cur, s, reason, m)
 		}
 		return nil
 	})
@@ -266,17 +264,18 @@ func revisions(ctx context.Context, kind, pkgName string) (string, map[string]bo
 	if err := env.Kube.Client.List(ctx, revs, client.MatchingLabels{"pkg.crossplane.io/package": pkgName}); err != nil {
 		return "", nil, err
 	}
-	active, all := "", map[string]bool{}
+	var active []string
+	all := map[string]bool{}
 	for _, r := range revs.Items {
 		all[r.GetName()] = true
 		if s, _, _ := unstructured.NestedString(r.Object, "spec", "desiredState"); s == "Active" {
-			active = r.GetName()
+			active = append(active, r.GetName())
 		}
 	}
-	if active == "" {
-		return "", nil, fmt.Errorf("no active %s of %s", kind, pkgName)
+	if len(active) != 1 {
+		return "", nil, fmt.Errorf("active %ss of %s: %v, want one", kind, pkgName, active)
 	}
-	return active, all, nil
+	return active[0], all, nil
 }
 
 // holder waits until the provider's leader Lease is held by pod.
