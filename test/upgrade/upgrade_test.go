@@ -183,6 +183,11 @@ func upgradeTo(ctx context.Context, t *testing.T, p pkg, version string) {
 	if err := env.Kube.Client.Update(ctx, o); err != nil {
 		t.Fatal(err)
 	}
+	defer func() {
+		if t.Failed() {
+			t.Logf("after %s %s to %s:\n%s", p.kind, p.name, version, packageState(ctx, p))
+		}
+	}()
 	waitFor(ctx, t, fmt.Sprintf("%s %s at %s, its revision active and healthy", p.kind, p.name, version), 4*time.Minute, func() error {
 		if err := env.Kube.Client.Get(ctx, client.ObjectKey{Name: p.name}, o); err != nil {
 			return err
@@ -454,4 +459,42 @@ func waitFor(ctx context.Context, t *testing.T, what string, timeout time.Durati
 	if err := testenv.WaitFor(ctx, timeout, func(context.Context) error { return check() }); err != nil {
 		t.Fatalf("waiting until %s: %v", what, err)
 	}
+}
+
+// packageState says, for a failure, what the Lock holds and what p's
+// revisions are doing.
+func packageState(ctx context.Context, p pkg) string {
+	var b strings.Builder
+	lock := &unstructured.Unstructured{}
+	lock.SetAPIVersion("pkg.crossplane.io/v1beta1")
+	lock.SetKind("Lock")
+	if err := env.Kube.Client.Get(ctx, client.ObjectKey{Name: "lock"}, lock); err == nil {
+		pkgs, _, _ := unstructured.NestedSlice(lock.Object, "packages")
+		for _, x := range pkgs {
+			m, _ := x.(map[string]any)
+			fmt.Fprintf(&b, "lock: %v %v %v %v\n", m["name"], m["type"], m["source"], m["version"])
+		}
+	} else {
+		fmt.Fprintf(&b, "lock: %v\n", err)
+	}
+	revs := &unstructured.UnstructuredList{}
+	revs.SetAPIVersion("pkg.crossplane.io/v1")
+	revs.SetKind(p.revisionKind + "List")
+	if err := env.Kube.Client.List(ctx, revs, client.MatchingLabels{"pkg.crossplane.io/package": p.name}); err == nil {
+		for _, r := range revs.Items {
+			st, _, _ := unstructured.NestedString(r.Object, "spec", "desiredState")
+			img, _, _ := unstructured.NestedString(r.Object, "spec", "image")
+			cs, _, _ := unstructured.NestedSlice(r.Object, "status", "conditions")
+			fmt.Fprintf(&b, "revision %s: %s %s %v\n", r.GetName(), st, img, cs)
+		}
+	}
+	evs := &corev1.EventList{}
+	if err := env.Kube.Client.List(ctx, evs); err == nil {
+		for _, ev := range evs.Items {
+			if strings.HasSuffix(ev.InvolvedObject.Kind, "Revision") {
+				fmt.Fprintf(&b, "event %s %s %s: %s\n", ev.InvolvedObject.Name, ev.Type, ev.Reason, ev.Message)
+			}
+		}
+	}
+	return b.String()
 }
