@@ -360,11 +360,7 @@ func (x *Crossplane) InstallPackages(ctx context.Context, root, binDir, pkgDir s
 	if runtimeConfig == "" || saName == "" {
 		return errors.New("examples/provider needs a DeploymentRuntimeConfig naming the provider's service account")
 	}
-	prov := &unstructured.Unstructured{}
-	prov.SetAPIVersion("pkg.crossplane.io/v1")
-	prov.SetKind("Provider")
-	prov.SetName(ProviderName)
-	_ = unstructured.SetNestedField(prov.Object, providerRef, "spec", "package")
+	prov := packageObject("Provider", ProviderName, providerRef)
 	_ = unstructured.SetNestedField(prov.Object, runtimeConfig, "spec", "runtimeConfigRef", "name")
 	if err := k.Client.Create(ctx, prov); err != nil {
 		return err
@@ -377,11 +373,7 @@ func (x *Crossplane) InstallPackages(ctx context.Context, root, binDir, pkgDir s
 		return err
 	}
 
-	cfg := &unstructured.Unstructured{}
-	cfg.SetAPIVersion("pkg.crossplane.io/v1")
-	cfg.SetKind("Configuration")
-	cfg.SetName(ConfigurationName)
-	_ = unstructured.SetNestedField(cfg.Object, configurationRef, "spec", "package")
+	cfg := packageObject("Configuration", ConfigurationName, configurationRef)
 	if err := k.Client.Create(ctx, cfg); err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -115,7 +116,15 @@ func TestDNSAnswer(t *testing.T) {
 // Service's name resolves, a name outside the cluster domain is refused
 // (nothing is forwarded), and each query is recorded.
 func TestDNSServer(t *testing.T) {
-	d, err := startDNS("127.0.0.1:0", testServices, filepath.Join(t.TempDir(), "dns.log"))
+	// Port 0 picks a free UDP port; the same TCP port may be taken by
+	// another test package: try again then.
+	var d *DNS
+	var err error
+	for range 5 {
+		if d, err = startDNS("127.0.0.1:0", testServices, filepath.Join(t.TempDir(), "dns.log")); err == nil || !errors.Is(err, syscall.EADDRINUSE) {
+			break
+		}
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

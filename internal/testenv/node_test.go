@@ -84,7 +84,7 @@ func TestNodeResolvConfStaysInItsMountNamespace(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command("unshare", "--mount", "--propagation=private", "--", self, "-test.short", "-test.run=^TestNodeResolvConfHelper$", "-test.v") //nolint:noctx // this test binary, again
+		cmd := exec.Command("unshare", "--mount", "--propagation=private", "--", self) //nolint:noctx // this test binary, again
 		cmd.Env = append(os.Environ(), resolvHelperEnv+"=1", nodeResolvConfEnv+"="+src, nodeHostMntnsEnv+"="+host)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
@@ -101,20 +101,21 @@ func TestNodeResolvConfStaysInItsMountNamespace(t *testing.T) {
 
 const resolvHelperEnv = "PPT_TEST_RESOLV_HELPER"
 
-// TestNodeResolvConfHelper runs only as the helper process of
-// TestNodeResolvConfStaysInItsMountNamespace, in a private mount
-// namespace: it mounts the node's resolv.conf as NodeMain's child does and
-// prints what /etc/resolv.conf then says.
-func TestNodeResolvConfHelper(t *testing.T) {
-	if os.Getenv(resolvHelperEnv) == "" {
-		t.Skip("the helper of TestNodeResolvConfStaysInItsMountNamespace")
-	}
+// resolvConfHelper is the helper process of
+// TestNodeResolvConfStaysInItsMountNamespace (TestMain runs it instead of
+// the tests when resolvHelperEnv is set), in a private mount namespace: it
+// mounts the node's resolv.conf as NodeMain's child does and prints what
+// /etc/resolv.conf then says.
+func resolvConfHelper() int {
 	if err := bindResolvConf(os.Getenv(nodeResolvConfEnv), hostResolvConf, os.Getenv(nodeHostMntnsEnv)); err != nil {
-		t.Fatal(err)
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
 	b, err := os.ReadFile(hostResolvConf)
 	if err != nil {
-		t.Fatal(err)
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
 	fmt.Printf("resolv.conf: %s\n", strings.ReplaceAll(string(b), "\n", `\n`))
+	return 0
 }

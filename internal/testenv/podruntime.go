@@ -196,11 +196,7 @@ func (x *Crossplane) InstallProviderPod(ctx context.Context, pkgDir string, e *E
 			return fmt.Errorf("examples/provider %s %s: %w", o.GetKind(), o.GetName(), err)
 		}
 	}
-	prov := &unstructured.Unstructured{}
-	prov.SetAPIVersion("pkg.crossplane.io/v1")
-	prov.SetKind("Provider")
-	prov.SetName(ProviderName)
-	_ = unstructured.SetNestedField(prov.Object, providerRef, "spec", "package")
+	prov := packageObject("Provider", ProviderName, providerRef)
 	_ = unstructured.SetNestedField(prov.Object, rc.GetName(), "spec", "runtimeConfigRef", "name")
 	t0 := time.Now()
 	if err := k.Client.Create(ctx, prov); err != nil {
@@ -220,16 +216,7 @@ func (x *Crossplane) InstallProviderPod(ctx context.Context, pkgDir string, e *E
 		if err := e.Node.exited(); err != nil {
 			return err
 		}
-		p := &unstructured.Unstructured{}
-		p.SetAPIVersion("pkg.crossplane.io/v1")
-		p.SetKind("Provider")
-		if err := k.Client.Get(ctx, client.ObjectKey{Name: ProviderName}, p); err != nil {
-			return err
-		}
-		if conditionStatus(p, "Healthy") != "True" || conditionStatus(p, "Installed") != "True" {
-			return fmt.Errorf("provider %s: %v", ProviderName, conditionsOf(p))
-		}
-		return nil
+		return packageReady(ctx, k, "Provider", ProviderName)
 	}); err != nil {
 		return explain(err)
 	}
@@ -240,16 +227,7 @@ func (x *Crossplane) InstallProviderPod(ctx context.Context, pkgDir string, e *E
 		if err := e.Node.exited(); err != nil {
 			return err
 		}
-		p, err := x.ProviderPod(ctx, k.Client)
-		if err != nil {
-			return err
-		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && p.Status.Phase == corev1.PodRunning {
-				return nil
-			}
-		}
-		return fmt.Errorf("pod %s is %s, not Ready", p.Name, p.Status.Phase)
+		return runningReady(x.ProviderPod(ctx, k.Client))
 	}); err != nil {
 		return explain(err)
 	}
@@ -378,11 +356,7 @@ func (x *Crossplane) installConfigurationPod(ctx context.Context, pkgDir string,
 	if err := x.reg.push(ctx, e.BinDir, filepath.Join(pkgDir, "configuration-postgresql-tenant.xpkg"), configurationRef); err != nil {
 		return err
 	}
-	cfg := &unstructured.Unstructured{}
-	cfg.SetAPIVersion("pkg.crossplane.io/v1")
-	cfg.SetKind("Configuration")
-	cfg.SetName(ConfigurationName)
-	_ = unstructured.SetNestedField(cfg.Object, configurationRef, "spec", "package")
+	cfg := packageObject("Configuration", ConfigurationName, configurationRef)
 	if err := k.Client.Create(ctx, cfg); err != nil {
 		return err
 	}
@@ -391,25 +365,10 @@ func (x *Crossplane) installConfigurationPod(ctx context.Context, pkgDir string,
 			if err := e.Node.exited(); err != nil {
 				return err
 			}
-			f := &unstructured.Unstructured{}
-			f.SetAPIVersion("pkg.crossplane.io/v1")
-			f.SetKind("Function")
-			if err := k.Client.Get(ctx, client.ObjectKey{Name: name}, f); err != nil {
+			if err := packageReady(ctx, k, "Function", name); err != nil {
 				return err
 			}
-			if conditionStatus(f, "Healthy") != "True" || conditionStatus(f, "Installed") != "True" {
-				return fmt.Errorf("function %s: %v", name, conditionsOf(f))
-			}
-			p, err := x.FunctionPod(ctx, k.Client, name)
-			if err != nil {
-				return err
-			}
-			for _, c := range p.Status.Conditions {
-				if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && p.Status.Phase == corev1.PodRunning {
-					return nil
-				}
-			}
-			return fmt.Errorf("pod %s is %s, not Ready", p.Name, p.Status.Phase)
+			return runningReady(x.FunctionPod(ctx, k.Client, name))
 		}); err != nil {
 			return err
 		}
@@ -434,4 +393,42 @@ func (x *Crossplane) FunctionPod(ctx context.Context, c client.Client, function 
 		}
 	}
 	return nil, fmt.Errorf("no Pod of function revision %s", rev.GetName())
+}
+
+// packageObject is a package object (Provider, Function, Configuration) of
+// name installing ref.
+func packageObject(kind, name, ref string) *unstructured.Unstructured {
+	o := &unstructured.Unstructured{}
+	o.SetAPIVersion("pkg.crossplane.io/v1")
+	o.SetKind(kind)
+	o.SetName(name)
+	_ = unstructured.SetNestedField(o.Object, ref, "spec", "package")
+	return o
+}
+
+// packageReady reports, as an error until then, whether the package object
+// kind/name is Installed and Healthy.
+func packageReady(ctx context.Context, k *Kube, kind, name string) error {
+	o := packageObject(kind, name, "")
+	if err := k.Client.Get(ctx, client.ObjectKey{Name: name}, o); err != nil {
+		return err
+	}
+	if conditionStatus(o, "Healthy") != "True" || conditionStatus(o, "Installed") != "True" {
+		return fmt.Errorf("%s %s: %v", strings.ToLower(kind), name, conditionsOf(o))
+	}
+	return nil
+}
+
+// runningReady reports, as an error until then, whether the Pod (as a
+// lookup returned it) is Running and Ready.
+func runningReady(p *corev1.Pod, err error) error {
+	if err != nil {
+		return err
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && p.Status.Phase == corev1.PodRunning {
+			return nil
+		}
+	}
+	return fmt.Errorf("pod %s is %s, not Ready", p.Name, p.Status.Phase)
 }

@@ -14,7 +14,12 @@ import (
 
 var env *Env
 
-func TestMain(m *testing.M) { Main(m, All, &env) }
+func TestMain(m *testing.M) {
+	if os.Getenv(resolvHelperEnv) != "" {
+		os.Exit(resolvConfHelper())
+	}
+	Main(m, All, &env)
+}
 
 // The PostgreSQL server accepts the admin over TLS with verify-full, by IP
 // and by DNS name, and the admin has CREATEDB and CREATEROLE but is no
