@@ -52,6 +52,10 @@ type Crossplane struct {
 	kcm     *process
 	// rbacLock is held while the RBAC manager runs.
 	rbacLock *os.File
+	// keepRBACManager keeps the RBAC manager running after the packages
+	// are installed, for tests that install new revisions later (each
+	// needs its roles bound).
+	keepRBACManager bool
 	rbacLog  string
 	reg      *registry
 

@@ -71,7 +71,8 @@ type Options struct {
 	// as PackageTestVersion) instead of the tree's: the starting point of
 	// an upgrade, which the test makes by publishing the tree's packages
 	// under a later version (Crossplane.PublishPackages) and editing the
-	// package objects.
+	// package objects. The RBAC manager keeps running, to bind the roles
+	// of each new revision.
 	NodeUpgradeFrom string
 }
 
@@ -252,6 +253,7 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 		}
 		switch {
 		case o.Node && o.NodeUpgradeFrom != "":
+			e.Crossplane.keepRBACManager = true
 			var old string
 			if old, err = PackagesDirAt(ctx, o.NodeUpgradeFrom); err == nil {
 				err = e.Crossplane.InstallProviderPod(ctx, old, e, o.NodeConfiguration)

@@ -30,8 +30,13 @@ const (
 	// packages under.
 	PackageTestVersion = "v0.1.0"
 	// ProviderName is the Provider object the environment installs, as
-	// `crossplane xpkg install provider` names it in the docs.
-	ProviderName = "provider-postgresql-tenant"
+	// the docs name it: the name Crossplane's package manager gives the
+	// Configuration's provider dependency (its repository path as a DNS
+	// label). Under any other name, an upgrade of the provider can leave
+	// the dependency briefly unresolved, and the package manager then
+	// installs a second Provider of the same package under this name,
+	// after which no revision of either resolves its dependencies.
+	ProviderName = "ddupan-provider-postgresql-tenant"
 	// ConfigurationName is the Configuration object it installs.
 	ConfigurationName = "configuration-postgresql-tenant"
 )

@@ -240,7 +240,9 @@ func (x *Crossplane) InstallProviderPod(ctx context.Context, pkgDir string, e *E
 			return explain(err)
 		}
 	}
-	x.stopRBACManager()
+	if !x.keepRBACManager {
+		x.stopRBACManager()
+	}
 	x.ProviderRevision, x.ProviderServiceAccount = rev, saName
 	return nil
 }
