@@ -110,21 +110,38 @@ func NodeMain(m *testing.M, o Options, env **Env, hooks ...func(*Env) (func(), e
 		Main(m, o, env, hooks...)
 		return
 	}
-	if InNodeNetns() {
-		if err := bindResolvConf(os.Getenv(nodeResolvConfEnv), hostResolvConf, os.Getenv(nodeHostMntnsEnv)); err != nil {
-			fmt.Fprintf(os.Stderr, "FAIL: test node: %v\n", err)
-			os.Exit(1)
-		}
+	code, err := NodeRun(o, func() int {
 		Main(m, o, env, hooks...)
-		return
-	}
-	code, err := runInNodeNetns(o)
+		return 0
+	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "FAIL: test node: %v\n", err)
 		os.Exit(1)
 	}
 	os.Exit(code)
 }
+
+// NodeRun runs a program whose environment has a node (Options.Node) the
+// way NodeMain runs tests: called in the host's namespaces, it makes the
+// node's network namespace, runs this same executable with the same
+// arguments again inside it and returns that run's exit code once it ends
+// (after stopping what the node left behind); called inside, it
+// bind-mounts the node's resolv.conf and returns run's exit code. Signals
+// (SIGINT, SIGTERM) sent to the outer process reach the inner one. The
+// netns file of the running node is NodeNetns() inside.
+func NodeRun(o Options, run func() int) (int, error) {
+	if InNodeNetns() {
+		if err := bindResolvConf(os.Getenv(nodeResolvConfEnv), hostResolvConf, os.Getenv(nodeHostMntnsEnv)); err != nil {
+			return 0, err
+		}
+		return run(), nil
+	}
+	return runInNodeNetns(o)
+}
+
+// NodeNetns is, inside the node's network namespace, the file it is bound
+// at (nsenter --net=<file> enters it); else "".
+func NodeNetns() string { return os.Getenv(nodeNetnsEnv) }
 
 // nsID identifies a namespace file (/proc/<pid>/ns/<type>) as
 // device:inode.
