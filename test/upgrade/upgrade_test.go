@@ -215,11 +215,26 @@ func upgradeTo(ctx context.Context, t *testing.T, p pkg, version string) {
 		if err := env.Kube.Client.Get(ctx, client.ObjectKey{Name: cur}, r); err != nil {
 			return err
 		}
-		if s, reason, m := tenantkit.Condition(r, "Healthy"); s != "True" {
-			return fmt.Errorf("revision %s Healthy %s: %s %s", cur, s, reason, m)
-		}
-		return nil
+		return revisionHealthy(r)
 	})
+}
+
+// revisionHealthy is nil when a package revision reports RevisionHealthy
+// True and every other health condition it has (RuntimeHealthy for a
+// provider or function) True as well.
+func revisionHealthy(r *unstructured.Unstructured) error {
+	if s, reason, m := tenantkit.Condition(r, "RevisionHealthy"); s != "True" {
+		return fmt.Errorf("revision %s RevisionHealthy %q: %s %s", r.GetName(), s, reason, m)
+	}
+	conds, _, _ := unstructured.NestedSlice(r.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		typ, _ := m["type"].(string)
+		if st, _ := m["status"].(string); strings.HasSuffix(typ, "Healthy") && st != "True" {
+			return fmt.Errorf("revision %s %s %s: %v %v", r.GetName(), typ, st, m["reason"], m["message"])
+		}
+	}
+	return nil
 }
 
 // providerPod waits for the one Ready Pod of the provider's active
