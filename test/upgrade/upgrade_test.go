@@ -16,6 +16,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -114,8 +116,12 @@ func TestUpgradeAndRollback(t *testing.T) {
 		}
 		newPod := providerPod(ctx, t)
 		holder(ctx, t, newPod)
-		// Let core re-render every Tenant with the new Composition and
-		// the provider poll each binding before the Tenants are judged.
+		// Crossplane renders a Tenant when it or what it composes changes,
+		// or at its sync interval (an hour): a new function alone renders
+		// nothing. The runbook's command renders every Tenant at once.
+		rerender(ctx, t, what)
+		// Let core render every Tenant with the new function and the
+		// provider poll each binding before the Tenants are judged.
 		time.Sleep(20 * time.Second)
 		for _, s := range before {
 			tenantkit.WaitTenantReady(ctx, t, env, api, s.ns, s.name)
@@ -217,6 +223,23 @@ func upgradeTo(ctx context.Context, t *testing.T, p pkg, version string) {
 		}
 		return revisionHealthy(r)
 	})
+}
+
+// rerenderCommand is the runbook's command (docs/operations.md) that has
+// Crossplane render every Tenant now: any change to a Tenant renders it.
+var rerenderCommand = []string{"annotate", "tenants.database.ayatori.ddupan.top", "--all-namespaces", "--all", "--overwrite"}
+
+const rerenderAnnotation = "ayatori.ddupan.top/rendered-after-upgrade"
+
+// rerender runs the runbook's command with kubectl.
+func rerender(ctx context.Context, t *testing.T, stamp string) {
+	t.Helper()
+	args := append([]string{"--kubeconfig=" + env.Kube.KubeconfigFile}, rerenderCommand...)
+	args = append(args, rerenderAnnotation+"="+stamp)
+	out, err := exec.CommandContext(ctx, filepath.Join(env.BinDir, "kubectl"), args...).CombinedOutput() //nolint:gosec // the pinned kubectl, fixed arguments
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args[1:], " "), err, out)
+	}
 }
 
 // revisionHealthy is nil when a package revision reports RevisionHealthy
