@@ -236,7 +236,7 @@ func rerender(ctx context.Context, t *testing.T, stamp string) {
 	t.Helper()
 	args := append([]string{"--kubeconfig=" + env.Kube.KubeconfigFile}, rerenderCommand...)
 	args = append(args, rerenderAnnotation+"="+stamp)
-	out, err := exec.CommandContext(ctx, filepath.Join(env.BinDir, "kubectl"), args...).CombinedOutput() //nolint:gosec // the pinned kubectl, fixed arguments
+	out, err := exec.CommandContext(ctx, filepath.Join(env.BinDir, "kubectl"), args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args[1:], " "), err, out)
 	}
@@ -377,7 +377,7 @@ func deleteTenant(ctx context.Context, t *testing.T, api, ns, name string) {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("still there (%v)", err)
+		return fmt.Errorf("still there (%w)", err)
 	})
 }
 
