@@ -60,6 +60,10 @@ test: tools ## run every test against real components, then the PostgreSQL matri
 pod: tools ## run test/pod alone (make test runs it too): core's Deployment runtime runs the provider package as a Pod on a real node (kubelet, containerd), in a private network namespace
 	$(GO) test -count=1 -v -timeout 20m ./test/pod/
 
+.PHONY: upgrade
+upgrade: tools ## run test/upgrade alone (make test runs it too): the packages of an earlier commit upgraded to this tree's and rolled back, on the test node
+	$(GO) test -count=1 -v -timeout 30m ./test/upgrade/
+
 .PHONY: test-matrix
 test-matrix: tools ## run the PostgreSQL-facing tests on each of PG_MAJORS (PG_MAJORS="16" for one)
 	$(pg_matrix)

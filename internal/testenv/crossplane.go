@@ -52,8 +52,12 @@ type Crossplane struct {
 	kcm     *process
 	// rbacLock is held while the RBAC manager runs.
 	rbacLock *os.File
-	rbacLog  string
-	reg      *registry
+	// keepRBACManager keeps the RBAC manager running after the packages
+	// are installed, for tests that install new revisions later (each
+	// needs its roles bound).
+	keepRBACManager bool
+	rbacLog         string
+	reg             *registry
 
 	serverCertDir string
 	// ProviderKubeconfig authenticates as the provider revision's service

@@ -66,6 +66,14 @@ type Options struct {
 	// runtime runs its function (the package's embedded image) as a Pod,
 	// which core reaches by its Service's name through the node's DNS.
 	NodeConfiguration bool
+	// NodeUpgradeFrom, with Node and Crossplane, installs the packages
+	// built from this earlier commit of the repository (PackagesDirAt,
+	// as PackageTestVersion) instead of the tree's: the starting point of
+	// an upgrade, which the test makes by publishing the tree's packages
+	// under a later version (Crossplane.PublishPackages) and editing the
+	// package objects. The RBAC manager keeps running, to bind the roles
+	// of each new revision.
+	NodeUpgradeFrom string
 }
 
 // All starts every component.
@@ -243,9 +251,16 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 		if b.err != nil {
 			return fail(b.err)
 		}
-		if o.Node {
+		switch {
+		case o.Node && o.NodeUpgradeFrom != "":
+			e.Crossplane.keepRBACManager = true
+			var old string
+			if old, err = PackagesDirAt(ctx, o.NodeUpgradeFrom); err == nil {
+				err = e.Crossplane.InstallProviderPod(ctx, old, e, o.NodeConfiguration)
+			}
+		case o.Node:
 			err = e.Crossplane.InstallProviderPod(ctx, b.dir, e, o.NodeConfiguration)
-		} else {
+		default:
 			err = e.Crossplane.InstallPackages(ctx, dir, e.BinDir, b.dir, e.Kube)
 		}
 		if err != nil {

@@ -193,6 +193,11 @@ func runInNodeNetns(o Options) (int, error) {
 		if _, err := PackagesDir(ctx); err != nil {
 			return 0, err
 		}
+		if o.NodeUpgradeFrom != "" {
+			if _, err := PackagesDirAt(ctx, o.NodeUpgradeFrom); err != nil {
+				return 0, err
+			}
+		}
 	}
 	dir, err := os.MkdirTemp("", "ppt-node-")
 	if err != nil {

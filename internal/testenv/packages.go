@@ -30,8 +30,13 @@ const (
 	// packages under.
 	PackageTestVersion = "v0.1.0"
 	// ProviderName is the Provider object the environment installs, as
-	// `crossplane xpkg install provider` names it in the docs.
-	ProviderName = "provider-postgresql-tenant"
+	// the docs name it: the name Crossplane's package manager gives the
+	// Configuration's provider dependency (its repository path as a DNS
+	// label). Under any other name, an upgrade of the provider can leave
+	// the dependency briefly unresolved, and the package manager then
+	// installs a second Provider of the same package under this name,
+	// after which no revision of either resolves its dependencies.
+	ProviderName = "ddupan-provider-postgresql-tenant"
 	// ConfigurationName is the Configuration object it installs.
 	ConfigurationName = "configuration-postgresql-tenant"
 )
@@ -137,6 +142,55 @@ func PackagesDir(ctx context.Context) (string, error) {
 		return "", err
 	}
 	pruneOldPackages(filepath.Dir(dir), key)
+	return dir, nil
+}
+
+// PackagesDirAt builds, once per commit, the packages of an earlier commit
+// of this repository with that commit's own hack/build-package.sh (as
+// PackagesDir does for the tree) and returns the directory holding them:
+// what users installed before they upgrade. The commit's tree is taken
+// from git (git archive), never from the work tree.
+func PackagesDirAt(ctx context.Context, commit string) (string, error) {
+	out, err := exec.CommandContext(ctx, "git", "-C", RepoRoot(), "rev-parse", "--verify", commit+"^{commit}").CombinedOutput() //nolint:gosec // git with a commit the test names, checked by rev-parse itself
+	if err != nil {
+		return "", fmt.Errorf("commit %s: %w\n%s (a shallow clone lacks it: fetch the history)", commit, err, out)
+	}
+	sha := strings.TrimSpace(string(out))
+	dir := filepath.Join(CacheDir(), "packages-at", sha[:16]+"-"+runtime.GOARCH)
+	if _, err := os.Stat(filepath.Join(dir, "done")); err == nil {
+		return dir, nil
+	}
+	tmp, err := os.MkdirTemp(CacheDir(), "packages-at-build-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp) //nolint:errcheck // best effort
+	src, pkgs := filepath.Join(tmp, "src"), filepath.Join(tmp, "out")
+	if err := os.MkdirAll(src, 0o750); err != nil {
+		return "", err
+	}
+	archive := exec.CommandContext(ctx, "sh", "-c", `git -C "$1" archive --format=tar "$2" | tar -x -C "$3"`, "sh", RepoRoot(), sha, src) //nolint:gosec // the repository's own history
+	if b, err := archive.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("git archive %s: %w\n%s", sha, err, b)
+	}
+	cmd := exec.CommandContext(ctx, "hack/build-package.sh")
+	cmd.Dir = src
+	cmd.Env = append(os.Environ(), "OUTPUT="+pkgs, "PLATFORMS=linux/"+runtime.GOARCH, "PPT_BIN="+BinDir())
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("hack/build-package.sh of %s: %w\n%s", sha, err, b)
+	}
+	if err := os.WriteFile(filepath.Join(pkgs, "done"), nil, 0o600); err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o750); err != nil {
+		return "", err
+	}
+	if err := os.Rename(pkgs, dir); err != nil {
+		if _, serr := os.Stat(filepath.Join(dir, "done")); serr == nil {
+			return dir, nil
+		}
+		return "", err
+	}
 	return dir, nil
 }
 

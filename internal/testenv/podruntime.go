@@ -240,8 +240,34 @@ func (x *Crossplane) InstallProviderPod(ctx context.Context, pkgDir string, e *E
 			return explain(err)
 		}
 	}
-	x.stopRBACManager()
+	if !x.keepRBACManager {
+		x.stopRBACManager()
+	}
 	x.ProviderRevision, x.ProviderServiceAccount = rev, saName
+	return nil
+}
+
+// PublishPackages pushes the packages in pkgDir to the loopback registry
+// under version: the provider, the functions built from the repository and
+// the Configuration, each under its public name. Nothing installed changes:
+// users upgrade by editing each package object's spec.package, and so do
+// the tests.
+func (x *Crossplane) PublishPackages(ctx context.Context, e *Env, pkgDir, version string) error {
+	files := map[string]string{
+		ProviderPackageName:      "provider-postgresql-tenant.xpkg",
+		ConfigurationPackageName: "configuration-postgresql-tenant.xpkg",
+	}
+	for _, f := range TenantFunctions {
+		if f.Source != "" {
+			repo, _, _ := strings.Cut(f.Package, ":")
+			files[repo] = f.PackageFile
+		}
+	}
+	for repo, file := range files {
+		if err := x.reg.push(ctx, e.BinDir, filepath.Join(pkgDir, file), repo+":"+version); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

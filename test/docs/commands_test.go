@@ -424,3 +424,56 @@ func TestCommandScanFindsKnownCommands(t *testing.T) {
 		}
 	}
 }
+
+// Every documented install of the provider names the Provider as the tests
+// install it: the name the package manager gives the Configuration's
+// provider dependency, so that an upgrade never makes it install a second
+// Provider of the same package. Every documented kubectl command on a
+// Provider names it the same way.
+func TestDocumentedProviderName(t *testing.T) {
+	cmds := documentedCommands(t)
+	installs := 0
+	for _, c := range cmds["crossplane"] {
+		sub := subcommand(c.args)
+		if strings.Join(sub, " ") != "xpkg install provider" {
+			continue
+		}
+		installs++
+		var pos []string
+		for _, a := range c.args {
+			if !strings.HasPrefix(a, "-") {
+				pos = append(pos, a)
+			}
+		}
+		// xpkg install provider <package> <name>
+		if len(pos) < 5 || pos[4] != testenv.ProviderName {
+			t.Errorf("%s: `%s` does not name the Provider %s", c.doc, c.line, testenv.ProviderName)
+		}
+		if len(pos) < 4 || !strings.HasPrefix(pos[3], testenv.ProviderPackageName+":") {
+			t.Errorf("%s: `%s` does not install %s", c.doc, c.line, testenv.ProviderPackageName)
+		}
+	}
+	if installs == 0 {
+		t.Fatal("no documented `crossplane xpkg install provider`")
+	}
+	providerObject := regexp.MustCompile(`^providers?(\.pkg\.crossplane\.io)?(/|$)`)
+	named := 0
+	for _, c := range cmds["kubectl"] {
+		for i, a := range c.args {
+			if !providerObject.MatchString(a) || i+1 >= len(c.args) {
+				continue
+			}
+			name := c.args[i+1]
+			if strings.HasPrefix(name, "-") || strings.HasPrefix(name, "<") {
+				continue
+			}
+			named++
+			if name != testenv.ProviderName {
+				t.Errorf("%s: `%s` names the Provider %q, want %s", c.doc, c.line, name, testenv.ProviderName)
+			}
+		}
+	}
+	if named == 0 {
+		t.Fatal("no documented kubectl command names the Provider")
+	}
+}

@@ -45,6 +45,12 @@ const (
 // ClusterSecretStore through which ESO reads as each app namespace.
 func Platform(ctx context.Context, e *testenv.Env) error {
 	pg := e.Postgres
+	// On the test node the provider runs as a Pod: it reaches the server
+	// at the node's address (in the certificate too).
+	hostaddr := pg.Hostaddr
+	if pg.PodHostaddr != "" {
+		hostaddr = pg.PodHostaddr
+	}
 	objs := []client.Object{
 		&corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: testenv.ProviderNamespace, Name: "admin"},
@@ -53,14 +59,14 @@ func Platform(ctx context.Context, e *testenv.Env) error {
 		&v1alpha1.ClusterProviderConfig{
 			ObjectMeta: metav1.ObjectMeta{Name: Instance},
 			Spec: v1alpha1.ProviderConfigSpec{
-				Endpoint:    v1alpha1.Endpoint{Host: pg.Host, Hostaddr: pg.Hostaddr, Port: int32(pg.Port)}, //nolint:gosec // test port
+				Endpoint:    v1alpha1.Endpoint{Host: pg.Host, Hostaddr: hostaddr, Port: int32(pg.Port)}, //nolint:gosec // test port
 				Credentials: v1alpha1.Credentials{SecretRef: v1alpha1.SecretReference{Namespace: testenv.ProviderNamespace, Name: "admin"}},
 			},
 		},
 		&v1alpha1.ClusterProviderConfig{
 			ObjectMeta: metav1.ObjectMeta{Name: DeleteInstance},
 			Spec: v1alpha1.ProviderConfigSpec{
-				Endpoint:             v1alpha1.Endpoint{Host: pg.Host, Hostaddr: pg.Hostaddr, Port: int32(pg.Port)}, //nolint:gosec // test port
+				Endpoint:             v1alpha1.Endpoint{Host: pg.Host, Hostaddr: hostaddr, Port: int32(pg.Port)}, //nolint:gosec // test port
 				Credentials:          v1alpha1.Credentials{SecretRef: v1alpha1.SecretReference{Namespace: testenv.ProviderNamespace, Name: "admin"}},
 				DefaultReclaimPolicy: v1alpha1.ReclaimDelete,
 			},
@@ -291,7 +297,7 @@ func CheckSecretLogsIn(ctx context.Context, t testing.TB, e *testenv.Env, ns, se
 		t.Fatalf("Secret keys %s, want exactly the seven", got)
 	}
 	d := func(k string) string { return string(s.Data[k]) }
-	if d("sslmode") != "verify-full" || d("hostaddr") != e.Postgres.Hostaddr || d("host") != e.Postgres.Host {
+	if d("sslmode") != "verify-full" || (d("hostaddr") != e.Postgres.Hostaddr && d("hostaddr") != e.Postgres.PodHostaddr) || d("host") != e.Postgres.Host {
 		t.Errorf("sslmode %q host %q hostaddr %q", d("sslmode"), d("host"), d("hostaddr"))
 	}
 	for _, host := range []string{d("host"), d("hostaddr")} {
