@@ -16,6 +16,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -114,8 +116,12 @@ func TestUpgradeAndRollback(t *testing.T) {
 		}
 		newPod := providerPod(ctx, t)
 		holder(ctx, t, newPod)
-		// Let core re-render every Tenant with the new Composition and
-		// the provider poll each binding before the Tenants are judged.
+		// Crossplane renders a Tenant when it or what it composes changes,
+		// or at its sync interval (an hour): a new function alone renders
+		// nothing. The runbook's command renders every Tenant at once.
+		rerender(ctx, t, what)
+		// Let core render every Tenant with the new function and the
+		// provider poll each binding before the Tenants are judged.
 		time.Sleep(20 * time.Second)
 		for _, s := range before {
 			tenantkit.WaitTenantReady(ctx, t, env, api, s.ns, s.name)
@@ -215,11 +221,43 @@ func upgradeTo(ctx context.Context, t *testing.T, p pkg, version string) {
 		if err := env.Kube.Client.Get(ctx, client.ObjectKey{Name: cur}, r); err != nil {
 			return err
 		}
-		if s, reason, m := tenantkit.Condition(r, "Healthy"); s != "True" {
-			return fmt.Errorf("revision %s Healthy %s: %s %s", cur, s, reason, m)
-		}
-		return nil
+		return revisionHealthy(r)
 	})
+}
+
+// rerenderCommand is the runbook's command (docs/operations.md) that has
+// Crossplane render every Tenant now: any change to a Tenant renders it.
+var rerenderCommand = []string{"annotate", "tenants.database.ayatori.ddupan.top", "--all-namespaces", "--all", "--overwrite"}
+
+const rerenderAnnotation = "ayatori.ddupan.top/rendered-after-upgrade"
+
+// rerender runs the runbook's command with kubectl.
+func rerender(ctx context.Context, t *testing.T, stamp string) {
+	t.Helper()
+	args := append([]string{"--kubeconfig=" + env.Kube.KubeconfigFile}, rerenderCommand...)
+	args = append(args, rerenderAnnotation+"="+stamp)
+	out, err := exec.CommandContext(ctx, filepath.Join(env.BinDir, "kubectl"), args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args[1:], " "), err, out)
+	}
+}
+
+// revisionHealthy is nil when a package revision reports RevisionHealthy
+// True and every other health condition it has (RuntimeHealthy for a
+// provider or function) True as well.
+func revisionHealthy(r *unstructured.Unstructured) error {
+	if s, reason, m := tenantkit.Condition(r, "RevisionHealthy"); s != "True" {
+		return fmt.Errorf("revision %s RevisionHealthy %q: %s %s", r.GetName(), s, reason, m)
+	}
+	conds, _, _ := unstructured.NestedSlice(r.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		typ, _ := m["type"].(string)
+		if st, _ := m["status"].(string); strings.HasSuffix(typ, "Healthy") && st != "True" {
+			return fmt.Errorf("revision %s %s %s: %v %v", r.GetName(), typ, st, m["reason"], m["message"])
+		}
+	}
+	return nil
 }
 
 // providerPod waits for the one Ready Pod of the provider's active
@@ -339,7 +377,7 @@ func deleteTenant(ctx context.Context, t *testing.T, api, ns, name string) {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("still there (%v)", err)
+		return fmt.Errorf("still there (%w)", err)
 	})
 }
 
