@@ -5,6 +5,11 @@
 #       core and its functions, the provider, the examples), waits until the
 #       example Database and Tenant are Ready and prints how to use it.
 # down: stops it; nothing it started keeps running.
+# shell: a shell in the environment's network namespace (the pod runtime).
+# The provider runs as users run it, the Pod Crossplane core makes from the
+# package on a local node, where the machine allows it: as root, with
+# unshare, nsenter and ip. Elsewhere it runs as a local process, and up
+# says so. DEV_RUNTIME=pod|process chooses.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . hack/lib.sh
@@ -32,6 +37,15 @@ up() {
   mkdir -p "$STATE"
   rm -f "$STATE/ready"
   go build -o "$STATE/devenv" ./hack/devenv
+  local runtime=${DEV_RUNTIME:-}
+  if [ -z "$runtime" ]; then
+    if [ "$(id -u)" = 0 ] && command -v unshare nsenter ip > /dev/null; then
+      runtime=pod
+    else
+      runtime=process
+      echo "make dev: the provider runs as a local process, not as the Pod Crossplane makes: a local node needs root and unshare, nsenter, ip (util-linux, iproute2)."
+    fi
+  fi
   # The log is created (and a previous run's emptied) here, before the
   # background job exists: the job's own redirection runs only once it has
   # been scheduled, and reading the log before then found no file (a fresh
@@ -40,7 +54,7 @@ up() {
   # From here on a failure of this script (not of devenv, reported below)
   # must not leave the environment running unannounced: stop it.
   trap stop_on_failure EXIT
-  setsid "$STATE/devenv" -state "$STATE" >> "$STATE/devenv.log" 2>&1 < /dev/null &
+  setsid "$STATE/devenv" -state "$STATE" -runtime "$runtime" >> "$STATE/devenv.log" 2>&1 < /dev/null &
   echo $! > "$PIDFILE"
   local shown=0 t0=$SECONDS
   while [ ! -f "$STATE/ready" ]; do
@@ -70,9 +84,32 @@ show_trace() {
   tns=$(val tenantNamespace) tn=$(val tenant) rel=$(val released)
   echo
   echo "  crossplane resource trace tenant.database.ayatori.ddupan.top/$tn -n $tns"
-  KUBECONFIG=$STATE/kubeconfig "$PPT_BIN/crossplane" resource trace "tenant.database.ayatori.ddupan.top/$tn" -n "$tns" | sed 's/^/    /' || true
+  in_env "$PPT_BIN/crossplane" resource trace "tenant.database.ayatori.ddupan.top/$tn" -n "$tns" | sed 's/^/    /' || true
   echo "  crossplane resource trace database.database.ayatori.ddupan.top/$rel"
-  KUBECONFIG=$STATE/kubeconfig "$PPT_BIN/crossplane" resource trace "database.database.ayatori.ddupan.top/$rel" | sed 's/^/    /' || true
+  in_env "$PPT_BIN/crossplane" resource trace "database.database.ayatori.ddupan.top/$rel" | sed 's/^/    /' || true
+}
+
+# netns is the network namespace the environment listens in (the pod
+# runtime), else empty.
+netns() { sed -n 's/.*"netns": "\([^"]*\)".*/\1/p' "$STATE/state.json" 2>/dev/null; }
+
+# in_env runs a command where the environment is reachable, with its
+# kubeconfig.
+in_env() {
+  local ns; ns=$(netns)
+  if [ -n "$ns" ]; then
+    KUBECONFIG=$STATE/kubeconfig nsenter --net="$ns" -- "$@"
+  else
+    KUBECONFIG=$STATE/kubeconfig "$@"
+  fi
+}
+
+shell() {
+  running || { echo "The dev environment is not running: make dev starts it." >&2; exit 1; }
+  local ns; ns=$(netns)
+  [ -n "$ns" ] || { echo "The dev environment runs on this machine's network (the provider as a process): no namespace to enter." >&2; exit 1; }
+  echo "A shell in the dev environment's network namespace (KUBECONFIG and PATH set; exit leaves it)." >&2
+  KUBECONFIG=$STATE/kubeconfig PATH=$PPT_BIN:$PATH exec nsenter --net="$ns" -- "${SHELL:-bash}"
 }
 
 print_usage() {
@@ -83,9 +120,26 @@ print_usage() {
   sns=$(val staticNamespace) stn=$(val staticTenant) ssec=$(val staticSecret)
   rel=$(val released) tns=$(val tenantNamespace) tn=$(val tenant) tsec=$(val tenantSecret)
   xlog=$(val crossplaneLog) logs=$(val logsDir)
+  local ns where provlog
+  ns=$(netns)
+  if [ -n "$ns" ]; then
+    where="
+  The provider runs as the Pod Crossplane core made from its package, under
+  examples/provider/runtime-config.yaml, on a local node; everything listens in a
+  private network namespace. Run what follows in it:
+  hack/dev.sh shell                  # or: nsenter --net=$ns -- <command>"
+    provlog="provider: kubectl logs -n crossplane-system -l pkg.crossplane.io/provider=ddupan-provider-postgresql-tenant
+        (the kubelet's files: $(val providerLog)/)"
+  else
+    where="
+  The provider runs as a local process (make dev runs it as the Pod Crossplane makes
+  only as root)."
+    provlog="provider $(val providerLog)"
+  fi
   cat <<EOT
 
 Local control plane, Crossplane, PostgreSQL, OpenBao, ESO and the provider are running.
+$where
 
   export KUBECONFIG=$kc
   export PATH=$PPT_BIN:\$PATH        # kubectl $K8S_VERSION built by hack/install-k8s.sh
@@ -113,7 +167,8 @@ Local control plane, Crossplane, PostgreSQL, OpenBao, ESO and the provider are r
   BAO_ADDR=$bao BAO_CACERT=$STATE/ca.crt BAO_TOKEN=\$(cat $STATE/openbao-root-token) \\
     $PPT_BIN/bao kv metadata get kv/postgresql-tenants/$tns/$tn
 
-  Logs: provider $STATE/provider.log, Crossplane core $xlog
+  Logs: $provlog
+        Crossplane core $xlog
         (ESO, functions, OpenBao, PostgreSQL: $logs/)
 
 Stop everything with: make dev-down
@@ -139,5 +194,6 @@ case "${1:-}" in
   up) up ;;
   down) down ;;
   status) if running; then print_usage; else echo "not running"; exit 1; fi ;;
-  *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
+  shell) shell ;;
+  *) echo "usage: $0 up|down|status|shell" >&2; exit 2 ;;
 esac

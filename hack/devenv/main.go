@@ -1,10 +1,17 @@
 // Command devenv runs the local development environment behind `make dev`:
 // the same real components the tests use (kube-apiserver + etcd with the
 // project's CRDs, PostgreSQL with TLS, OpenBao with Kubernetes auth, the
-// External Secrets Operator, Crossplane core with the Configuration's
-// functions as local processes), the provider built from this tree as a
-// separate process, and the examples applied with their endpoint and
-// credential pointed at the local server.
+// External Secrets Operator, Crossplane core), the provider and the
+// examples applied with their endpoint and credential pointed at the local
+// server.
+//
+// With -runtime=pod (root only) the provider runs as users run it: a Pod
+// that Crossplane core's default package runtime makes from the provider
+// package, under examples/provider/runtime-config.yaml, on a real node
+// (kubelet, containerd) with the Configuration's function as a Pod too;
+// the whole environment then lives in a private network namespace
+// (testenv.NodeRun). With -runtime=process the provider built from this
+// tree runs as a local process and the functions too.
 //
 // It writes its state to -state (kubeconfig, CA, provider log, the other
 // components' logs under logs/, a "ready" file once the example Database
@@ -50,7 +57,12 @@ type State struct {
 	PostgresHost   string `json:"postgresHost"`
 	PostgresPort   int    `json:"postgresPort"`
 	ProviderLog    string `json:"providerLog"`
-	ProviderPID    int    `json:"providerPID"`
+	ProviderPID    int    `json:"providerPID,omitempty"`
+	// Runtime is how the provider runs: "pod" or "process".
+	Runtime string `json:"runtime"`
+	// Netns is, with the pod runtime, the network namespace everything
+	// listens in (nsenter --net=<Netns>).
+	Netns string `json:"netns,omitempty"`
 	// Database is the admin's example Database (cluster-scoped), bound by
 	// the static Tenant StaticNamespace/StaticTenant.
 	Database        string `json:"database"`
@@ -83,16 +95,42 @@ var skipKinds = map[string]bool{"Function": true, "CompositeResourceDefinition":
 
 func main() {
 	state := flag.String("state", "_output/dev", "Directory for the environment's state files.")
+	runtime := flag.String("runtime", "process", `How the provider runs: "pod" (as the Pod Crossplane core makes, on a local node in a private network namespace; needs root) or "process".`)
 	flag.Parse()
-	if err := run(*state); err != nil {
+	fail := func(err error) {
 		fmt.Fprintln(os.Stderr, "devenv:", err)
 		os.Exit(1)
 	}
+	switch *runtime {
+	case "process":
+		if err := run(*state, false); err != nil {
+			fail(err)
+		}
+	case "pod":
+		code, err := testenv.NodeRun(options(true), func() int {
+			if err := run(*state, true); err != nil {
+				fmt.Fprintln(os.Stderr, "devenv:", err)
+				return 1
+			}
+			return 0
+		})
+		if err != nil {
+			fail(err)
+		}
+		os.Exit(code)
+	default:
+		fail(fmt.Errorf("-runtime=%q: want pod or process", *runtime))
+	}
+}
+
+// options are the components the environment starts.
+func options(pod bool) testenv.Options {
+	return testenv.Options{Kube: true, Postgres: true, OpenBao: true, ESO: true, Crossplane: true, Node: pod, NodeConfiguration: pod}
 }
 
 func step(format string, a ...any) { fmt.Printf("==> "+format+"\n", a...) }
 
-func run(stateDir string) error {
+func run(stateDir string, pod bool) error {
 	stateDir, err := filepath.Abs(stateDir)
 	if err != nil {
 		return err
@@ -105,12 +143,20 @@ func run(stateDir string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	step("starting kube-apiserver + etcd, PostgreSQL (TLS), OpenBao (TLS, Kubernetes auth), the External Secrets Operator, " +
-		"Crossplane core and its RBAC manager under their own service accounts, the provider and Configuration packages " +
-		"installed through Crossplane's package manager from a loopback registry, the functions and the garbage collector, " +
-		"all as local processes")
+	if pod {
+		step("starting, in a private network namespace: kube-apiserver + etcd, PostgreSQL (TLS), OpenBao (TLS, Kubernetes auth), " +
+			"the External Secrets Operator, Crossplane core and its RBAC manager under their own service accounts, the garbage collector " +
+			"and a node (containerd, kubelet, kube-proxy, cluster DNS); then the provider and Configuration packages installed through " +
+			"Crossplane's package manager from a loopback registry: core runs the provider (under examples/provider/runtime-config.yaml) " +
+			"and the function as Pods on the node")
+	} else {
+		step("starting kube-apiserver + etcd, PostgreSQL (TLS), OpenBao (TLS, Kubernetes auth), the External Secrets Operator, " +
+			"Crossplane core and its RBAC manager under their own service accounts, the provider and Configuration packages " +
+			"installed through Crossplane's package manager from a loopback registry, the functions and the garbage collector, " +
+			"all as local processes")
+	}
 	startCtx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-	env, err := testenv.Start(startCtx, testenv.Options{Kube: true, Postgres: true, OpenBao: true, ESO: true, Crossplane: true})
+	env, err := testenv.Start(startCtx, options(pod))
 	cancel()
 	if err != nil {
 		return err
@@ -142,24 +188,44 @@ func run(stateDir string) error {
 		return err
 	}
 
-	step("building and starting the provider")
-	bin, err := testenv.BuildProvider(ctx, stateDir)
-	if err != nil {
-		return err
+	var (
+		providerLog string
+		providerPID int
+		// provDone reports the provider process's exit; the Pod's
+		// container is restarted by the kubelet instead.
+		provDone = make(chan error, 1)
+	)
+	if pod {
+		// The kubelet's container logs: <ns>_<pod>_<uid>/<container>/N.log.
+		providerLog = filepath.Join(logsDir, "pods")
+		if err := os.Symlink(env.Node.PodLogs, providerLog); err != nil {
+			return err
+		}
+		p, err := env.Crossplane.ProviderPod(ctx, env.Kube.Client)
+		if err != nil {
+			return err
+		}
+		step("the provider runs as Pod %s/%s (revision %s), its log under %s", p.Namespace, p.Name, env.Crossplane.ProviderRevision, providerLog)
+	} else {
+		step("building and starting the provider")
+		bin, err := testenv.BuildProvider(ctx, stateDir)
+		if err != nil {
+			return err
+		}
+		// It runs as the service account Crossplane's RBAC manager bound the
+		// provider's generated ClusterRole to, as in a cluster.
+		providerLog = filepath.Join(stateDir, "provider.log")
+		prov, err := testenv.StartProvider(ctx, env, testenv.ProviderOptions{Bin: bin, LogFile: providerLog, Poll: 15 * time.Second})
+		if err != nil {
+			return err
+		}
+		defer prov.Stop()
+		providerPID = prov.Pid()
+		go func() { <-prov.Done(); provDone <- prov.Exited() }()
 	}
-	// It runs as the service account Crossplane's RBAC manager bound the
-	// provider's generated ClusterRole to, as in a cluster.
-	providerLog := filepath.Join(stateDir, "provider.log")
-	prov, err := testenv.StartProvider(ctx, env, testenv.ProviderOptions{Bin: bin, LogFile: providerLog, Poll: 15 * time.Second})
-	if err != nil {
-		return err
-	}
-	defer prov.Stop()
-	provDone := make(chan error, 1)
-	go func() { <-prov.Done(); provDone <- prov.Exited() }()
 
 	step("applying examples/ (endpoint and admin credential pointed at the local server)")
-	ex, err := applyExamples(ctx, env)
+	ex, err := applyExamples(ctx, env, pod)
 	if err != nil {
 		return err
 	}
@@ -195,7 +261,7 @@ func run(stateDir string) error {
 	st := State{
 		Kubeconfig: kubeconfig, CABundle: ca, OpenBaoAddress: env.OpenBao.Address,
 		PostgresHost: env.Postgres.Host, PostgresPort: env.Postgres.Port,
-		ProviderLog: providerLog, ProviderPID: prov.Pid(),
+		ProviderLog: providerLog, ProviderPID: providerPID, Runtime: map[bool]string{true: "pod", false: "process"}[pod], Netns: testenv.NodeNetns(),
 		Database: ex.db.Name, StaticNamespace: ex.static.Namespace, StaticTenant: ex.static.Name, StaticSecret: staticSecret,
 		Released: released, TenantNamespace: next.Namespace, Tenant: next.Name, TenantSecret: nextSecret,
 		CrossplaneLog: crossplaneLog, LogsDir: logsDir,
@@ -227,7 +293,7 @@ func run(stateDir string) error {
 // skipKinds, pointing the ClusterProviderConfig at the local server, filling
 // the admin Secret with the local admin role and the ClusterSecretStore with
 // the local OpenBao. It returns the example Database and Tenants.
-func applyExamples(ctx context.Context, env *testenv.Env) (ex examples, err error) {
+func applyExamples(ctx context.Context, env *testenv.Env, pod bool) (ex examples, err error) {
 	objs, err := testenv.ReadManifests(filepath.Join(testenv.RepoRoot(), "examples"))
 	if err != nil {
 		return ex, err
@@ -255,9 +321,14 @@ func applyExamples(ctx context.Context, env *testenv.Env) (ex examples, err erro
 				return ex, err
 			}
 		case v1alpha1.ClusterProviderConfigKind:
+			// A Pod reaches the server at the node's address.
+			hostaddr := env.Postgres.Hostaddr
+			if pod {
+				hostaddr = env.Postgres.PodHostaddr
+			}
 			ep := map[string]any{
 				"host":     env.Postgres.Host,
-				"hostaddr": env.Postgres.Hostaddr,
+				"hostaddr": hostaddr,
 				"port":     int64(env.Postgres.Port),
 			}
 			if err := unstructured.SetNestedMap(o.Object, ep, "spec", "endpoint"); err != nil {

@@ -131,6 +131,15 @@ func startKube(ctx context.Context, root, binDir string, crdDirs []string, audit
 		args := api.Configure()
 		args.Set("bind-address", "0.0.0.0")
 		args.Set("advertise-address", NodeIP)
+		// The node is known by its address: the node's DNS answers only
+		// cluster.local names (kubectl logs and exec reach the kubelet).
+		args.Set("kubelet-preferred-address-types", "InternalIP")
+		kc, err := ca.issueFor(certDir, KubeletClientUser, nil, nil, x509.ExtKeyUsageClientAuth)
+		if err != nil {
+			return nil, err
+		}
+		args.Set("kubelet-client-certificate", kc.CertFile)
+		args.Set("kubelet-client-key", kc.KeyFile)
 		args.Set("service-cluster-ip-range", ServiceCIDR)
 		args.Disable("disable-admission-plugins")
 	}

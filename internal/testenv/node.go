@@ -18,6 +18,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -37,6 +40,9 @@ const (
 	KubernetesServiceIP = "10.96.0.1"
 	// NodeName is the node's name.
 	NodeName = "ppt-node"
+	// KubeletClientUser is the user the kube-apiserver's client
+	// certificate names when it calls the kubelet (logs, exec).
+	KubeletClientUser = "kube-apiserver-kubelet-client"
 	// PauseImage is the sandbox image the harness builds and imports.
 	PauseImage = "ppt.local/pause:v1"
 
@@ -110,21 +116,38 @@ func NodeMain(m *testing.M, o Options, env **Env, hooks ...func(*Env) (func(), e
 		Main(m, o, env, hooks...)
 		return
 	}
-	if InNodeNetns() {
-		if err := bindResolvConf(os.Getenv(nodeResolvConfEnv), hostResolvConf, os.Getenv(nodeHostMntnsEnv)); err != nil {
-			fmt.Fprintf(os.Stderr, "FAIL: test node: %v\n", err)
-			os.Exit(1)
-		}
+	code, err := NodeRun(o, func() int {
 		Main(m, o, env, hooks...)
-		return
-	}
-	code, err := runInNodeNetns(o)
+		return 0
+	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "FAIL: test node: %v\n", err)
 		os.Exit(1)
 	}
 	os.Exit(code)
 }
+
+// NodeRun runs a program whose environment has a node (Options.Node) the
+// way NodeMain runs tests: called in the host's namespaces, it makes the
+// node's network namespace, runs this same executable with the same
+// arguments again inside it and returns that run's exit code once it ends
+// (after stopping what the node left behind); called inside, it
+// bind-mounts the node's resolv.conf and returns run's exit code. Signals
+// (SIGINT, SIGTERM) sent to the outer process reach the inner one. The
+// netns file of the running node is NodeNetns() inside.
+func NodeRun(o Options, run func() int) (int, error) {
+	if InNodeNetns() {
+		if err := bindResolvConf(os.Getenv(nodeResolvConfEnv), hostResolvConf, os.Getenv(nodeHostMntnsEnv)); err != nil {
+			return 0, err
+		}
+		return run(), nil
+	}
+	return runInNodeNetns(o)
+}
+
+// NodeNetns is, inside the node's network namespace, the file it is bound
+// at (nsenter --net=<file> enters it); else "".
+func NodeNetns() string { return os.Getenv(nodeNetnsEnv) }
 
 // nsID identifies a namespace file (/proc/<pid>/ns/<type>) as
 // device:inode.
@@ -361,15 +384,25 @@ func startNode(ctx context.Context, root, binDir string, k *Kube, ca *CA) (*Node
 	if err := n.startContainerd(ctx); err != nil {
 		return fail(err)
 	}
+	if err := k.Client.Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "ppt:" + KubeletClientUser},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "system:kubelet-api-admin"},
+		Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: KubeletClientUser}},
+	}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fail(err)
+	}
 	dns, err := startDNS(net.JoinHostPort(NodeIP, "53"), kubeServices(k.Client), filepath.Join(dir, "logs", "dns.log"))
 	if err != nil {
 		return fail(err)
 	}
 	n.DNS = dns
 
-	// The kubelet, as the harness's admin (no Node authorizer here); its
-	// API on loopback only, nothing reads it (pod logs are read from
-	// PodLogs).
+	// The kubelet, as the harness's admin (no Node authorizer here). Its
+	// API listens on the node's address, where the kube-apiserver reaches
+	// it for `kubectl logs` and `exec` (KubeletClientUser's certificate,
+	// from the harness's CA, bound to system:kubelet-api-admin); nothing
+	// else gets in: no anonymous access, other callers' tokens are
+	// checked with the API server.
 	ports := make([]int, 5)
 	for i := range ports {
 		p, err := FreePort()
@@ -381,7 +414,7 @@ func startNode(ctx context.Context, root, binDir string, k *Kube, ca *CA) (*Node
 	kubeletPort, kubeletHealth, proxyHealth, proxyMetrics, kcmPort := ports[0], ports[1], ports[2], ports[3], ports[4]
 	kcfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-address: 127.0.0.1
+address: %s
 port: %d
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
@@ -389,6 +422,7 @@ healthzPort: %d
 authentication:
   anonymous: {enabled: false}
   webhook: {enabled: true}
+  x509: {clientCAFile: %q}
 authorization: {mode: Webhook}
 cgroupDriver: cgroupfs
 failCgroupV1: false
@@ -406,7 +440,7 @@ evictionHard: {memory.available: "100Mi", nodefs.available: "1%%", imagefs.avail
 localStorageCapacityIsolation: true
 clusterDNS: [%q]
 clusterDomain: %s
-`, kubeletPort, kubeletHealth, n.Containerd, n.Containerd, n.PodLogs, NodeIP, ClusterDomain)
+`, NodeIP, kubeletPort, kubeletHealth, ca.CertFile, n.Containerd, n.Containerd, n.PodLogs, NodeIP, ClusterDomain)
 	if err := os.WriteFile(filepath.Join(dir, "kubelet.yaml"), []byte(kcfg), 0o600); err != nil {
 		return fail(err)
 	}

@@ -16,7 +16,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -661,4 +663,115 @@ func TestFunctionPod(t *testing.T) {
 	}
 	t.Logf("the Tenant's Composition ran through the function's Pod %s (%s; %d A queries of %s answered with it): DatabaseBinding %s",
 		pod.Name, pod.Status.PodIP, answered, fqdn, bindings.Items[0].Name)
+}
+
+// The PodMonitor users apply (cluster/monitoring/podmonitor.yaml) selects
+// exactly the provider's Pod that core made, by the labels core gives it,
+// and scrapes a port of it that exists, by name, at the path the provider
+// serves its metrics on.
+func TestPodMonitorSelectsTheProviderPod(t *testing.T) {
+	testenv.Need(t)
+	ctx := context.Background()
+	objs, err := testenv.ReadManifests(filepath.Join(testenv.RepoRoot(), "cluster", "monitoring"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pm map[string]any
+	for _, o := range objs {
+		if o.GetKind() == "PodMonitor" {
+			pm = o.Object
+		}
+	}
+	if pm == nil {
+		t.Fatal("cluster/monitoring has no PodMonitor")
+	}
+	spec, _ := pm["spec"].(map[string]any)
+	sel, _ := spec["selector"].(map[string]any)
+	raw, _ := sel["matchLabels"].(map[string]any)
+	labels := client.MatchingLabels{}
+	for k, v := range raw {
+		labels[k], _ = v.(string)
+	}
+	if len(labels) == 0 {
+		t.Fatalf("the PodMonitor selects by no labels: %v", sel)
+	}
+	pods := &corev1.PodList{}
+	if err := env.Kube.Client.List(ctx, pods, client.InNamespace(testenv.CrossplaneNamespace), labels); err != nil {
+		t.Fatal(err)
+	}
+	want, err := env.Crossplane.ProviderPod(ctx, env.Kube.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range pods.Items {
+		got = append(got, p.Name)
+	}
+	if diff := cmp.Diff([]string{want.Name}, got); diff != "" {
+		t.Fatalf("the PodMonitor's selector %v selects (-want +got):\n%s", labels, diff)
+	}
+	ctr, _ := runtimeContainer(t, want)
+	eps, _ := spec["podMetricsEndpoints"].([]any)
+	if len(eps) == 0 {
+		t.Fatal("the PodMonitor has no podMetricsEndpoints")
+	}
+	for _, e := range eps {
+		ep, _ := e.(map[string]any)
+		port, _ := ep["port"].(string)
+		found := false
+		for _, p := range ctr.Ports {
+			if p.Name == port {
+				found = true
+				body := scrapePod(ctx, t, want.Status.PodIP, p.ContainerPort, fmt.Sprint(ep["path"]))
+				if !strings.Contains(body, "# TYPE ") {
+					t.Errorf("GET %s on port %s (%d) answered no metrics: %.200q", ep["path"], port, p.ContainerPort, body)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("the PodMonitor scrapes port %q; the provider's container has %+v", port, ctr.Ports)
+		}
+	}
+}
+
+// scrapePod GETs path on the Pod's port over plain HTTP, from inside the
+// node's network namespace.
+func scrapePod(ctx context.Context, t *testing.T, ip string, port int32, path string) string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(ip, strconv.Itoa(int(port)))+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close() //nolint:errcheck // read-only
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s", req.URL, resp.Status)
+	}
+	return string(b)
+}
+
+// `kubectl logs` of the provider's Pod works: the kube-apiserver reaches
+// the node's kubelet by its address (the node's DNS knows no host names).
+func TestProviderLogsThroughTheAPIServer(t *testing.T) {
+	testenv.Need(t)
+	ctx := context.Background()
+	pod, err := env.Crossplane.ProviderPod(ctx, env.Kube.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := int64(5)
+	b, err := env.Kube.Clientset.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: "package-runtime", TailLines: &lines}).DoRaw(ctx)
+	if err != nil {
+		t.Fatalf("the provider Pod's log through the API server: %v", err)
+	}
+	if len(strings.TrimSpace(string(b))) == 0 {
+		t.Fatal("the provider Pod's log through the API server is empty")
+	}
 }
