@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -60,7 +61,8 @@ type ProviderPodControl struct {
 	done    chan struct{}
 }
 
-// ProviderPodOptions says how ProviderPodControl runs the provider.
+// ProviderPodOptions changes the runtime config the provider is installed
+// with (Options.NodeProvider).
 type ProviderPodOptions struct {
 	// Args are more flags for the package-runtime container, after the
 	// runtime config's.
@@ -71,10 +73,37 @@ type ProviderPodOptions struct {
 	Recreate bool
 }
 
-// NewProviderPodControl starts copying the provider Pod's logs, puts
-// o's flags and strategy into the runtime config, and waits until the only
-// provider Pod is Ready with them. Close it when done.
-func NewProviderPodControl(ctx context.Context, e *Env, o ProviderPodOptions) (*ProviderPodControl, error) {
+// applyTo changes the runtime config rc as o says.
+func (o *ProviderPodOptions) applyTo(rc *unstructured.Unstructured) error {
+	if o == nil {
+		return nil
+	}
+	path := []string{"spec", "deploymentTemplate", "spec", "template", "spec", "containers"}
+	ctrs, _, _ := unstructured.NestedSlice(rc.Object, path...)
+	i := slices.IndexFunc(ctrs, func(c any) bool { m, _ := c.(map[string]any); return m["name"] == runtimeContainerName })
+	if i < 0 {
+		return fmt.Errorf("the runtime config has no %s container", runtimeContainerName)
+	}
+	ctr, _ := ctrs[i].(map[string]any)
+	args, _ := ctr["args"].([]any)
+	for _, a := range o.Args {
+		args = append(args, a)
+	}
+	ctr["args"] = args
+	ctrs[i] = ctr
+	if err := unstructured.SetNestedSlice(rc.Object, ctrs, path...); err != nil {
+		return err
+	}
+	if o.Recreate {
+		return unstructured.SetNestedField(rc.Object, map[string]any{"type": "Recreate"}, "spec", "deploymentTemplate", "spec", "strategy")
+	}
+	return nil
+}
+
+// NewProviderPodControl starts copying the provider Pod's logs and waits
+// until the only provider Pod is Ready, with the flags of
+// Options.NodeProvider. Close it when done.
+func NewProviderPodControl(ctx context.Context, e *Env) (*ProviderPodControl, error) {
 	if e.Node == nil || e.Crossplane == nil || e.Crossplane.ProviderRevision == "" {
 		return nil, errors.New("the provider's Pod needs Options.Node and Crossplane (InstallProviderPod)")
 	}
@@ -84,31 +113,22 @@ func NewProviderPodControl(ctx context.Context, e *Env, o ProviderPodOptions) (*
 	}
 	p := &ProviderPodControl{
 		LogFile: filepath.Join(e.Dir, "provider.log"),
-		env:     e, name: rc.GetName(), args: o.Args,
+		env:     e, name: rc.GetName(),
 		offsets: map[string]int64{}, stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	if o := e.Crossplane.providerPod; o != nil {
+		p.args = o.Args
+	}
+	ctrs, _, _ := unstructured.NestedSlice(rc.Object, "spec", "deploymentTemplate", "spec", "template", "spec", "containers")
+	for _, c := range ctrs {
+		if m, _ := c.(map[string]any); m["name"] == runtimeContainerName {
+			p.base, _ = m["env"].([]any)
+		}
 	}
 	if p.out, err = os.OpenFile(p.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err != nil {
 		return nil, err
 	}
 	go p.tail()
-	p.restarts = 1
-	if err := p.edit(ctx, func(drc *unstructured.Unstructured, ctr map[string]any) error {
-		p.base, _ = ctr["env"].([]any)
-		args, _ := ctr["args"].([]any)
-		for _, a := range o.Args {
-			args = append(args, a)
-		}
-		ctr["args"] = args
-		if o.Recreate {
-			if err := unstructured.SetNestedField(drc.Object, map[string]any{"type": "Recreate"}, "spec", "deploymentTemplate", "spec", "strategy"); err != nil {
-				return err
-			}
-		}
-		return unstructured.SetNestedField(drc.Object, strconv.Itoa(p.restarts), "spec", "deploymentTemplate", "spec", "template", "metadata", "annotations", restartAnnotation)
-	}); err != nil {
-		p.Close()
-		return nil, err
-	}
 	if err := p.waitOnly(ctx, nil); err != nil {
 		p.Close()
 		return nil, err
@@ -321,8 +341,8 @@ func (p *ProviderPodControl) waitOnly(ctx context.Context, env []string) error {
 		if pod.DeletionTimestamp != nil {
 			return fmt.Errorf("pod %s is being deleted", pod.Name)
 		}
-		if pod.Annotations[restartAnnotation] != strconv.Itoa(p.restarts) {
-			return fmt.Errorf("pod %s is of restart %q, want %d", pod.Name, pod.Annotations[restartAnnotation], p.restarts)
+		if want := restartOf(p.restarts); pod.Annotations[restartAnnotation] != want {
+			return fmt.Errorf("pod %s is of restart %q, want %q", pod.Name, pod.Annotations[restartAnnotation], want)
 		}
 		if err := runningReady(pod, nil); err != nil {
 			return err
@@ -352,9 +372,59 @@ func (p *ProviderPodControl) waitOnly(ctx context.Context, env []string) error {
 		return fmt.Errorf("pod %s has no status of its %s container", pod.Name, runtimeContainerName)
 	})
 	if err != nil {
-		return fmt.Errorf("%w\n%s", err, p.env.Crossplane.describeProviderPods(ctx, p.env))
+		return fmt.Errorf("%w\n%s", err, p.describe(context.WithoutCancel(ctx)))
 	}
 	return nil
+}
+
+// describe says, for an error message, what the runtime config and core's
+// Deployment say, what core reported on the provider revision, and what
+// the Pods are doing.
+func (p *ProviderPodControl) describe(ctx context.Context) string {
+	var b strings.Builder
+	x := p.env.Crossplane
+	drc := &unstructured.Unstructured{}
+	drc.SetAPIVersion("pkg.crossplane.io/v1beta1")
+	drc.SetKind("DeploymentRuntimeConfig")
+	if err := p.env.Kube.Client.Get(ctx, client.ObjectKey{Name: p.name}, drc); err == nil {
+		tmpl, _, _ := unstructured.NestedMap(drc.Object, "spec", "deploymentTemplate", "spec")
+		delete(tmpl, "template")
+		ann, _, _ := unstructured.NestedMap(drc.Object, "spec", "deploymentTemplate", "spec", "template", "metadata")
+		fmt.Fprintf(&b, "DeploymentRuntimeConfig %s: deployment spec %v, pod metadata %v\n", p.name, tmpl, ann)
+	}
+	deps := &appsv1.DeploymentList{}
+	if err := p.env.Kube.Client.List(ctx, deps, client.InNamespace(CrossplaneNamespace)); err == nil {
+		for _, d := range deps.Items {
+			fmt.Fprintf(&b, "Deployment %s: generation %d observed %d, strategy %s, replicas %v, pod annotations %v\n",
+				d.Name, d.Generation, d.Status.ObservedGeneration, d.Spec.Strategy.Type, ptrValue(d.Spec.Replicas), d.Spec.Template.Annotations)
+		}
+	}
+	evs := &corev1.EventList{}
+	if err := p.env.Kube.Client.List(ctx, evs); err == nil {
+		for _, ev := range evs.Items {
+			if ev.InvolvedObject.Name == x.ProviderRevision || ev.InvolvedObject.Name == ProviderName {
+				fmt.Fprintf(&b, "Event %s %s %s: %s %s\n", ev.Type, ev.InvolvedObject.Kind, ev.InvolvedObject.Name, ev.Reason, ev.Message)
+			}
+		}
+	}
+	b.WriteString(x.describeProviderPods(ctx, p.env))
+	fmt.Fprintf(&b, "crossplane log ends:\n%s\n", Tail(x.logFile, 20))
+	return b.String()
+}
+
+func ptrValue(p *int32) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+// restartOf is the restart annotation of the nth restart ("" before any).
+func restartOf(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return strconv.Itoa(n)
 }
 
 // envEqual compares env lists by name, value and source, in order.

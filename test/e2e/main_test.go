@@ -33,6 +33,7 @@ func TestMain(m *testing.M) {
 	testenv.NodeMain(m, testenv.Options{
 		Kube: true, Postgres: true, OpenBao: true, ESO: true, Crossplane: true,
 		Node: true, NodeConfiguration: true,
+		NodeProvider: &testenv.ProviderPodOptions{Args: providerArgs, Recreate: true},
 	}, &env, setup)
 }
 
@@ -55,7 +56,7 @@ func setup(e *testenv.Env) (func(), error) {
 	// which Crossplane's RBAC manager bound its generated ClusterRole to,
 	// plus what the docs tell an admin to grant: a permission missing
 	// there fails these tests.
-	p, err := testenv.NewProviderPodControl(ctx, e, testenv.ProviderPodOptions{Args: providerArgs, Recreate: true})
+	p, err := testenv.NewProviderPodControl(ctx, e)
 	if err != nil {
 		return nil, err
 	}
