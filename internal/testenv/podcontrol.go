@@ -50,6 +50,8 @@ type ProviderPodControl struct {
 	// as the Provider was installed with it.
 	base     []any
 	restarts int
+	// coreEnv names the variables core adds to the container's.
+	coreEnv map[string]bool
 	// current is the container run Restart last waited for.
 	current corev1.ContainerStatus
 	podUID  string
@@ -351,8 +353,19 @@ func (p *ProviderPodControl) waitOnly(ctx context.Context, env []string) error {
 			if c.Name != runtimeContainerName {
 				continue
 			}
-			if !envEqual(c.Env, want) {
-				return Permanent(fmt.Errorf("pod %s: the container's env is not the runtime config's plus %q", pod.Name, env))
+			if p.coreEnv == nil {
+				// Core adds its own variables to the runtime config's;
+				// the first Pod has no extra ones.
+				p.coreEnv = map[string]bool{}
+				for _, e := range c.Env {
+					if !slices.ContainsFunc(base, func(b corev1.EnvVar) bool { return b.Name == e.Name }) {
+						p.coreEnv[e.Name] = true
+					}
+				}
+			}
+			got := slices.DeleteFunc(slices.Clone(c.Env), func(e corev1.EnvVar) bool { return p.coreEnv[e.Name] })
+			if !envEqual(got, want) {
+				return Permanent(fmt.Errorf("pod %s: the container's env (core's %v aside) is not the runtime config's plus %q", pod.Name, p.coreEnv, env))
 			}
 			for _, a := range p.args {
 				if !slices.Contains(c.Args, a) {
