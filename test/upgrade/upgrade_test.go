@@ -13,6 +13,7 @@ package upgrade
 
 import (
 	"context"
+	"errors"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -339,7 +340,10 @@ func deleteTenant(ctx context.Context, t *testing.T, api, ns, name string) {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("still there (%v)", err)
+		if err != nil {
+			return fmt.Errorf("not known to be gone: %w", err)
+		}
+		return errors.New("still there")
 	})
 }
 
