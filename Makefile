@@ -16,6 +16,11 @@ SHELL := /usr/bin/env bash
 GO ?= go
 OUTPUT ?= _output
 GO_TEST_FLAGS ?= -count=1 -p 2 -timeout 30m
+# The packages whose TestMain is testenv.NodeMain: one test node runs on a
+# machine at a time (the others wait for its lock), so `make test` runs
+# them one after another, after the rest.
+NODE_PKGS ?= ./test/pod/ ./test/upgrade/ ./test/e2e/
+MODULE := $(shell $(GO) list -m 2>/dev/null)
 
 # PostgreSQL majors (supported: 14-18). The whole suite runs on the default
 # one (hack/lib.sh's PG_MAJOR, 17; PG_MAJOR=16 make test for another); the
@@ -53,7 +58,8 @@ tools-all: ## install every real component of the project (ESO, Crossplane CLI, 
 
 .PHONY: test
 test: tools ## run every test against real components, then the PostgreSQL matrix
-	$(GO) test $(GO_TEST_FLAGS) ./...
+	$(GO) test $(GO_TEST_FLAGS) $$($(GO) list ./... | grep -v -x -F $(NODE_PKGS:./%/=-e $(MODULE)/%))
+	$(GO) test $(GO_TEST_FLAGS) -p 1 -timeout 60m $(NODE_PKGS)
 	$(pg_matrix)
 
 .PHONY: pod
@@ -79,8 +85,8 @@ define pg_matrix
 endef
 
 .PHONY: e2e
-e2e: tools ## run the acceptance suite (test/e2e: the provider as a process, Crossplane core, ESO, faults)
-	$(GO) test -count=1 -v ./test/e2e/
+e2e: tools ## run the acceptance suite (test/e2e: the provider as the Pod core makes on the test node, Crossplane core, ESO, faults)
+	$(GO) test -count=1 -v -timeout 60m ./test/e2e/
 
 .PHONY: bench
 bench: tools ## benchmark the provider against the floor on real components (BENCH_FLAGS=-large adds N=1000; docs/performance.md)

@@ -299,7 +299,7 @@ func run(args []string) error {
 }
 
 // faultKillEnv names a Database or binding write step before which the process kills
-// itself with SIGKILL: fault injection for the end-to-end tests, which
+// itself with SIGKILL (or, as PID 1 of a container, exits as if killed): fault injection for the end-to-end tests, which
 // restart the provider without it and expect the same end state. Unset in
 // any real deployment; when set, the provider says so loudly at start.
 const faultKillEnv = "PPT_FAULT_KILL_BEFORE_STEP"
@@ -312,6 +312,14 @@ func faultHook(log logging.Logger) func(string) error {
 	log.Info("FAULT INJECTION ENABLED (tests only): the process kills itself before this write step", "env", faultKillEnv, "step", step)
 	return func(s string) error {
 		if s == step {
+			// The kernel drops a SIGKILL that PID 1 of a PID namespace
+			// (the provider in its container) sends itself: there the
+			// process ends at once instead, running nothing on the way
+			// out, with the status of a SIGKILL (128+9), which the
+			// kubelet reports as the container's exit code.
+			if os.Getpid() == 1 {
+				syscall.Exit(128 + int(syscall.SIGKILL))
+			}
 			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 			select {} // SIGKILL is not deliverable late; never continue the step
 		}

@@ -56,8 +56,11 @@ type Crossplane struct {
 	// are installed, for tests that install new revisions later (each
 	// needs its roles bound).
 	keepRBACManager bool
-	rbacLog         string
-	reg             *registry
+	// providerPod changes the runtime config InstallProviderPod applies
+	// (Options.NodeProvider).
+	providerPod *ProviderPodOptions
+	rbacLog     string
+	reg         *registry
 
 	serverCertDir string
 	// ProviderKubeconfig authenticates as the provider revision's service

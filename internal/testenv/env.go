@@ -74,6 +74,14 @@ type Options struct {
 	// package objects. The RBAC manager keeps running, to bind the roles
 	// of each new revision.
 	NodeUpgradeFrom string
+	// NodeProvider, with Node and Crossplane, changes the runtime config
+	// of examples/provider/runtime-config.yaml before the provider is
+	// installed with it (ProviderPodOptions): for suites that drive the
+	// provider's Pod with ProviderPodControl. The Deployment's strategy can
+	// only be chosen then: core applies its Deployment server-side, and a
+	// later Recreate is refused next to the rollingUpdate the apiserver
+	// defaulted.
+	NodeProvider *ProviderPodOptions
 }
 
 // All starts every component.
@@ -242,6 +250,7 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 		if e.Crossplane, err = startCrossplane(ctx, dir, e.BinDir, e.Kube, e.CA, o.Node); err != nil {
 			return fail(err)
 		}
+		e.Crossplane.providerPod = o.NodeProvider
 		if o.Node {
 			if err := e.Node.AllowRegistry(e.Crossplane.reg.addr, hostOf(ProviderPackageName)); err != nil {
 				return fail(err)

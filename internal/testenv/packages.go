@@ -151,7 +151,7 @@ func PackagesDir(ctx context.Context) (string, error) {
 // what users installed before they upgrade. The commit's tree is taken
 // from git (git archive), never from the work tree.
 func PackagesDirAt(ctx context.Context, commit string) (string, error) {
-	out, err := exec.CommandContext(ctx, "git", "-C", RepoRoot(), "rev-parse", "--verify", commit+"^{commit}").CombinedOutput() //nolint:gosec // git with a commit the test names, checked by rev-parse itself
+	out, err := exec.CommandContext(ctx, "git", "-C", RepoRoot(), "rev-parse", "--verify", commit+"^{commit}").CombinedOutput() //nolint:gosec // git on this repository, a commit the test names
 	if err != nil {
 		return "", fmt.Errorf("commit %s: %w\n%s (a shallow clone lacks it: fetch the history)", commit, err, out)
 	}

@@ -187,6 +187,9 @@ func (x *Crossplane) InstallProviderPod(ctx context.Context, pkgDir string, e *E
 	if err != nil {
 		return err
 	}
+	if err := x.providerPod.applyTo(rc); err != nil {
+		return err
+	}
 	saName, _, _ := unstructured.NestedString(rc.Object, "spec", "serviceAccountTemplate", "metadata", "name")
 	if saName == "" {
 		return errors.New("examples/provider/runtime-config.yaml names no service account")

@@ -90,7 +90,7 @@ func endState(ctx context.Context, t *testing.T, ns, name, db string) string {
 	return password
 }
 
-// Kill the provider (SIGKILL, a separate process) before each of the
+// Kill the provider (its Pod's process ends itself as by SIGKILL) before each of the
 // Database's write steps — i.e. after each external write — and restart it:
 // it converges to the same end state, with the one password it wrote first.
 func TestKillProviderAfterEachExternalWrite(t *testing.T) {

@@ -171,8 +171,14 @@ func seedExisting(ctx context.Context, t *testing.T, database, recordPath, passw
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The record says where the provider's Pod reaches the server, as the
+	// instance's config does.
+	hostaddr := env.Postgres.Hostaddr
+	if env.Postgres.PodHostaddr != "" {
+		hostaddr = env.Postgres.PodHostaddr
+	}
 	rec := map[string]any{"username": database, "password": password, "database": database,
-		"host": env.Postgres.Host, "hostaddr": env.Postgres.Hostaddr, "port": fmt.Sprint(env.Postgres.Port), "sslmode": "verify-full"}
+		"host": env.Postgres.Host, "hostaddr": hostaddr, "port": fmt.Sprint(env.Postgres.Port), "sslmode": "verify-full"}
 	if _, err := root.KVv2(env.OpenBao.KVMount).Put(ctx, recordPath, rec); err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +216,10 @@ spec:
 	waitFor(ctx, t, "the import Ready", func() bool {
 		return tenantkit.Ready(getDatabase(ctx, t, name)) == "True"
 	}, func() string {
-		u, _ := tenantkit.Get(ctx, env.Kube.Client, api, "Database", "", name)
+		u, err := tenantkit.Get(context.Background(), env.Kube.Client, api, "Database", "", name)
+		if err != nil {
+			return err.Error()
+		}
 		return fmt.Sprint(u.Object["status"])
 	})
 }

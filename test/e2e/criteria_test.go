@@ -305,7 +305,7 @@ func TestForgedPhaseNeverSkipsVerification(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	const name = "forged"
-	prov.stop()
+	prov.stop(t)
 	defer func() {
 		if !prov.running() {
 			prov.restart(context.Background(), t)

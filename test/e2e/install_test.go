@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -12,15 +14,16 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"ddupan.top/provider-postgresql-tenant/internal/testenv"
 	"ddupan.top/provider-postgresql-tenant/internal/testenv/tenantkit"
 )
 
-// The provider runs as the service account of its package's runtime
-// config, with exactly the ClusterRole Crossplane's RBAC manager generated
+// The provider's Pod runs as the service account of its package's runtime
+// config (its projected API token authenticates as it, and nothing gives
+// it another identity), with exactly the ClusterRole Crossplane's RBAC manager generated
 // for its revision plus what package/rbac tells an admin to apply: nothing
 // the suite passes could be owed to an admin identity.
 func TestProviderRunsWithTheGeneratedRBAC(t *testing.T) {
@@ -28,13 +31,37 @@ func TestProviderRunsWithTheGeneratedRBAC(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	x := env.Crossplane
-	if prov.Kubeconfig != x.ProviderKubeconfig || x.ProviderKubeconfig == "" {
-		t.Fatalf("the provider runs with %q, not the revision's service account's kubeconfig %q", prov.Kubeconfig, x.ProviderKubeconfig)
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", x.ProviderKubeconfig)
+	pod, _, err := prov.Pod(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if pod.Spec.ServiceAccountName != x.ProviderServiceAccount || x.ProviderServiceAccount == "" {
+		t.Fatalf("the provider's Pod runs as service account %q, not the runtime config's %q", pod.Spec.ServiceAccountName, x.ProviderServiceAccount)
+	}
+	for _, c := range pod.Spec.Containers {
+		for _, a := range c.Args {
+			if strings.HasPrefix(a, "--kubeconfig") {
+				t.Errorf("container %s passes %s: want the Pod's in-cluster identity", c.Name, a)
+			}
+		}
+		for _, e := range c.Env {
+			if e.Name == "KUBECONFIG" {
+				t.Errorf("container %s sets KUBECONFIG: want the Pod's in-cluster identity", c.Name)
+			}
+		}
+	}
+	// The API token the kubelet projected into the Pod (its
+	// kube-api-access volume): what the provider's in-cluster client sends.
+	toks, _ := filepath.Glob(filepath.Join(env.Node.KubeletRoot, "pods", string(pod.UID), "volumes", "kubernetes.io~projected", "kube-api-access-*", "token"))
+	if len(toks) != 1 {
+		t.Fatalf("the Pod's projected API tokens: %v, want one", toks)
+	}
+	tok, err := os.ReadFile(toks[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := rest.AnonymousClientConfig(env.Kube.Config)
+	cfg.BearerToken = strings.TrimSpace(string(tok))
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -377,7 +378,10 @@ func deleteTenant(ctx context.Context, t *testing.T, api, ns, name string) {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("still there (%w)", err)
+		if err != nil {
+			return fmt.Errorf("not known to be gone: %w", err)
+		}
+		return errors.New("still there")
 	})
 }
 
