@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -266,17 +265,7 @@ func (p *ProviderPodControl) Scrape(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(pod.Status.PodIP, "8080")+"/metrics", nil)
-	if err != nil {
-		return "", err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close() //nolint:errcheck // read-only
-	b, err := io.ReadAll(resp.Body)
-	return string(b), err
+	return scrape(ctx, net.JoinHostPort(pod.Status.PodIP, "8080"))
 }
 
 // edit changes the runtime config (and its package-runtime container),

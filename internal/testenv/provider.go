@@ -195,7 +195,12 @@ func (p *Provider) WaitKilled(ctx context.Context) error {
 
 // Scrape reads the provider's metrics endpoint.
 func (p *Provider) Scrape(ctx context.Context) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.Metrics+"/metrics", nil)
+	return scrape(ctx, p.Metrics)
+}
+
+// scrape GETs /metrics at addr (host:port) over plain HTTP.
+func scrape(ctx context.Context, addr string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
 	if err != nil {
 		return "", err
 	}
