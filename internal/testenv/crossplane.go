@@ -61,6 +61,10 @@ type Crossplane struct {
 	providerPod *ProviderPodOptions
 	rbacLog     string
 	reg         *registry
+	// coreArgs, coreEnv and healthPort start core again (RestartCore).
+	coreArgs   []string
+	coreEnv    []string
+	healthPort int
 
 	serverCertDir string
 	// ProviderKubeconfig authenticates as the provider revision's service
@@ -182,6 +186,7 @@ func startCrossplane(ctx context.Context, root, binDir string, k *Kube, ca *CA, 
 		fmt.Sprintf("--metrics-port=%d", metrics), fmt.Sprintf("--health-probe-port=%d", health),
 		"--leader-election=false", "--poll-interval=1m")
 	cmd.Env = kenv
+	x.coreArgs, x.coreEnv, x.healthPort = cmd.Args, kenv, health
 	if x.proc, err = startProcess("crossplane", x.logFile, cmd); err != nil {
 		return fail(err)
 	}
@@ -197,24 +202,7 @@ func startCrossplane(ctx context.Context, root, binDir string, k *Kube, ca *CA, 
 	if x.rbacLock, x.rbac, err = metricsPort().startHolder(ctx, "crossplane-rbac-manager", x.rbacLog, rcmd); err != nil {
 		return fail(fmt.Errorf("crossplane's RBAC manager: %w", err))
 	}
-	if err := WaitFor(ctx, 60*time.Second, func(ctx context.Context) error {
-		if x.proc.exited() {
-			return errors.New("crossplane core exited:\n" + Tail(x.logFile, 20))
-		}
-		if err := x.rbacExited(); err != nil {
-			return err
-		}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/readyz", health), nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		_ = resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("readyz: %s", resp.Status)
-		}
-		return nil
-	}); err != nil {
+	if err := x.waitCoreReady(ctx); err != nil {
 		return fail(err)
 	}
 	// Core's Usage webhook: in a cluster a Service fronts it; here the
@@ -681,6 +669,44 @@ func conditionStatus(u *unstructured.Unstructured, typ string) string {
 		}
 	}
 	return ""
+}
+
+// waitCoreReady waits until core answers its readiness probe.
+func (x *Crossplane) waitCoreReady(ctx context.Context) error {
+	return WaitFor(ctx, 60*time.Second, func(ctx context.Context) error {
+		if x.proc.exited() {
+			return errors.New("crossplane core exited:\n" + Tail(x.logFile, 20))
+		}
+		if err := x.rbacExited(); err != nil {
+			return err
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/readyz", x.healthPort), nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("readyz: %s", resp.Status)
+		}
+		return nil
+	})
+}
+
+// RestartCore stops Crossplane core and starts it again with the same
+// flags, as `kubectl rollout restart` restarts its Deployment in a
+// cluster, and waits until it is ready. Core dials each function afresh
+// after it.
+func (x *Crossplane) RestartCore(ctx context.Context) error {
+	x.proc.stop(syscall.SIGTERM)
+	cmd := exec.Command(x.coreArgs[0], x.coreArgs[1:]...) //nolint:gosec,noctx // the pinned binary, as first started; runs until Stop
+	cmd.Env = x.coreEnv
+	p, err := startProcess("crossplane", x.logFile, cmd)
+	if err != nil {
+		return err
+	}
+	x.proc = p
+	return x.waitCoreReady(ctx)
 }
 
 // Stop stops core, the RBAC manager, the functions, the registry and the

@@ -117,6 +117,16 @@ func TestUpgradeAndRollback(t *testing.T) {
 		}
 		newPod := providerPod(ctx, t)
 		holder(ctx, t, newPod)
+		// The runbook: once the old function Pod is gone, restart core so
+		// that it dials the new one. Core keeps one connection to a
+		// function, without keepalives; a connection to a Pod that went
+		// away mid-request can stay open (unacknowledged, retransmitting)
+		// and hang every render until the kernel gives up on it, minutes
+		// later.
+		packagePod(ctx, t, function)
+		if err := env.Crossplane.RestartCore(ctx); err != nil {
+			t.Fatal(err)
+		}
 		// Crossplane renders a Tenant when it or what it composes changes,
 		// or at its sync interval (an hour): a new function alone renders
 		// nothing. The runbook's command renders every Tenant at once.
@@ -126,6 +136,12 @@ func TestUpgradeAndRollback(t *testing.T) {
 		time.Sleep(20 * time.Second)
 		for _, s := range before {
 			tenantkit.WaitTenantReady(ctx, t, env, api, s.ns, s.name)
+			// Ready is what the Tenant last composed; Synced says core
+			// renders it now (a render that cannot reach the function
+			// leaves Ready as it was).
+			waitFor(ctx, t, what+": Tenant "+s.ns+"/"+s.name+" Synced", 2*time.Minute, func() error {
+				return synced(ctx, s.ns, s.name)
+			})
 		}
 		longest, who := w.stop()
 		t.Logf("%s: the provider Pod %s replaced by %s; the longest a Tenant was not Ready: %s (%s)", what, oldPod, newPod, longest.Round(time.Millisecond), who)
@@ -148,7 +164,7 @@ func TestUpgradeAndRollback(t *testing.T) {
 	step("upgrade", next, []pkg{provider, function, configuration})
 	waitFor(ctx, t, "the upgraded function no longer composes the Usage (core deletes it)", 2*time.Minute, func() error {
 		if n := usages(ctx, t, "up-dyn"); n != 0 {
-			return fmt.Errorf("%d Usages", n)
+			return fmt.Errorf("%d Usages: %s", n, usageState(ctx, "up-dyn"))
 		}
 		return nil
 	})
@@ -157,7 +173,7 @@ func TestUpgradeAndRollback(t *testing.T) {
 	step("rollback", testenv.PackageTestVersion, []pkg{configuration, function, provider})
 	waitFor(ctx, t, "the rolled-back function composes the Usage again", 2*time.Minute, func() error {
 		if n := usages(ctx, t, "up-dyn"); n != 1 {
-			return fmt.Errorf("%d Usages", n)
+			return fmt.Errorf("%d Usages: %s", n, usageState(ctx, "up-dyn"))
 		}
 		return nil
 	})
@@ -265,9 +281,16 @@ func revisionHealthy(r *unstructured.Unstructured) error {
 // revision, with no Pod of its other revisions left, and returns its name.
 func providerPod(ctx context.Context, t *testing.T) string {
 	t.Helper()
+	return packagePod(ctx, t, provider)
+}
+
+// packagePod waits for the one Ready Pod of p's active revision, with no
+// Pod of its other revisions left, and returns its name.
+func packagePod(ctx context.Context, t *testing.T, p pkg) string {
+	t.Helper()
 	var name string
-	waitFor(ctx, t, "one Ready provider Pod, of the active revision", 4*time.Minute, func() error {
-		active, all, err := revisions(ctx, "ProviderRevision", testenv.ProviderName)
+	waitFor(ctx, t, "one Ready "+p.kind+" Pod, of the active revision", 4*time.Minute, func() error {
+		active, all, err := revisions(ctx, p.revisionKind, p.name)
 		if err != nil {
 			return err
 		}
@@ -406,6 +429,64 @@ func usages(ctx context.Context, t *testing.T, ns string) int {
 		t.Fatal(err)
 	}
 	return len(l.Items)
+}
+
+// synced is nil when the Tenant ns/name is Synced, else says why not.
+func synced(ctx context.Context, ns, name string) error {
+	tn := &unstructured.Unstructured{}
+	tn.SetAPIVersion(tenantkit.TenantAPI)
+	tn.SetKind("Tenant")
+	if err := env.Kube.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, tn); err != nil {
+		return err
+	}
+	if s, r, m := tenantkit.Condition(tn, "Synced"); s != "True" {
+		return fmt.Errorf("Synced %q %s: %s", s, r, m)
+	}
+	return nil
+}
+
+// usageState says, for a failure, what each Usage in namespace ns is
+// doing: being deleted, its finalizers, its conditions and its Events.
+func usageState(ctx context.Context, ns string) string {
+	var b strings.Builder
+	l := &unstructured.UnstructuredList{}
+	l.SetAPIVersion("protection.crossplane.io/v1beta1")
+	l.SetKind("UsageList")
+	if err := env.Kube.Client.List(ctx, l, client.InNamespace(ns)); err != nil {
+		return err.Error()
+	}
+	tn := &unstructured.Unstructured{}
+	tn.SetAPIVersion(tenantkit.TenantAPI)
+	tn.SetKind("Tenant")
+	if err := env.Kube.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ns}, tn); err == nil {
+		fmt.Fprintf(&b, "\n  Tenant %s:", ns)
+		cs, _, _ := unstructured.NestedSlice(tn.Object, "status", "conditions")
+		for _, c := range cs {
+			m, _ := c.(map[string]any)
+			fmt.Fprintf(&b, "\n    %v=%v %v: %v", m["type"], m["status"], m["reason"], m["message"])
+		}
+	}
+	evs := &corev1.EventList{}
+	_ = env.Kube.Client.List(ctx, evs, client.InNamespace(ns))
+	for _, e := range evs.Items {
+		if e.InvolvedObject.Kind == "Tenant" || e.Type != corev1.EventTypeNormal {
+			fmt.Fprintf(&b, "\n    event %s/%s %s %s x%d: %s", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Type, e.Reason, e.Count, e.Message)
+		}
+	}
+	for _, u := range l.Items {
+		fmt.Fprintf(&b, "\n  %s deleting=%v finalizers=%v", u.GetName(), u.GetDeletionTimestamp() != nil, u.GetFinalizers())
+		cs, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		for _, c := range cs {
+			m, _ := c.(map[string]any)
+			fmt.Fprintf(&b, "\n    %v=%v %v: %v", m["type"], m["status"], m["reason"], m["message"])
+		}
+		for _, e := range evs.Items {
+			if e.InvolvedObject.Name == u.GetName() {
+				fmt.Fprintf(&b, "\n    event %s %s x%d: %s", e.Type, e.Reason, e.Count, e.Message)
+			}
+		}
+	}
+	return b.String()
 }
 
 // state reads what must survive an upgrade: the Secret's password (hashed;
