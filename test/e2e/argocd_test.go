@@ -96,12 +96,12 @@ func TestArgoCDHealthOfRealObjects(t *testing.T) {
 	health(t, argocd.TenantScript, "the refused Tenant", refused, argocd.Degraded, "AlreadyBound", db.GetName())
 
 	// The owner goes; with Retain its Database stays, Released.
-	deleteTenant(ctx, t, owner, owner)
+	tenantkit.DeleteTenant(ctx, t, env, api, owner, owner)
 	var released *unstructured.Unstructured
 	waitFor(ctx, t, "the Database Released", func() bool {
 		released = getDatabase(ctx, t, db.GetName())
 		return str(released, "status", "binding", "phase") == "Released"
 	}, func() string { return tenantkit.Describe(context.Background(), env, api, owner, owner) })
 	health(t, argocd.DatabaseScript, "the Released Database", released, argocd.Healthy, "Released", owner+"/"+owner)
-	deleteTenant(ctx, t, thief, thief)
+	tenantkit.DeleteTenant(ctx, t, env, api, thief, thief)
 }

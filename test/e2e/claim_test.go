@@ -51,22 +51,6 @@ func str(u *unstructured.Unstructured, f ...string) string {
 	return s
 }
 
-func deleteTenant(ctx context.Context, t *testing.T, ns, name string) {
-	t.Helper()
-	tn, err := tenantkit.Get(ctx, env.Kube.Client, api, "Tenant", ns, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Kube.Client.Delete(ctx, tn); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(ctx, t, "the Tenant's deletion", func() bool {
-		_, e1 := tenantkit.Get(ctx, env.Kube.Client, api, "Tenant", ns, name)
-		_, e2 := tenantkit.Get(ctx, env.Kube.Client, api, "DatabaseBinding", ns, name)
-		return apierrors.IsNotFound(e1) && apierrors.IsNotFound(e2)
-	}, func() string { return tenantkit.Describe(context.Background(), env, api, ns, name) })
-}
-
 // A dynamic Tenant gets its own cluster-scoped Database, named from its UID
 // and bound to exactly its UID; twenty forced reconciles of every object
 // change nothing: one Database, one password.
@@ -284,7 +268,7 @@ func TestImportStaticBindReleaseRebind(t *testing.T) {
 	}
 
 	// Released: the data and the login stay, the namespace loses the copy.
-	deleteTenant(ctx, t, ns, tenant)
+	tenantkit.DeleteTenant(ctx, t, env, api, ns, tenant)
 	waitFor(ctx, t, "Released", func() bool {
 		return str(getDatabase(ctx, t, dbName), "status", "binding", "phase") == "Released"
 	}, func() string { return fmt.Sprint(getDatabase(ctx, t, dbName).Object["status"]) })
@@ -307,7 +291,7 @@ func TestImportStaticBindReleaseRebind(t *testing.T) {
 	if v := tenantkit.RecordVersions(ctx, t, env, tenantkit.DeliveryPath(ns, tenant)); v != 0 {
 		t.Error("a refused Tenant got a delivery copy")
 	}
-	deleteTenant(ctx, t, ns, tenant)
+	tenantkit.DeleteTenant(ctx, t, env, api, ns, tenant)
 
 	// The admin hands it to a Tenant in another namespace: first the old
 	// access goes (a rotation, with Update allowed on the import, ending
@@ -511,7 +495,7 @@ func TestTwoTenantsRaceForOneDatabase(t *testing.T) {
 			t.Fatalf("round %d: the loser %s got a delivery copy", round, loser)
 		}
 		for _, ns := range nss {
-			deleteTenant(ctx, t, ns, name)
+			tenantkit.DeleteTenant(ctx, t, env, api, ns, name)
 		}
 		// Released; the admin opens it again for the next round.
 		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -614,7 +598,7 @@ func TestForgedBindingCannotReopenAReleasedDatabase(t *testing.T) {
 	}
 	oldUID := string(tn.GetUID())
 	dbName := dynDB(ctx, t, ns, name)
-	deleteTenant(ctx, t, ns, name)
+	tenantkit.DeleteTenant(ctx, t, env, api, ns, name)
 	waitFor(ctx, t, "the Database Released", func() bool {
 		return str(getDatabase(ctx, t, dbName), "status", "binding", "phase") == "Released"
 	}, func() string { return fmt.Sprint(getDatabase(ctx, t, dbName).Object["status"]) })

@@ -362,7 +362,7 @@ func TestRetainedThenRequestedAgainConflicts(t *testing.T) {
 	tenantkit.NewTenant(ctx, t, env, api, ns, name, "{instanceRef: shared}")
 	password := endState(ctx, t, ns, name, name)
 	retained := dynDB(ctx, t, ns, name)
-	deleteTenant(ctx, t, ns, name)
+	tenantkit.DeleteTenant(ctx, t, env, api, ns, name)
 	tenantkit.CreateTenant(ctx, t, env, api, ns, name, "{instanceRef: shared}")
 	conflict(ctx, t, ns, name)
 	if db, role := tenantkit.ServerHas(ctx, t, env, name, name); !db || !role {

@@ -15,7 +15,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -26,7 +25,6 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -87,7 +85,7 @@ func TestUpgradeAndRollback(t *testing.T) {
 	tenantkit.NewTenant(ctx, t, env, api, "up-static", "up-static", "{databaseRef: up-static-db}")
 	tenantkit.NewTenant(ctx, t, env, api, "up-gone", "up-gone", "{instanceRef: "+tenantkit.Instance+"}")
 	released := tenantkit.DatabaseName(ctx, env, "up-gone", "up-gone")
-	deleteTenant(ctx, t, api, "up-gone", "up-gone")
+	tenantkit.DeleteTenant(ctx, t, env, api, "up-gone", "up-gone")
 	waitFor(ctx, t, "the Database of the deleted Tenant is Released", 2*time.Minute, func() error {
 		return isReleased(ctx, released)
 	})
@@ -384,27 +382,6 @@ spec:
 			return fmt.Errorf("not Ready: %v", d.Object["status"])
 		}
 		return nil
-	})
-}
-
-func deleteTenant(ctx context.Context, t *testing.T, api, ns, name string) {
-	t.Helper()
-	tn, err := tenantkit.Get(ctx, env.Kube.Client, api, "Tenant", ns, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Kube.Client.Delete(ctx, tn); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(ctx, t, "Tenant "+name+" gone", 2*time.Minute, func() error {
-		_, err := tenantkit.Get(ctx, env.Kube.Client, api, "Tenant", ns, name)
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("not known to be gone: %w", err)
-		}
-		return errors.New("still there")
 	})
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -188,6 +189,30 @@ func WaitTenantReady(ctx context.Context, t testing.TB, e *testenv.Env, apiVersi
 		}
 		if ctx.Err() != nil {
 			t.Fatalf("Tenant %s/%s not Ready (%v):\n%s", ns, name, err, Describe(context.Background(), e, apiVersion, ns, name))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// DeleteTenant deletes the Tenant ns/name and waits until it and its
+// DatabaseBinding are gone (what the binding releases is then settled).
+func DeleteTenant(ctx context.Context, t testing.TB, e *testenv.Env, apiVersion, ns, name string) {
+	t.Helper()
+	tn, err := Get(ctx, e.Kube.Client, apiVersion, "Tenant", ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Kube.Client.Delete(ctx, tn); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		_, e1 := Get(ctx, e.Kube.Client, apiVersion, "Tenant", ns, name)
+		_, e2 := Get(ctx, e.Kube.Client, TenantAPI, "DatabaseBinding", ns, name)
+		if apierrors.IsNotFound(e1) && apierrors.IsNotFound(e2) {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("Tenant %s/%s not gone (Tenant: %v, binding: %v):\n%s", ns, name, e1, e2, Describe(context.Background(), e, apiVersion, ns, name))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
