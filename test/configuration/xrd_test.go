@@ -33,7 +33,10 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "FAIL: test environment:", err)
 		os.Exit(1)
 	}
-	testenv.Main(m, testenv.Options{Kube: true, ExtraCRDDirs: []string{dir}}, &env, startRenderer)
+	// The converted XRDs' directory goes when the environment stops (the
+	// hooks' stops run last to first, so this one last).
+	removeDir := func(*testenv.Env) (func(), error) { return func() { _ = os.RemoveAll(dir) }, nil }
+	testenv.Main(m, testenv.Options{Kube: true, ExtraCRDDirs: []string{dir}}, &env, removeDir, startRenderer)
 }
 
 const ns = "app"
