@@ -410,10 +410,8 @@ func usages(ctx context.Context, t *testing.T, ns string) int {
 
 // synced is nil when the Tenant ns/name is Synced, else says why not.
 func synced(ctx context.Context, ns, name string) error {
-	tn := &unstructured.Unstructured{}
-	tn.SetAPIVersion(tenantkit.TenantAPI)
-	tn.SetKind("Tenant")
-	if err := env.Kube.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, tn); err != nil {
+	tn, err := tenantkit.Get(ctx, env.Kube.Client, tenantkit.TenantAPI, "Tenant", ns, name)
+	if err != nil {
 		return err
 	}
 	if s, r, m := tenantkit.Condition(tn, "Synced"); s != "True" {
@@ -422,45 +420,27 @@ func synced(ctx context.Context, ns, name string) error {
 	return nil
 }
 
-// usageState says, for a failure, what each Usage in namespace ns is
-// doing: being deleted, its finalizers, its conditions and its Events.
+// usageState says, for a failure, what the Tenant ns/ns is doing, what
+// each Usage in ns is doing (being deleted, its finalizers, its
+// conditions) and the namespace's Events other than Normal ones.
 func usageState(ctx context.Context, ns string) string {
 	var b strings.Builder
+	b.WriteString("\n" + tenantkit.Describe(ctx, env, tenantkit.TenantAPI, ns, ns))
 	l := &unstructured.UnstructuredList{}
 	l.SetAPIVersion("protection.crossplane.io/v1beta1")
 	l.SetKind("UsageList")
 	if err := env.Kube.Client.List(ctx, l, client.InNamespace(ns)); err != nil {
-		return err.Error()
+		return b.String() + err.Error()
 	}
-	tn := &unstructured.Unstructured{}
-	tn.SetAPIVersion(tenantkit.TenantAPI)
-	tn.SetKind("Tenant")
-	if err := env.Kube.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ns}, tn); err == nil {
-		fmt.Fprintf(&b, "\n  Tenant %s:", ns)
-		cs, _, _ := unstructured.NestedSlice(tn.Object, "status", "conditions")
-		for _, c := range cs {
-			m, _ := c.(map[string]any)
-			fmt.Fprintf(&b, "\n    %v=%v %v: %v", m["type"], m["status"], m["reason"], m["message"])
-		}
+	for _, u := range l.Items {
+		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		fmt.Fprintf(&b, "Usage %s: deleting=%v finalizers=%v conditions=%v\n", u.GetName(), u.GetDeletionTimestamp() != nil, u.GetFinalizers(), conds)
 	}
 	evs := &corev1.EventList{}
 	_ = env.Kube.Client.List(ctx, evs, client.InNamespace(ns))
 	for _, e := range evs.Items {
-		if e.InvolvedObject.Kind == "Tenant" || e.Type != corev1.EventTypeNormal {
-			fmt.Fprintf(&b, "\n    event %s/%s %s %s x%d: %s", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Type, e.Reason, e.Count, e.Message)
-		}
-	}
-	for _, u := range l.Items {
-		fmt.Fprintf(&b, "\n  %s deleting=%v finalizers=%v", u.GetName(), u.GetDeletionTimestamp() != nil, u.GetFinalizers())
-		cs, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-		for _, c := range cs {
-			m, _ := c.(map[string]any)
-			fmt.Fprintf(&b, "\n    %v=%v %v: %v", m["type"], m["status"], m["reason"], m["message"])
-		}
-		for _, e := range evs.Items {
-			if e.InvolvedObject.Name == u.GetName() {
-				fmt.Fprintf(&b, "\n    event %s %s x%d: %s", e.Type, e.Reason, e.Count, e.Message)
-			}
+		if e.Type != corev1.EventTypeNormal {
+			fmt.Fprintf(&b, "event %s/%s %s x%d: %s\n", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Count, e.Message)
 		}
 	}
 	return b.String()
