@@ -21,9 +21,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// FreePort asks the kernel for a free loopback TCP port.
+// FreePort asks the kernel for a TCP port free on every address.
 func FreePort() (int, error) {
-	l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+	// The wildcard address: a port free on loopback can be another
+	// address's (the node's, where the kubelet, core and the Pods hold
+	// connections), and OpenBao and the node's servers listen on all of them.
+	l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp4", "0.0.0.0:0")
 	if err != nil {
 		return 0, err
 	}
