@@ -136,6 +136,15 @@ type DBState struct {
 	AllowConn     bool
 	PublicConnect bool
 	RoleConnect   bool
+	// IsTemplate: its owner marked it a template (ALTER DATABASE ...
+	// IS_TEMPLATE true): any role with CREATEDB may then copy it, and it
+	// cannot be dropped.
+	IsTemplate bool
+	// ConnLimited: the database has a connection limit of its own
+	// (datconnlimit is not -1). A tenant database has none: its login
+	// role's limit is the one that counts, and a limit of 0 would keep the
+	// provider's login check out.
+	ConnLimited bool
 }
 
 // RoleState is what the catalog says of the login role.
@@ -179,6 +188,12 @@ const (
 	// accepts no connections (SQLSTATE 55000 after authentication): its
 	// provisioning has not finished.
 	LoginNotAccepting
+	// LoginLimitFull: the password was accepted, but the role's or the
+	// database's connection limit is full (SQLSTATE 53300 raised after
+	// authentication): whoever holds the credential has every session the
+	// limit allows. The credential is proven; the session to read the
+	// extensions was not opened.
+	LoginLimitFull
 )
 
 // LoginFailure names a login result that is a failure of the credential
@@ -198,7 +213,7 @@ func LoginFailure(l Login) string {
 // passwordAccepted: the login proved the password, whether or not it
 // reached the database.
 func passwordAccepted(l Login) bool {
-	return l == LoginOK || l == LoginAuthOK || l == LoginNotAccepting
+	return l == LoginOK || l == LoginAuthOK || l == LoginNotAccepting || l == LoginLimitFull
 }
 
 // Observation is everything a decision about one Database needs.
@@ -266,6 +281,14 @@ const (
 	RepairOwnerMetadata Repair = "restore the KV record's ownership metadata"
 	RepairAdminMember   Repair = "make the admin a member of the login role"
 	RepairRole          Repair = "reset the login role's attributes"
+	// RepairPassword: the record's password was refused for the role
+	// whose OID the record names: someone changed the role's password
+	// (the role itself, or whoever holds its credential). The record is
+	// the truth: the role gets the record's password back.
+	RepairPassword Repair = "set the login role's password back to the credential record's"
+	// RepairDatabase: the owner marked the database a template or gave it
+	// a connection limit of its own.
+	RepairDatabase Repair = "reset the database's template flag and connection limit"
 	RepairLimits        Repair = "set the login role's limits"
 	RepairOwner         Repair = "give the database back to the login role"
 	RepairConnect       Repair = "revoke CONNECT from PUBLIC, grant it to the login role, end other roles' sessions and allow connections"
@@ -505,10 +528,23 @@ func decide(o Observation) Verdict {
 	}
 
 	// Drift of what is ours.
-	if !sameData(o.KV.Data, o.WantData) || o.Login == LoginRefused {
-		// Altered fields, or a password that no longer logs in: restore the
-		// record from the newest version whose password still works.
+	switch {
+	case !sameData(o.KV.Data, o.WantData):
+		// Altered fields: restore them, keeping the record's password (or,
+		// when the current version lost it, the newest earlier one that
+		// still logs in).
 		v.Repairs = append(v.Repairs, RepairKVRecord)
+	case o.Login == LoginRefused && recordedRole == "":
+		// Cannot happen (without the role's OID on record only a login
+		// proves the role ours); kept as the record repair it always was.
+		v.Repairs = append(v.Repairs, RepairKVRecord)
+	}
+	if o.Login == LoginRefused && recordedRole != "" {
+		// The role this Database created (its OID is on record) refuses
+		// the record's password: someone changed it. The record is the
+		// truth; the role gets its password back, without any login with
+		// another one.
+		v.Repairs = append(v.Repairs, RepairPassword)
 	}
 	if missingOwnerKeys(o.KV.Owner, o.Identity) || recorded == "" || recordedRole == "" {
 		v.Repairs = append(v.Repairs, RepairOwnerMetadata)
@@ -532,6 +568,13 @@ func decide(o Observation) Verdict {
 		if slices.Contains(v.Repairs, RepairLimits) {
 			v.Message += " (" + strings.Join(DecideLimits(o.Limits, o.R.Limits).Drift, "; ") + ")"
 		}
+	case o.Login == LoginLimitFull:
+		// The password was accepted: the credential is proven. Its holder
+		// has every session its connection limit allows, which is the
+		// app's own business.
+		v.Ready = true
+		v.Phase = v1alpha1.DatabasePhaseReady
+		v.Message = fmt.Sprintf("database %q owned by %q; the credential's password is accepted, but every session its connection limit allows is in use, so the installed extensions were not read this time", o.Database, o.Role)
 	case o.Login != LoginOK:
 		v.Reason = ReasonProvisioningFailed
 		v.Message = fmt.Sprintf("the credential at %s does not log in as %q: someone changed the role's password or its login rights; the provider sets a new password on an existing role only in a credential rotation, which starts from a working one, so restore the password from the record (or delete and re-create the tenant)", o.Path, o.Role)
@@ -637,7 +680,12 @@ func catalogRepairs(o Observation) []Repair {
 	if o.DB.PublicConnect || !o.DB.RoleConnect || !o.DB.AllowConn {
 		r = append(r, RepairConnect)
 	}
-	if len(Missing(o.Requested, o.Installed)) > 0 {
+	if o.DB.IsTemplate || o.DB.ConnLimited {
+		r = append(r, RepairDatabase)
+	}
+	if o.Login != LoginLimitFull && len(Missing(o.Requested, o.Installed)) > 0 {
+		// With the role's sessions all taken, the extensions were not
+		// read: nothing is known to be missing.
 		r = append(r, RepairExtensions)
 	}
 	return r
@@ -645,7 +693,8 @@ func catalogRepairs(o Observation) []Repair {
 
 // needsAdminOption reports whether any repair grants or alters the role.
 func needsAdminOption(r []Repair) bool {
-	return slices.Contains(r, RepairAdminMember) || slices.Contains(r, RepairRole) || slices.Contains(r, RepairLimits)
+	return slices.Contains(r, RepairAdminMember) || slices.Contains(r, RepairRole) || slices.Contains(r, RepairLimits) ||
+		slices.Contains(r, RepairPassword)
 }
 
 // noAdminOption says that the admin may not administer role, and what

@@ -284,10 +284,39 @@ func TestDecide(t *testing.T) {
 			o:    func(o *Observation) { o.Login = LoginUnavailable },
 			want: out{Exists: true, UpToDate: true, Phase: v1alpha1.DatabasePhaseDatabaseCreated, Reason: ReasonDependencyUnavailable, KVOurs: true, RoleOurs: true, DBOurs: true},
 		},
-		"RoleOursByOIDButRecordPasswordChanged": {
+		"RoleOursByOIDRefusesTheRecordsPassword: the role gets the record's back": {
 			o:    func(o *Observation) { o.Login = LoginRefused; o.Installed = nil; o.Requested = nil },
-			want: out{Exists: true, Phase: v1alpha1.DatabasePhaseDatabaseCreated, KVOurs: true, RoleOurs: true, DBOurs: true, Repairs: []Repair{RepairKVRecord}},
-			msg:  "restore the KV record",
+			want: out{Exists: true, Phase: v1alpha1.DatabasePhaseDatabaseCreated, KVOurs: true, RoleOurs: true, DBOurs: true, Repairs: []Repair{RepairPassword}},
+			msg:  "set the login role's password back to the credential record's",
+		},
+		"RecordFieldsEditedAndPasswordRefused: both repaired, the record's password kept": {
+			o: func(o *Observation) {
+				o.Login, o.Installed, o.Requested = LoginRefused, nil, nil
+				o.KV.Data["host"] = "elsewhere.example"
+			},
+			want: out{Exists: true, Phase: v1alpha1.DatabasePhaseDatabaseCreated, KVOurs: true, RoleOurs: true, DBOurs: true, Repairs: []Repair{RepairKVRecord, RepairPassword}},
+		},
+		"PasswordRefusedWithoutAdminOption": {
+			o: func(o *Observation) {
+				o.Login, o.Installed, o.Requested = LoginRefused, nil, nil
+				o.R.AdminCanAdmin = false
+			},
+			want: out{Exists: true, UpToDate: true, Phase: v1alpha1.DatabasePhaseDatabaseCreated, Reason: ReasonInsufficientPrivileges, KVOurs: true, RoleOurs: true, DBOurs: true},
+			msg:  "WITH ADMIN OPTION",
+		},
+		"RoleLimitFull: the password is proven, Ready, nothing to install": {
+			o:    func(o *Observation) { o.Login, o.Installed = LoginLimitFull, nil },
+			want: out{Exists: true, UpToDate: true, Ready: true, Phase: v1alpha1.DatabasePhaseReady, KVOurs: true, RoleOurs: true, DBOurs: true},
+			msg:  "every session its connection limit allows is in use",
+		},
+		"MarkedTemplateByItsOwner": {
+			o:    func(o *Observation) { o.DB.IsTemplate = true },
+			want: out{Exists: true, Phase: v1alpha1.DatabasePhaseDatabaseCreated, KVOurs: true, RoleOurs: true, DBOurs: true, Repairs: []Repair{RepairDatabase}},
+			msg:  "reset the database's template flag",
+		},
+		"DatabaseConnectionLimitSetByItsOwner": {
+			o:    func(o *Observation) { o.DB.ConnLimited = true },
+			want: out{Exists: true, Phase: v1alpha1.DatabasePhaseDatabaseCreated, KVOurs: true, RoleOurs: true, DBOurs: true, Repairs: []Repair{RepairDatabase}},
 		},
 		"RecordVersionDeleted (metadata only, ours)": {
 			o:    func(o *Observation) { o.KV.Data = nil; o.Login = LoginNotTried; o.Installed = nil; o.Requested = nil },

@@ -2,6 +2,7 @@ package tenancy
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 )
 
@@ -111,6 +112,24 @@ var rotationBlocking = map[string]bool{
 	ReasonConflict: true, ReasonImmutableField: true, ReasonEndpointChanged: true, ReasonDatabaseVanished: true,
 }
 
+// startsUnready reports whether a requested rotation may start although
+// the Database is not Ready: a Database this provider provisioned, whose
+// record names the OIDs of its role and database, which exist, so that
+// ownership is proven without any login, and what keeps it from Ready is
+// the credential: its holder changed the role's password (which the
+// password repair would set back, and the holder could change again), or
+// the login fails for a reason of the role's own. The rotation sets the
+// new password with the admin's privileges and never uses the old one.
+// Any other drift is repaired first. An import, or a Database whose
+// ownership is not on record, waits for Ready: its credential is its only
+// proof.
+func startsUnready(o Observation, v Verdict) bool {
+	return !o.Import && v.KVOurs && v.RoleOurs && v.DBOurs && v.Exists &&
+		o.KV.Owner[MetaRoleOID] != "" && o.KV.Owner[MetaDatabaseOID] != "" &&
+		o.KV.Data["password"] != "" &&
+		((v.Reason == "" && slices.Contains(v.Repairs, RepairPassword)) || v.Reason == ReasonProvisioningFailed)
+}
+
 // decideRotation adds the credential rotation step to the verdict of an
 // observation.
 //
@@ -163,7 +182,8 @@ func decideRotation(o Observation, v Verdict) Verdict {
 		v.Message += fmt.Sprintf(". %s waits until this is resolved; nothing was rotated", waits)
 		return v
 	}
-	if !o.R.AdminCanAdmin && (pending || v.Ready) {
+	unready := !v.Ready && startsUnready(o, v)
+	if !o.R.AdminCanAdmin && (pending || v.Ready || unready) {
 		v.Exists, v.UpToDate, v.Ready, v.Repairs = true, true, false, nil
 		v.Reason = ReasonInsufficientPrivileges
 		v.Message = noAdminOption(o.Role, fmt.Sprintf("set the password of %s", waits))
@@ -185,12 +205,12 @@ func decideRotation(o Observation, v Verdict) Verdict {
 		v.Message = fmt.Sprintf("finishing %s: its new password is version %d of %s; next: set it on the role %q and log in with it", waits, rec.Version, o.Path, o.Role)
 		return v
 	}
-	if !v.Ready {
+	if !v.Ready && !unready {
 		v.Message += fmt.Sprintf(". %s waits until the Database is Ready", waits)
 		return v
 	}
-	// Ready stays true: the current password works until the rotation
-	// changes it.
+	// Ready stays as it is: the current password works (or, not Ready,
+	// does not) until the rotation changes it.
 	v.UpToDate = false
 	v.Rotation = RotationVerdict{Action: RotateStart, ID: rid, Version: o.KV.Version + 1}
 	v.Message += fmt.Sprintf("; rotating the credential (%s)", waits)

@@ -305,7 +305,47 @@ func TestDecideRotation(t *testing.T) {
 				o.Deleting = true
 				return o
 			},
-			want: out{Exists: true, Repairs: []Repair{RepairKVRecord, RepairExtensions}},
+			want: out{Exists: true, Repairs: []Repair{RepairPassword, RepairExtensions}},
+		},
+		"HolderChangedThePassword: the rotation starts without the old password": {
+			o: func() Observation {
+				o := rotating("r1")
+				o.Login, o.Installed = LoginRefused, nil
+				return o
+			},
+			want: out{Action: RotateStart, ID: "r1", Version: 2, Exists: true, Repairs: []Repair{RepairPassword, RepairExtensions}},
+			msg:  "rotating the credential",
+		},
+		"HolderFilledItsConnectionLimit: Ready, the rotation starts": {
+			o: func() Observation {
+				o := rotating("r1")
+				o.Login, o.Installed = LoginLimitFull, nil
+				return o
+			},
+			want: out{Action: RotateStart, ID: "r1", Version: 2, Exists: true, Ready: true},
+			msg:  "rotating the credential",
+		},
+		"HolderChangedThePasswordOfAnImport: waits (its credential is its only proof)": {
+			o: func() Observation {
+				o := rotating("r1")
+				o.Import, o.ImportUpdate = true, true
+				o.KV.Owner = nil
+				o.Login, o.Installed = LoginRefused, nil
+				return o
+			},
+			want: out{Exists: true, UpToDate: true, Reason: ReasonImportDifferences},
+			msg:  "waits until the Database is Ready",
+		},
+		"OwnershipNotOnRecord: waits until Ready": {
+			o: func() Observation {
+				o := rotating("r1")
+				delete(o.KV.Owner, MetaRoleOID)
+				o.Login, o.Installed = LoginLimitFull, nil
+				o.DB.PublicConnect = true
+				return o
+			},
+			want: out{Exists: true, Repairs: []Repair{RepairOwnerMetadata, RepairConnect}},
+			msg:  "waits until the Database is Ready",
 		},
 	}
 	for name, tc := range cases {

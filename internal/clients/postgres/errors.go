@@ -55,7 +55,30 @@ const (
 type Error struct {
 	Class    Class
 	SQLState string
-	msg      string
+	// Routine is the server's source function that raised the error (the
+	// ErrorResponse's R field, never translated): it tells apart errors of
+	// one SQLSTATE raised before and after authentication.
+	Routine string
+	msg     string
+}
+
+// Server functions that refuse a session after it has authenticated: the
+// role's connection limit (and its LOGIN attribute) are checked in
+// InitializeSessionUserId, the database's connection limit in
+// CheckMyDatabase, both called after PerformAuthentication. The server's
+// own "too many clients" (also 53300) is raised before authentication, in
+// another function.
+const (
+	routineSessionUser = "InitializeSessionUserId"
+	routineDatabase    = "CheckMyDatabase"
+)
+
+// LimitAfterAuthentication reports whether err is a login refused for a
+// full connection limit of the role or of the database (SQLSTATE 53300)
+// after the password was accepted.
+func LimitAfterAuthentication(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.SQLState == "53300" && (e.Routine == routineSessionUser || e.Routine == routineDatabase)
 }
 
 func (e *Error) Error() string { return e.msg }
@@ -86,7 +109,12 @@ func Classify(err error, redact ...string) *Error {
 			msg = strings.ReplaceAll(msg, r, "[redacted]")
 		}
 	}
-	return &Error{Class: c, SQLState: state, msg: msg}
+	e = &Error{Class: c, SQLState: state, msg: msg}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		e.Routine = pe.Routine
+	}
+	return e
 }
 
 func classify(err error) (Class, string, string) {

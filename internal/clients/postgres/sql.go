@@ -57,7 +57,8 @@ const qProbeMembership16 = `SELECT pg_catalog.pg_has_role(CURRENT_USER, $1::pg_c
 // cached list of its memberships (see asMember): the two differ only in a
 // session acting on an outdated list. The last two columns are the access
 // other roles have (otherGrantees, @MEMBERS@), as JSON arrays; then the
-// role's limits (limitsColumns).
+// role's limits (limitsColumns); then the database attributes its owner
+// can change (databaseAttributes).
 const observeTemplate = `SELECT d.oid, pg_catalog.pg_get_userbyid(d.datdba), d.datallowconn,
   ` + publicConnect + `,
   ` + roleConnect + `,
@@ -69,11 +70,19 @@ const observeTemplate = `SELECT d.oid, pg_catalog.pg_get_userbyid(d.datdba), d.d
   CASE WHEN r.oid IS NULL THEN NULL ELSE @GRANTED@ END,
   CASE WHEN d.oid IS NULL THEN NULL ELSE ` + otherGrantees + ` END,
   CASE WHEN r.oid IS NULL THEN NULL ELSE @MEMBERS@ END,
-  ` + limitsColumns + `
+  ` + limitsColumns + `,
+  ` + databaseAttributes + `
 FROM (SELECT 1) AS one
 LEFT JOIN pg_catalog.pg_database d ON d.datname OPERATOR(pg_catalog.=) $1::pg_catalog.name
 LEFT JOIN pg_catalog.pg_roles r ON r.rolname OPERATOR(pg_catalog.=) $2::pg_catalog.name
 LEFT JOIN pg_catalog.pg_roles adm ON adm.rolname OPERATOR(pg_catalog.=) CURRENT_USER`
+
+// databaseAttributes are the attributes of the database d that its owner
+// may change with ALTER DATABASE and that matter beyond its own sessions:
+// whether it is a template (any role with CREATEDB may then copy it, and
+// it cannot be dropped) and its connection limit (0 keeps the provider's
+// login check out). NULL when the database does not exist.
+const databaseAttributes = `d.datistemplate, d.datconnlimit`
 
 // Who holds CONNECT on the database d: PUBLIC, and the role r.
 const (
@@ -244,7 +253,29 @@ const (
 	// qSetRolePassword replaces a role's password with a SCRAM verifier
 	// (a credential rotation).
 	qSetRolePassword = `ALTER ROLE %s PASSWORD '%s'` //nolint:gosec // a statement template, not a credential
+	// qRepairDatabase gives a database back the attributes a tenant
+	// database has: not a template, no connection limit of its own (the
+	// login role's connection limit is the one that counts). The owner's
+	// privileges suffice, which the admin holds through its membership.
+	qRepairDatabase = `ALTER DATABASE %s WITH IS_TEMPLATE false CONNECTION LIMIT -1`
+	// qUnmarkTemplate precedes a drop: a template database cannot be
+	// dropped.
+	qUnmarkTemplate = `ALTER DATABASE %s WITH IS_TEMPLATE false`
 )
+
+// qIsTemplate: is database $1 a template? No row when it does not exist.
+const qIsTemplate = `SELECT d.datistemplate FROM pg_catalog.pg_database d
+WHERE d.datname OPERATOR(pg_catalog.=) $1::pg_catalog.name`
+
+// qTerminateRoleWaiting ends every session of role $1 except the calling
+// one, waiting up to 5 s for each to exit, and counts those signalled. It
+// runs in the transaction that sets the role's new password: a session of
+// the role altering its own password meanwhile waits for that transaction
+// on the role's row and is ended while it waits.
+const qTerminateRoleWaiting = `SELECT pg_catalog.count(*) FILTER (WHERE t.ended)::pg_catalog.int4 FROM (
+  SELECT pg_catalog.pg_terminate_backend(a.pid, 5000::pg_catalog.int8) AS ended FROM pg_catalog.pg_stat_activity a
+  WHERE a.usename OPERATOR(pg_catalog.=) $1::pg_catalog.name
+    AND a.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()) t`
 
 // qTerminate ends every other session on database $1 and counts them.
 const qTerminate = `SELECT pg_catalog.count(*)::pg_catalog.int4 FROM (

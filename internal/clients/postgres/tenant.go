@@ -69,6 +69,11 @@ type Catalog struct {
 	// RoleSettings and DatabaseSettings are the login role's defaults
 	// ("name=value") in every database and in its own database.
 	RoleSettings, DatabaseSettings []string
+
+	// IsTemplate: the database is marked as a template (datistemplate).
+	IsTemplate bool
+	// DatabaseConnLimit is the database's own connection limit (-1: none).
+	DatabaseConnLimit int32
 }
 
 // LoginFingerprint is everything the catalog shows that decides whether
@@ -78,8 +83,8 @@ type Catalog struct {
 // login proven under one fingerprint is assumed to still work while the
 // fingerprint is unchanged.
 func (c Catalog) LoginFingerprint() string {
-	return fmt.Sprintf("db=%t/%d/%s/%t/%t/%t role=%t/%d/%t/%t/%t/%t/%t/%t/%d/%q verifier=%s",
-		c.DatabaseExists, c.DatabaseOID, c.Owner, c.AllowConn, c.PublicConnect, c.RoleConnect,
+	return fmt.Sprintf("db=%t/%d/%s/%t/%t/%t/%t/%d role=%t/%d/%t/%t/%t/%t/%t/%t/%d/%q verifier=%s",
+		c.DatabaseExists, c.DatabaseOID, c.Owner, c.AllowConn, c.PublicConnect, c.RoleConnect, c.IsTemplate, c.DatabaseConnLimit,
 		c.RoleExists, c.RoleOID, c.Login, c.Superuser, c.CreateDB, c.CreateRole, c.Replication, c.BypassRLS, c.ConnLimit, c.ValidUntil,
 		c.VerifierDigest)
 }
@@ -129,11 +134,14 @@ func (p *Pool) Observe(ctx context.Context, database, role string) (Catalog, err
 	var granted *bool
 	var otherGrants, otherMembers []byte
 	var roleSettings, dbSettings []string
+	var isTemplate *bool
+	var dbConnLimit *int32
 	err = p.onCurrentSession(ctx, func(c *pgxpool.Conn) (bool, error) {
 		err := c.Conn().QueryRow(ctx, qObserve(major, readable), database, role).Scan(
 			&dbOID, &owner, &allowConn, &publicConnect, &roleConnect,
 			&roleOID, &login, &super, &createDB, &createRole, &repl, &bypass, &connLimit, &member, &canAdmin,
-			&validUntil, &verifier, &granted, &otherGrants, &otherMembers, &roleSettings, &dbSettings)
+			&validUntil, &verifier, &granted, &otherGrants, &otherMembers, &roleSettings, &dbSettings,
+			&isTemplate, &dbConnLimit)
 		return err == nil && outdatedMemberships(member, granted), err
 	})
 	if err != nil {
@@ -148,6 +156,7 @@ func (p *Pool) Observe(ctx context.Context, database, role string) (Catalog, err
 	if dbOID != nil {
 		c.DatabaseExists, c.DatabaseOID, c.Owner, c.AllowConn = true, *dbOID, deref(owner), deref(allowConn)
 		c.PublicConnect, c.RoleConnect = deref(publicConnect), deref(roleConnect)
+		c.IsTemplate, c.DatabaseConnLimit = deref(isTemplate), deref(dbConnLimit)
 	}
 	if roleOID != nil {
 		c.RoleExists, c.RoleOID = true, *roleOID
@@ -373,6 +382,43 @@ func (p *Pool) SetRolePassword(ctx context.Context, role, verifier string) error
 	return p.exec(ctx, fmt.Sprintf(qSetRolePassword, r, verifier))
 }
 
+// SetRolePasswordEndingSessions replaces role's password with a SCRAM-SHA-256
+// verifier and ends every other session of the role, in one transaction,
+// and returns how many sessions were signalled. A session of the role
+// that sets its own password meanwhile waits for this transaction and is
+// ended while it waits, so that it cannot put its own password back
+// between the two steps. It needs what SetRolePassword and
+// TerminateRoleSessions need.
+func (p *Pool) SetRolePasswordEndingSessions(ctx context.Context, role, verifier string) (int, error) {
+	r, err := ident("role", role)
+	if err != nil {
+		return 0, err
+	}
+	if !scram.IsVerifier(verifier) {
+		return 0, errors.New("refusing to send a role password that is not a SCRAM-SHA-256 verifier")
+	}
+	var n int
+	err = p.asMember(ctx, role, func(ctx context.Context, c *pgx.Conn) error {
+		return pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, fmt.Sprintf(qSetRolePassword, r, verifier)); err != nil {
+				return err
+			}
+			return tx.QueryRow(ctx, qTerminateRoleWaiting, role).Scan(&n)
+		})
+	})
+	return n, err
+}
+
+// RepairDatabase gives database, which owner owns, back the attributes of
+// a tenant database: not a template, no connection limit of its own.
+func (p *Pool) RepairDatabase(ctx context.Context, database, owner string) error {
+	d, _, err := dbAndRole(database, owner)
+	if err != nil {
+		return err
+	}
+	return p.asMember(ctx, owner, execOn(fmt.Sprintf(qRepairDatabase, d)))
+}
+
 // TerminateRoleSessions ends every session of role except the calling one
 // and returns how many were signalled. It needs the privileges of role
 // (membership with INHERIT) or of pg_signal_backend; without them the
@@ -554,7 +600,24 @@ func (p *Pool) DropDatabase(ctx context.Context, database, owner string) error {
 	if err != nil {
 		return err
 	}
-	return p.asMember(ctx, owner, execOn(fmt.Sprintf(qDropDatabase, d)))
+	// Its owner may have marked it a template, which cannot be dropped.
+	return p.asMember(ctx, owner, func(ctx context.Context, c *pgx.Conn) error {
+		var template bool
+		err := c.QueryRow(ctx, qIsTemplate, database).Scan(&template)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if template {
+			if _, err := c.Exec(ctx, fmt.Sprintf(qUnmarkTemplate, d)); err != nil {
+				return err
+			}
+		}
+		_, err = c.Exec(ctx, fmt.Sprintf(qDropDatabase, d))
+		return err
+	})
 }
 
 // DropRole drops role. Absent is success.
