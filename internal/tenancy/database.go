@@ -577,7 +577,7 @@ func decide(o Observation) Verdict {
 		v.Message = fmt.Sprintf("database %q owned by %q; the credential's password is accepted, but every session its connection limit allows is in use, so the installed extensions were not read this time", o.Database, o.Role)
 	case o.Login != LoginOK:
 		v.Reason = ReasonProvisioningFailed
-		v.Message = fmt.Sprintf("the credential at %s does not log in as %q: someone changed the role's password or its login rights; the provider sets a new password on an existing role only in a credential rotation, which starts from a working one, so restore the password from the record (or delete and re-create the tenant)", o.Path, o.Role)
+		v.Message = fmt.Sprintf("the credential at %s does not log in as %q, and nothing the provider repairs explains it (it gives the role the record's password back when the role refuses it): check the server's authentication rules (pg_hba.conf) and the role's password expiry", o.Path, o.Role)
 	default:
 		v.Ready = true
 		v.Phase = v1alpha1.DatabasePhaseReady

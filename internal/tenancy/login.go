@@ -29,6 +29,10 @@ type ProvenLogin struct {
 // hands a remembered record out only while no login is due.
 const withheldPassword = "\x00password withheld"
 
+// PasswordWithheld reports whether pw is the marker a remembered record
+// holds instead of its password: never a password to set or send.
+func PasswordWithheld(pw string) bool { return pw == withheldPassword }
+
 // WithoutPassword returns a copy of the record whose password, when it has
 // one, is replaced by a marker that is not the password: enough for every
 // decision that needs to know a password is there, useless for a login.

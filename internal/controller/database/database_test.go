@@ -503,7 +503,12 @@ func TestAvailabilityQueryFailureIsDependencyUnavailable(t *testing.T) {
 	waitDB(t, d, "Ready once the query works", ready)
 }
 
-func TestDriftIsRepairedWithTheSamePassword(t *testing.T) {
+// TestDriftIsRepairedFromTheRecord: drift in the catalog and in the
+// record's fields is repaired; the record's password is the truth, so a
+// record written with another password (by an OpenBao admin) gives the
+// role that password, and a deleted current version is restored from the
+// newest earlier one that logs in, without a new password.
+func TestDriftIsRepairedFromTheRecord(t *testing.T) {
 	testenv.Need(t)
 	ctx := context.Background()
 	d := newDB("drift")
@@ -531,7 +536,8 @@ func TestDriftIsRepairedWithTheSamePassword(t *testing.T) {
 	}
 	root, _ := env.OpenBao.Client(env.OpenBao.RootToken)
 	kv := root.KVv2("kv")
-	// An altered record: a wrong port and a password that does not log in.
+	// An altered record: a wrong port and a password the role does not
+	// have.
 	altered := map[string]any{}
 	for key, v := range k.Data {
 		altered[key] = v
@@ -543,11 +549,22 @@ func TestDriftIsRepairedWithTheSamePassword(t *testing.T) {
 	waitDB(t, d, "Ready after repair", func(d *v1alpha1.Database) bool {
 		s := readPG(t, "drift", "drift")
 		k := readKV(t, path)
-		return ready(d) && !s.CreateDB && !s.PublicConnected && s.Owner == "drift" && k.Data["password"] == pw && k.Data["port"] == fmt.Sprint(env.Postgres.Port)
+		return ready(d) && !s.CreateDB && !s.PublicConnected && s.Owner == "drift" && k.Data["password"] == "not-the-password" && k.Data["port"] == fmt.Sprint(env.Postgres.Port)
 	})
-	if after := readPG(t, "drift", "drift"); after.Verifier != before.Verifier {
-		t.Error("the role's password changed during the repair")
+	if after := readPG(t, "drift", "drift"); after.Verifier == before.Verifier {
+		t.Error("the role kept its password although the record holds another")
 	}
+	if c, err := appLogin(t, "drift", "not-the-password", "drift"); err != nil {
+		t.Errorf("the record's password does not log in after the repair: %v", err)
+	} else {
+		_ = c.Close(ctx)
+	}
+	if c, err := appLogin(t, "drift", pw, "drift"); err == nil {
+		_ = c.Close(ctx)
+		t.Error("the role's earlier password still logs in")
+	}
+	pw = "not-the-password"
+	before = readPG(t, "drift", "drift")
 
 	// The current version deleted: restored from the newest working one.
 	if err := kv.Delete(ctx, path); err != nil {

@@ -408,6 +408,11 @@ func (e *external) loginIfDue(ctx context.Context, db *v1alpha1.Database, n name
 		return tenancy.LoginOK, check.Last.Installed
 	}
 	login, installed := e.login(ctx, n, o.KV.Data["password"])
+	if login == tenancy.LoginLimitFull && last != nil {
+		// No session to read the extensions: the last proven login's list
+		// is the best known.
+		installed = last.Installed
+	}
 	metrics.LoginMade()
 	if f := tenancy.LoginFailure(login); f != "" {
 		metrics.LoginFailed(f)
@@ -449,6 +454,11 @@ func (e *external) login(ctx context.Context, n names, password string) (tenancy
 				// The database accepts no connections: the server says so
 				// only after authentication. Not a refused credential.
 				return tenancy.LoginNotAccepting, nil
+			case postgres.LimitAfterAuthentication(err):
+				// The role's (or the database's) connection limit is full,
+				// checked after the password was accepted: whoever holds
+				// the credential has every session it allows.
+				return tenancy.LoginLimitFull, nil
 			case pe.Class == postgres.ClassAuthentication:
 				return tenancy.LoginRefused, nil
 			}
@@ -676,15 +686,15 @@ func (e *external) Create(ctx context.Context, db *v1alpha1.Database) (managed.E
 	return managed.ExternalCreation{}, nil
 }
 
-// workingPassword returns the password to keep in a repaired record: the
-// current one, or, when the current version lost it (deleted or altered),
-// the newest earlier version's password that still logs in as the role.
-// The provider never makes up a new password for an existing role (a
-// credential rotation, requested by an admin, is the only exception).
+// workingPassword returns the password to keep in a repaired record whose
+// current version lost it (deleted, or written without one): the newest
+// earlier version's password that still logs in as the role, or, when none
+// does, the newest earlier version's password (the record is the truth:
+// the role gets it back at the next observation). The provider never makes
+// up a new password for an existing role (a credential rotation, requested
+// by an admin, is the only exception).
 func (e *external) workingPassword(ctx context.Context, n names, kv tenancy.KVState) (string, error) {
-	if pw := kv.Data["password"]; pw != "" && e.obs.Login == tenancy.LoginOK {
-		return pw, nil
-	}
+	newest := ""
 	for v := kv.Version - 1; v >= 1 && v >= kv.Version-10; v-- {
 		data, err := e.kv.ReadVersion(ctx, n.path, v)
 		if err != nil {
@@ -693,6 +703,9 @@ func (e *external) workingPassword(ctx context.Context, n names, kv tenancy.KVSt
 		if data["password"] == "" {
 			continue
 		}
+		if newest == "" {
+			newest = data["password"]
+		}
 		c, err := e.pool.ConnectAs(ctx, n.database, postgres.Credential{Username: n.role, Password: data["password"]})
 		if err != nil {
 			continue
@@ -700,7 +713,27 @@ func (e *external) workingPassword(ctx context.Context, n names, kv tenancy.KVSt
 		_ = c.Close(ctx)
 		return data["password"], nil
 	}
-	return "", errors.New("the credential record lost its working password and no earlier version (up to 10 back) logs in as the role: restore it in OpenBao by hand; the provider sets a new password on an existing role only in a credential rotation, which starts from a working one")
+	if newest != "" {
+		return newest, nil
+	}
+	return "", errors.New("the credential record lost its password and no earlier version (up to 10 back) has one: restore it in OpenBao by hand (any version with the role's password), or request a credential rotation")
+}
+
+// restorePassword gives the role the password of its credential record
+// (as a SCRAM-SHA-256 verifier), never using the password the role has
+// now: someone changed it, and the record is the truth. Sessions opened
+// with the other password are left alone (they may be the app's own); a
+// rotation with terminateSessions ends them.
+func (e *external) restorePassword(ctx context.Context, n names, kv tenancy.KVState) error {
+	pw := kv.Data["password"]
+	if pw == "" || tenancy.PasswordWithheld(pw) {
+		return errors.New("the credential record's password was not read; the next observation reads it")
+	}
+	verifier, err := scram.Verifier(pw)
+	if err != nil {
+		return err
+	}
+	return e.pool.SetRolePassword(ctx, n.role, verifier)
 }
 
 func (e *external) installExtensions(ctx context.Context, db *v1alpha1.Database, n names, password string) error {
@@ -746,8 +779,13 @@ func (e *external) Update(ctx context.Context, db *v1alpha1.Database) (managed.E
 		var err error
 		switch r {
 		case tenancy.RepairKVRecord:
-			var pw string
-			if pw, err = e.workingPassword(ctx, n, o.KV); err == nil {
+			// The record's own password is kept: it is the truth, which
+			// RepairPassword gives the role when it refuses it.
+			pw := o.KV.Data["password"]
+			if pw == "" {
+				pw, err = e.workingPassword(ctx, n, o.KV)
+			}
+			if err == nil {
 				data := e.wantData(n)
 				data["password"] = pw
 				_, err = e.kv.Write(ctx, n.path, data, o.KV.Version)
@@ -758,6 +796,10 @@ func (e *external) Update(ctx context.Context, db *v1alpha1.Database) (managed.E
 			err = e.pool.GrantRoleToAdmin(ctx, n.role)
 		case tenancy.RepairRole:
 			err = e.pool.RepairRole(ctx, n.role)
+		case tenancy.RepairPassword:
+			err = e.restorePassword(ctx, n, o.KV)
+		case tenancy.RepairDatabase:
+			err = e.pool.RepairDatabase(ctx, n.database, n.role)
 		case tenancy.RepairLimits:
 			err = e.pool.SetRoleLimits(ctx, n.role, n.database, tenancy.DecideLimits(o.Limits, o.R.Limits))
 		case tenancy.RepairOwner:
@@ -857,15 +899,19 @@ func (e *external) rotate(ctx context.Context, db *v1alpha1.Database) error {
 	if err != nil {
 		return fail(db, tenancy.ReasonProvisioningFailed, err.Error())
 	}
-	if err := e.pool.SetRolePassword(ctx, n.role, verifier); err != nil {
-		return failFrom(db, StepRotateRole, err)
-	}
 	ended := 0
-	if c := db.Spec.CredentialRotation; c != nil && c.TerminateSessions {
+	if c := db.Spec.CredentialRotation; c == nil || !c.TerminateSessions {
+		if err := e.pool.SetRolePassword(ctx, n.role, verifier); err != nil {
+			return failFrom(db, StepRotateRole, err)
+		}
+	} else {
 		if err := e.step(StepRotateSessions); err != nil {
 			return failFrom(db, StepRotateSessions, err)
 		}
-		if ended, err = e.pool.TerminateRoleSessions(ctx, n.role); err != nil {
+		// The new password and the end of the role's sessions in one
+		// transaction: a session of the role cannot set its own password
+		// in between and keep it.
+		if ended, err = e.pool.SetRolePasswordEndingSessions(ctx, n.role, verifier); err != nil {
 			if postgres.ClassOf(err) == postgres.ClassPrivileges {
 				return fail(db, tenancy.ReasonInsufficientPrivileges, fmt.Sprintf("rotation %q: the role %q has its new password, but the server refused to end its sessions: the admin role needs the privileges of %q (GRANT %q TO <the admin role> WITH INHERIT TRUE) or of pg_signal_backend (GRANT pg_signal_backend TO <the admin role>); retrying: %v", r.ID, n.role, n.role, n.role, err))
 			}
@@ -873,10 +919,16 @@ func (e *external) rotate(ctx context.Context, db *v1alpha1.Database) error {
 		}
 	}
 	c, err := e.pool.ConnectAs(ctx, n.database, postgres.Credential{Username: n.role, Password: password})
-	if err != nil {
+	switch {
+	case err == nil:
+		_ = c.Close(ctx)
+	case postgres.LimitAfterAuthentication(err):
+		// Refused after the new password was accepted: proven. The
+		// role's sessions (opened before, with the old password) fill its
+		// connection limit; terminateSessions ends them.
+	default:
 		return failFrom(db, "log in with the rotated password", err)
 	}
-	_ = c.Close(ctx)
 	if err := e.step(StepRotateRecord); err != nil {
 		return failFrom(db, StepRotateRecord, err)
 	}
