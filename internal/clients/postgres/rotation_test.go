@@ -115,3 +115,67 @@ func TestTerminateSparesTheCallersSession(t *testing.T) {
 		t.Error("the other session of the role survived")
 	}
 }
+
+// TestLimitAfterAuthentication: a login refused by the role's or the
+// database's full connection limit is told apart from one refused before
+// authentication (a wrong password), by the server function that raised
+// it, on every major; the password is proven only in the first case.
+func TestLimitAfterAuthentication(t *testing.T) {
+	testenv.Need(t)
+	ctx := context.Background()
+	p := adminPool(t)
+	pw := testenv.RandomSecret("l-")
+	provision(t, p, "rot_limit", pw)
+	su := env.Postgres.SuperConnT(t, "postgres")
+	if _, err := su.Exec(ctx, "ALTER ROLE rot_limit CONNECTION LIMIT 1"); err != nil {
+		t.Fatal(err)
+	}
+	app, err := appConn(t, "rot_limit", pw, "rot_limit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close(ctx) //nolint:errcheck // test
+	connect := func(password string) error {
+		c, err := p.ConnectAs(ctx, "rot_limit", postgres.Credential{Username: "rot_limit", Password: password})
+		if err == nil {
+			_ = c.Close(ctx)
+		}
+		return err
+	}
+	if err := connect(pw); !postgres.LimitAfterAuthentication(err) {
+		t.Errorf("the role's limit full: %v, want a refusal after authentication", err)
+	}
+	if err := connect("wrong-" + pw); err == nil || postgres.LimitAfterAuthentication(err) {
+		t.Errorf("a wrong password with the role's limit full: %v, want a refusal before authentication", err)
+	}
+	if _, err := su.Exec(ctx, "ALTER ROLE rot_limit CONNECTION LIMIT -1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := su.Exec(ctx, "ALTER DATABASE rot_limit CONNECTION LIMIT 0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := connect(pw); !postgres.LimitAfterAuthentication(err) {
+		t.Errorf("the database's limit 0: %v, want a refusal after authentication", err)
+	}
+
+	// SetRolePasswordEndingSessions ends the role's sessions with the new
+	// password in place.
+	if _, err := su.Exec(ctx, "ALTER DATABASE rot_limit CONNECTION LIMIT -1"); err != nil {
+		t.Fatal(err)
+	}
+	newPW := testenv.RandomSecret("n-")
+	v, _ := scram.Verifier(newPW)
+	n, err := p.SetRolePasswordEndingSessions(ctx, "rot_limit", v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 || answers(app) {
+		t.Errorf("%d sessions ended, the old session answers: %v", n, answers(app))
+	}
+	if err := connect(newPW); err != nil {
+		t.Errorf("the new password: %v", err)
+	}
+	if err := connect(pw); err == nil {
+		t.Error("the old password still logs in")
+	}
+}
