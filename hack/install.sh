@@ -38,11 +38,30 @@ hack/install-postgres.sh $PG_MAJOR ${PG_MAJORS-$PG_SUPPORTED_MAJORS} ${PG_SUPPOR
 hack/install-k8s.sh "${k8s[@]}" > "$PPT_CACHE/logs/install-k8s-$set_.log" 2>&1 & k8s_pid=$!
 { hack/install-k8s.sh "${eso[@]}" && hack/install-tools.sh "${eso_tools[@]}"; } > "$PPT_CACHE/logs/install-eso-$set_.log" 2>&1 & eso_pid=$!
 { hack/install-tools.sh "${tools[@]}" && hack/install-lint.sh && hack/install-prometheus.sh && hack/install-node.sh; } > "$PPT_CACHE/logs/install-tools-$set_.log" 2>&1 & tools_pid=$!
+# Progress every 30 s while anything builds: what each queue is doing, the
+# time so far, the last full build's time when one is recorded, and the
+# logs to follow.
+estimate=$PPT_CACHE/logs/build-seconds-$set_
+progress() {
+  local last="" q f step
+  [ -s "$estimate" ] && last=" (the last build of this set took $(cat "$estimate")s)"
+  while sleep 30; do
+    for q in k8s eso tools; do
+      f=$PPT_CACHE/logs/install-$q-$set_.log
+      step=$(grep -h '^\[' "$f" 2>/dev/null | tail -n 1)
+      log "building for $((SECONDS - t0))s$last; $q: ${step:-starting}; log: $f"
+    done
+  done
+}
+progress & progress_pid=$!
 rc=0
 for q in k8s:$k8s_pid eso:$eso_pid tools:$tools_pid; do
   name=${q%%:*} pid=${q##*:} f=$PPT_CACHE/logs/install-${q%%:*}-$set_.log
   wait "$pid" || { echo "install ($name) failed; last lines of $f:" >&2; tail -n 30 "$f" >&2; rc=1; }
 done
+kill "$progress_pid" 2>/dev/null || true
 grep -h '^\[' "$PPT_CACHE"/logs/install-{k8s,eso,tools}-"$set_".log >&2 || true
+# A run that built something records its time as the next run's estimate.
+if [ "$rc" = 0 ] && [ $((SECONDS - t0)) -gt 120 ]; then echo "$((SECONDS - t0))" > "$estimate"; fi
 log "component set '$set_' ready in $PPT_BIN after $((SECONDS - t0))s"
 exit $rc
