@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"ddupan.top/provider-postgresql-tenant/internal/clients/postgres"
 	"ddupan.top/provider-postgresql-tenant/internal/scram"
@@ -177,5 +178,20 @@ func TestLimitAfterAuthentication(t *testing.T) {
 	}
 	if err := connect(pw); err == nil {
 		t.Error("the old password still logs in")
+	}
+}
+
+// TestTooManyClientsIsNotAfterAuthentication: the server's own limit
+// (max_connections, SQLSTATE 53300 too) is raised before authentication
+// and proves nothing.
+func TestTooManyClientsIsNotAfterAuthentication(t *testing.T) {
+	for routine, want := range map[string]bool{"InitializeSessionUserId": true, "CheckMyDatabase": true, "InitProcess": false, "BackendStartup": false, "": false} {
+		err := postgres.Classify(&pgconn.PgError{Code: "53300", Message: "too many", Routine: routine})
+		if got := postgres.LimitAfterAuthentication(err); got != want {
+			t.Errorf("53300 raised by %q: after authentication %v, want %v", routine, got, want)
+		}
+	}
+	if postgres.LimitAfterAuthentication(postgres.Classify(&pgconn.PgError{Code: "28P01", Routine: "InitializeSessionUserId"})) {
+		t.Error("a refused password counts as a full connection limit")
 	}
 }
