@@ -97,23 +97,40 @@ func TestRotationCompletesWhateverTheHolderDid(t *testing.T) {
 		_ = su.QueryRow(ctx, "SELECT rolconnlimit FROM pg_roles WHERE rolname = $1", name).Scan(&limit)
 		return ready(d) && limit == 2
 	})
+	// The holder fills the role's connection limit: the provider's login
+	// check is refused after authentication, which proves the password,
+	// and a rotation with terminateSessions completes.
 	old := readKV(t, dbPath(name))
-	pw := old.Data["password"].(string)
-
-	var sessions []*pgx.Conn
-	for range 2 {
-		c, err := appLogin(t, name, pw, name)
-		if err != nil {
-			t.Fatal(err)
+	fill := func(pw string) []*pgx.Conn {
+		t.Helper()
+		var sessions []*pgx.Conn
+		for range 2 {
+			c, err := appLogin(t, name, pw, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = c.Close(ctx) })
+			sessions = append(sessions, c)
 		}
-		defer c.Close(ctx) //nolint:errcheck // ended by the server
-		sessions = append(sessions, c)
+		if logsIn(t, name, pw) {
+			t.Fatal("a third session logged in: the role's connection limit is not full")
+		}
+		return sessions
 	}
-	if logsIn(t, name, pw) {
-		t.Fatal("a third session logged in: the role's connection limit is not full")
+	sessions := fill(old.Data["password"].(string))
+	requestRotation(t, d, "limitfull", true)
+	waitDB(t, d, "rotated with the limit full", rotated("limitfull"))
+	for i, c := range sessions {
+		if alive(c) {
+			t.Errorf("the holder's session %d survived the rotation with terminateSessions", i)
+		}
 	}
-	// The holder keeps its own password on the role from one of its
-	// sessions until it is ended.
+	pw := checkRotated(t, name, old, "limitfull")
+
+	// With the new password, the holder fills the limit again and, from
+	// one of its sessions, keeps setting its own password on the role.
+	old = readKV(t, dbPath(name))
+	sessions = fill(pw)
 	loop, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
