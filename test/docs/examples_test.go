@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
 	"ddupan.top/provider-postgresql-tenant/internal/testenv"
@@ -93,5 +94,62 @@ func TestSampleOutputShowsThePrinterColumns(t *testing.T) {
 	}
 	if samples == 0 {
 		t.Fatal("no sample `kubectl get` output of a provider kind found in the docs")
+	}
+}
+
+// The examples name one OpenBao: the ClusterSecretStore ESO reads through
+// is the server the provider's runtime config writes to.
+func TestExamplesNameOneOpenBao(t *testing.T) {
+	provider, err := testenv.ExampleOpenBaoAddress()
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := testenv.ReadManifests(filepath.Join(testenv.RepoRoot(), "examples"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stores := 0
+	for _, o := range objs {
+		if o.GetKind() != "ClusterSecretStore" && o.GetKind() != "SecretStore" {
+			continue
+		}
+		stores++
+		server, _, _ := unstructured.NestedString(o.Object, "spec", "provider", "vault", "server")
+		if server != provider {
+			t.Errorf("examples: %s %s reads OpenBao at %q, the provider's runtime config names %q", o.GetKind(), o.GetName(), server, provider)
+		}
+	}
+	if stores == 0 {
+		t.Fatal("examples/ holds no secret store")
+	}
+}
+
+// The example admin Secret names the admin role install.md creates.
+func TestExampleAdminSecretNamesTheDocumentedRole(t *testing.T) {
+	role := ""
+	for _, line := range strings.Split(block(t, "install.md", "sql", "admin-role"), "\n") {
+		if f := strings.Fields(line); len(f) > 2 && f[0] == "CREATE" && f[1] == "ROLE" {
+			role = f[2]
+		}
+	}
+	if role == "" {
+		t.Fatal("install.md's admin-role block creates no role")
+	}
+	objs, err := testenv.ReadManifests(filepath.Join(testenv.RepoRoot(), "examples", "provider"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets := 0
+	for _, o := range objs {
+		if o.GetKind() != "Secret" {
+			continue
+		}
+		secrets++
+		if user, _, _ := unstructured.NestedString(o.Object, "stringData", "username"); user != role {
+			t.Errorf("examples/provider: Secret %s names the admin role %q, install.md creates %q", o.GetName(), user, role)
+		}
+	}
+	if secrets == 0 {
+		t.Fatal("examples/provider holds no admin Secret")
 	}
 }
