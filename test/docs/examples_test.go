@@ -26,7 +26,7 @@ func TestSampleOutputShowsThePrinterColumns(t *testing.T) {
 	}
 	headers := map[string][]string{}
 	for _, f := range crds {
-		b, err := os.ReadFile(f) //nolint:gosec // a CRD of this repository
+		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,7 +52,7 @@ func TestSampleOutputShowsThePrinterColumns(t *testing.T) {
 	}
 	samples := 0
 	for _, f := range docFiles(t) {
-		b, err := os.ReadFile(f) //nolint:gosec // a doc of this repository
+		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
