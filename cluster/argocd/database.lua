@@ -19,7 +19,8 @@
 --   Healthy      Ready, whatever its binding: Available, Bound, or Released
 --                (kept by reclaimPolicy Retain: not broken, and an admin
 --                decides when to rebind it; the message says so)
--- A reason not named below is Progressing, with the reason in the message.
+-- A reason not named below is Progressing, with the reason in the message
+-- and a note that this health check does not know it.
 
 local degraded = {
   Conflict = true, ImmutableField = true, InvalidSpec = true,
@@ -33,6 +34,12 @@ local degraded = {
 -- Reasons the provider sets while it waits for something that resumes by
 -- itself: a Synced=False next to one of them is that wait, not a failure.
 local waiting = {
+  InstanceNotReady = true, DependencyUnavailable = true, BoundToTenant = true,
+}
+
+-- Reasons of progress (provisioning, repairing, deleting) and the waits.
+local progressing = {
+  Creating = true, Deleting = true, Reconciling = true,
   InstanceNotReady = true, DependencyUnavailable = true, BoundToTenant = true,
 }
 
@@ -103,6 +110,9 @@ if ready == nil or notReady then
     hs.message = "Waiting for the provider to report Ready"
   else
     hs.message = explain(ready.reason, ready.message)
+    if text(ready.reason) ~= "" and not progressing[text(ready.reason)] then
+      hs.message = hs.message .. " (a reason this health check does not know)"
+    end
   end
   return hs
 end

@@ -1,11 +1,18 @@
 package argocd
 
 import (
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	"sigs.k8s.io/yaml"
 
 	"ddupan.top/provider-postgresql-tenant/internal/clients/postgres"
@@ -105,6 +112,12 @@ status:
 		{name: "on its way", status: Progressing, messageHas: []string{"ExternalSecretCreated: Creating: Unready resources: externalsecret"}, obj: tenantHead + `
 metadata: {name: a, namespace: ns}
 status: {phase: ExternalSecretCreated, conditions: [{type: Ready, status: "False", reason: Creating, message: "Unready resources: externalsecret"}]}`},
+		{name: "a reason the script does not know", status: Progressing, messageHas: []string{"Pending: SomethingNew: m (" + unknownReason + ")"}, obj: tenantHead + `
+metadata: {name: a, namespace: ns}
+status: {phase: Pending, reason: SomethingNew, message: m, conditions: [{type: Ready, status: "False", reason: Creating}]}`},
+		{name: "a known wait", status: Progressing, messageIsnt: unknownReason, obj: tenantHead + `
+metadata: {name: a, namespace: ns}
+status: {phase: Pending, reason: WaitingForTenant, message: m, conditions: [{type: Ready, status: "False", reason: Creating}]}`},
 		{name: "composed, Ready not reported yet", status: Progressing, messageHas: []string{"Pending"}, obj: tenantHead + `
 metadata: {name: a, namespace: ns}
 status: {conditions: [{type: Synced, status: "True", reason: ReconcileSuccess}]}`},
@@ -155,6 +168,9 @@ status: {conditions: [{type: Synced, status: "True", reason: ReconcileSuccess}]}
 		{name: "creating", status: Progressing, messageHas: []string{"Creating"}, obj: databaseHead + `
 metadata: {name: d}
 status: {atProvider: {phase: RoleCreated}, conditions: [{type: Synced, status: "True", reason: ReconcileSuccess}, {type: Ready, status: "False", reason: Creating}]}`},
+		{name: "a reason the script does not know", status: Progressing, messageHas: []string{"SomethingNew: m (" + unknownReason + ")"}, obj: databaseHead + `
+metadata: {name: d}
+status: {conditions: [{type: Synced, status: "True", reason: ReconcileSuccess}, {type: Ready, status: "False", reason: SomethingNew, message: m}]}`},
 		{name: "Bound", status: Healthy, messageHas: []string{"bound to the Tenant ns/a"}, obj: databaseHead + `
 metadata: {name: d}
 spec: {claimRef: {namespace: ns, name: a, uid: u}}
@@ -174,30 +190,168 @@ status: {binding: {phase: Available}, conditions: ` + ok + `}`},
 	check(t, DatabaseScript, cases)
 }
 
-// Every reason the provider and its binder report is classified on purpose:
-// a refusal that needs a human is Degraded, a wait is Progressing.
+// unknownReason is what a script adds to the message of a reason it does
+// not name.
+const unknownReason = "a reason this health check does not know"
+
+// readyReasons is every Ready reason a Tenant or a Database can show, and
+// what each script makes of it: tenant.lua of a Tenant's status.reason (the
+// binding's reason, or the bound Database's, relayed), database.lua of a
+// Database's Ready reason; "" where that object never shows it. A refusal
+// or a problem only a human ends is Degraded; progress, or a wait that
+// resumes by itself, is Progressing.
+var readyReasons = map[string]struct{ tenant, database string }{
+	tenancy.ReasonConflict:                   {Degraded, Degraded},
+	tenancy.ReasonImmutableField:             {Degraded, Degraded},
+	tenancy.ReasonInvalidSpec:                {Degraded, Degraded},
+	tenancy.ReasonImportDifferences:          {Degraded, Degraded},
+	tenancy.ReasonEndpointChanged:            {Degraded, Degraded},
+	tenancy.ReasonDatabaseVanished:           {Degraded, Degraded},
+	tenancy.ReasonProvisioningFailed:         {Degraded, Degraded},
+	tenancy.ReasonAuthenticationFailed:       {Degraded, Degraded},
+	tenancy.ReasonInsufficientPrivileges:     {Degraded, Degraded},
+	tenancy.ReasonUnsupportedVersion:         {Degraded, Degraded},
+	tenancy.ReasonDatabaseOptionsNotAllowed:  {Degraded, Degraded},
+	tenancy.ReasonDatabaseOptionsUnsupported: {Degraded, Degraded},
+	string(postgres.ClassDependentObjects):   {Degraded, Degraded},
+	string(postgres.ClassReadOnly):           {Degraded, Degraded},
+	string(postgres.ClassRefused):            {Degraded, Degraded},
+
+	tenancy.ReasonInstanceNotReady:      {Progressing, Progressing},
+	tenancy.ReasonDependencyUnavailable: {Progressing, Progressing},
+	tenancy.ReasonReconciling:           {Progressing, Progressing},
+	tenancy.ReasonBoundToTenant:         {Progressing, Progressing},
+	string(xpv2.ReasonCreating):         {Progressing, Progressing},
+	string(xpv2.ReasonDeleting):         {Progressing, Progressing},
+
+	// The binding's own.
+	tenancy.ReasonAlreadyBound:               {Degraded, ""},
+	tenancy.ReasonReleased:                   {Degraded, ""},
+	tenancy.ReasonWrongInstance:              {Degraded, ""},
+	tenancy.ReasonDatabaseNotFound:           {Degraded, ""},
+	tenancy.ReasonCredentialProjectionFailed: {Degraded, ""},
+	tenancy.ReasonNotATenantsBinding:         {Degraded, ""},
+	tenancy.ReasonTenantGone:                 {Degraded, ""},
+	// A Tenant not being deleted shows it only when its binding was
+	// deleted by hand: it waits for the Tenant's ExternalSecret, which goes
+	// only with the Tenant.
+	tenancy.ReasonWaitingForExternalSecret: {Degraded, ""},
+	tenancy.ReasonDatabaseNotReady:         {Progressing, ""},
+	tenancy.ReasonBinding:                  {Progressing, ""},
+	tenancy.ReasonWaitingForTenant:         {Progressing, ""},
+	tenancy.ReasonProvisioning:             {Progressing, ""},
+	tenancy.ReasonDelivering:               {Progressing, ""},
+}
+
+// otherReasons are the reasons the code defines that are no Tenant's or
+// Database's Ready reason while not Ready, and why.
+var otherReasons = map[string]string{
+	tenancy.ReasonAvailable:            "Ready=True",
+	tenancy.ReasonReady:                "a ClusterProviderConfig's Ready=True",
+	tenancy.ReasonUnsafeTemplates:      "a ClusterProviderConfig's (its Databases show InstanceNotReady)",
+	tenancy.ReasonOtherRolesHaveAccess: "the OtherAccess condition",
+	tenancy.ReasonOwnerOnly:            "the OtherAccess condition",
+	tenancy.ReasonWithinBudget:         "the ConnectionBudget condition",
+	tenancy.ReasonOvercommitted:        "the ConnectionBudget condition",
+	tenancy.ReasonUnlimited:            "the ConnectionBudget condition",
+	tenancy.ReasonOptionsDiffer:        "the OptionsDiffer condition",
+	tenancy.ReasonOptionsMatch:         "the OptionsDiffer condition",
+}
+
+// reasonSources are the packages that define condition reasons: constants
+// named Reason..., and the failure classes of internal/clients/postgres
+// (type Class), which are reasons too.
+var reasonSources = []string{"internal/tenancy", "internal/function", "internal/clients/postgres", "internal/controller"}
+
+// codeReasons collects the reasons reasonSources define, from their source
+// (test files aside), by reason, naming where each is defined.
+func codeReasons(t *testing.T) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	fset := token.NewFileSet()
+	for _, dir := range reasonSources {
+		err := filepath.WalkDir(filepath.Join("..", "..", dir), func(p string, e os.DirEntry, err error) error {
+			if err != nil || e.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+				return err
+			}
+			f, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
+			if err != nil {
+				return err
+			}
+			for _, d := range f.Decls {
+				g, ok := d.(*ast.GenDecl)
+				if !ok || g.Tok != token.CONST {
+					continue
+				}
+				for _, sp := range g.Specs {
+					vs := sp.(*ast.ValueSpec)
+					typ, _ := vs.Type.(*ast.Ident)
+					for i, n := range vs.Names {
+						if !strings.HasPrefix(n.Name, "Reason") && (typ == nil || typ.Name != "Class") {
+							continue
+						}
+						if i >= len(vs.Values) {
+							t.Errorf("%s: %s has no value of its own", fset.Position(n.Pos()), n.Name)
+							continue
+						}
+						lit, ok := vs.Values[i].(*ast.BasicLit)
+						if !ok || lit.Kind != token.STRING {
+							t.Errorf("%s: %s is not a string literal", fset.Position(n.Pos()), n.Name)
+							continue
+						}
+						v, err := strconv.Unquote(lit.Value)
+						if err != nil {
+							return err
+						}
+						if v != "" {
+							out[v] = fmt.Sprintf("%s (%s)", n.Name, fset.Position(n.Pos()))
+						}
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// The tables above are every reason the code defines: a new reason fails
+// here until it is classified (and then named in the scripts, below).
+func TestEveryReasonOfTheCodeIsInTheTables(t *testing.T) {
+	code := codeReasons(t)
+	if len(code) < 30 {
+		t.Fatalf("found only %d reasons in %v: %v", len(code), reasonSources, code)
+	}
+	crossplane := map[string]bool{string(xpv2.ReasonCreating): true, string(xpv2.ReasonDeleting): true}
+	for r, where := range code {
+		_, ready := readyReasons[r]
+		_, other := otherReasons[r]
+		if !ready && !other {
+			t.Errorf("the reason %q, %s, is in neither readyReasons nor otherReasons: classify it, and name it in the health checks", r, where)
+		}
+		if ready && other {
+			t.Errorf("the reason %q is in both readyReasons and otherReasons", r)
+		}
+	}
+	for r := range readyReasons {
+		if _, ok := code[r]; !ok && !crossplane[r] {
+			t.Errorf("readyReasons has %q, which the code does not define", r)
+		}
+	}
+	for r := range otherReasons {
+		if _, ok := code[r]; !ok {
+			t.Errorf("otherReasons has %q, which the code does not define", r)
+		}
+	}
+}
+
+// Every Ready reason is named in the scripts, and classified as
+// readyReasons says.
 func TestEveryReasonIsClassified(t *testing.T) {
-	degraded := []string{
-		tenancy.ReasonConflict, tenancy.ReasonImmutableField, tenancy.ReasonInvalidSpec,
-		tenancy.ReasonImportDifferences, tenancy.ReasonEndpointChanged, tenancy.ReasonDatabaseVanished,
-		tenancy.ReasonProvisioningFailed, tenancy.ReasonAuthenticationFailed, tenancy.ReasonInsufficientPrivileges,
-		tenancy.ReasonUnsupportedVersion, tenancy.ReasonDatabaseOptionsNotAllowed, tenancy.ReasonDatabaseOptionsUnsupported,
-		string(postgres.ClassDependentObjects), string(postgres.ClassReadOnly), string(postgres.ClassRefused),
-		string(postgres.ClassConflict), string(postgres.ClassInvalid), string(postgres.ClassPrivileges),
-		string(postgres.ClassAuthentication), string(postgres.ClassUnsupported),
-	}
-	waits := []string{
-		tenancy.ReasonInstanceNotReady, string(postgres.ClassUnavailable), tenancy.ReasonDependencyUnavailable,
-		tenancy.ReasonReconciling, "Creating",
-	}
-	tenantOnlyDegraded := []string{
-		tenancy.ReasonAlreadyBound, tenancy.ReasonReleased, tenancy.ReasonWrongInstance,
-		tenancy.ReasonDatabaseNotFound, tenancy.ReasonCredentialProjectionFailed,
-	}
-	tenantOnlyWaits := []string{
-		tenancy.ReasonDatabaseNotReady, tenancy.ReasonBinding, tenancy.ReasonProvisioning, tenancy.ReasonDelivering,
-	}
-	run := func(script, y, want string) {
+	run := func(script, y, want string, known bool) {
 		t.Helper()
 		got, err := Run(script, object(t, y))
 		if err != nil {
@@ -206,32 +360,31 @@ func TestEveryReasonIsClassified(t *testing.T) {
 		if got.Status != want {
 			t.Errorf("%s: %s, want %s", y, got, want)
 		}
-	}
-	for want, reasons := range map[string][]string{
-		Degraded:    append(append([]string{}, degraded...), tenantOnlyDegraded...),
-		Progressing: append(append([]string{}, waits...), tenantOnlyWaits...),
-	} {
-		for _, r := range reasons {
-			run(TenantScript, tenantHead+`
-metadata: {name: a, namespace: ns}
-status: {phase: Pending, reason: `+r+`, message: m, conditions: [{type: Synced, status: "True"}, {type: Ready, status: "False", reason: Creating}]}`, want)
+		if known && strings.Contains(got.Message, unknownReason) {
+			t.Errorf("%s: %s: the script does not name the reason", y, got)
 		}
 	}
 	// The provider's fail() sets Ready=False with the reason and returns an
 	// error, so Crossplane sets Synced=False next to it: a wait stays
 	// Progressing even then.
 	providerWaits := []string{tenancy.ReasonInstanceNotReady, tenancy.ReasonDependencyUnavailable, tenancy.ReasonBoundToTenant}
-	for _, synced := range []string{"True", "False"} {
-		for want, reasons := range map[string][]string{Degraded: degraded, Progressing: append(append([]string{}, waits...), tenancy.ReasonBoundToTenant)} {
-			for _, r := range reasons {
-				w := want
-				if synced == "False" && want == Progressing && !slices.Contains(providerWaits, r) {
-					w = Degraded
-				}
-				run(DatabaseScript, databaseHead+`
-metadata: {name: d}
-status: {conditions: [{type: Synced, status: "`+synced+`"}, {type: Ready, status: "False", reason: `+r+`, message: m}]}`, w)
+	for r, c := range readyReasons {
+		if c.tenant != "" {
+			run(TenantScript, tenantHead+`
+metadata: {name: a, namespace: ns}
+status: {phase: Pending, reason: `+r+`, message: m, conditions: [{type: Synced, status: "True"}, {type: Ready, status: "False", reason: Creating}]}`, c.tenant, true)
+		}
+		if c.database == "" {
+			continue
+		}
+		for _, synced := range []string{"True", "False"} {
+			w := c.database
+			if synced == "False" && w == Progressing && !slices.Contains(providerWaits, r) {
+				w = Degraded
 			}
+			run(DatabaseScript, databaseHead+`
+metadata: {name: d}
+status: {conditions: [{type: Synced, status: "`+synced+`"}, {type: Ready, status: "False", reason: `+r+`, message: m}]}`, w, synced == "True")
 		}
 	}
 }

@@ -11,19 +11,28 @@
 --   Progressing  being deleted; not composed yet; on its way (Pending,
 --                Binding, Provisioning, ExternalSecretCreated) or waiting
 --                on something that resumes by itself (InstanceNotReady,
---                DatabaseNotReady, DependencyUnavailable)
+--                DatabaseNotReady, DependencyUnavailable, WaitingForTenant)
 --   Degraded     Crossplane cannot compose it (Synced=False), or a refusal
 --                that only a changed spec or an admin ends (AlreadyBound,
---                Released, Conflict, ...)
+--                Released, Conflict, TenantGone, ...)
 --   Healthy      Ready: the database exists, a login worked, the Secret is
 --                written
--- A reason not named below is Progressing, with the reason in the message.
+-- A reason not named below is Progressing, with the reason in the message
+-- and a note that this health check does not know it.
 
 local degraded = {
   -- the binding's refusals
   AlreadyBound = true, Released = true, WrongInstance = true,
   DatabaseNotFound = true, Conflict = true, InvalidSpec = true,
   CredentialProjectionFailed = true,
+  -- a binding that is not this Tenant's (NotATenantsBinding), or that
+  -- released its Database because its Tenant is gone (TenantGone): an
+  -- admin deletes it
+  NotATenantsBinding = true, TenantGone = true,
+  -- the binding was deleted while its Tenant lives: it waits for the
+  -- Tenant's ExternalSecret, which goes only when the Tenant does (the
+  -- Tenant's own deletion is Progressing, above)
+  WaitingForExternalSecret = true,
   -- the bound Database's own problems, shown on the Tenant
   ImmutableField = true, DatabaseVanished = true, EndpointChanged = true,
   ImportDifferences = true, ProvisioningFailed = true,
@@ -31,6 +40,14 @@ local degraded = {
   UnsupportedVersion = true, DependentObjectsExist = true,
   ServerReadOnly = true, ServerRefused = true,
   DatabaseOptionsNotAllowed = true, DatabaseOptionsUnsupported = true,
+}
+
+-- Reasons of progress, and of waits that resume by themselves.
+local progressing = {
+  Creating = true, Deleting = true, Reconciling = true,
+  Binding = true, WaitingForTenant = true, Provisioning = true, Delivering = true,
+  InstanceNotReady = true, DatabaseNotReady = true, DependencyUnavailable = true,
+  BoundToTenant = true,
 }
 
 local function text(v)
@@ -103,6 +120,9 @@ local phase = text(status.phase)
 if phase == "" then phase = "Pending" end
 if reason ~= "" then
   hs.message = phase .. ": " .. explain(reason, status.message)
+  if not progressing[reason] then
+    hs.message = hs.message .. " (a reason this health check does not know)"
+  end
 elseif ready ~= nil then
   hs.message = phase .. ": " .. explain(ready.reason, ready.message)
 else

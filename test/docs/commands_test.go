@@ -476,4 +476,73 @@ func TestDocumentedProviderName(t *testing.T) {
 	if named == 0 {
 		t.Fatal("no documented kubectl command names the Provider")
 	}
+	checkProviderNameInFiles(t)
+}
+
+// providerNameUses are the ways a file names the Provider object outside a
+// doc's shell blocks: an install command (a comment of package/crossplane.yaml
+// too), the label Crossplane gives the provider's Pods (pkg.crossplane.io/provider,
+// as a selector, in a manifest, or as the Prometheus relabel source) and its
+// revisions (pkg.crossplane.io/package), and the troubleshooting's "under the
+// name". The first group is the name; a placeholder (<...>) is skipped.
+var providerNameUses = []*regexp.Regexp{
+	regexp.MustCompile(`xpkg install provider\s+\S+\s+(?:\\\s*#?\s*)?([^\s\\]+)`),
+	regexp.MustCompile(`pkg\.crossplane\.io/provider(?:=|:[ \t]*)["'` + "`" + `]?([A-Za-z0-9<][A-Za-z0-9._<>-]*)`),
+	regexp.MustCompile(`pkg\.crossplane\.io/package(?:=|:[ \t]*)["'` + "`" + `]?([A-Za-z0-9._-]*provider-postgresql-tenant[A-Za-z0-9._-]*)`),
+	regexp.MustCompile(`__meta_kubernetes_pod_label_pkg_crossplane_io_provider\]\s*\n\s*regex:\s*["']?([^\s"']+)`),
+	regexp.MustCompile("under the name `([^`]*provider-postgresql-tenant[^`]*)`"),
+}
+
+// checkProviderNameInFiles checks every use of the Provider's name in the
+// docs, README.md, examples/, package/ (but the generated CRDs), cluster/
+// and hack/: each is testenv.ProviderName.
+func checkProviderNameInFiles(t *testing.T) {
+	t.Helper()
+	root := testenv.RepoRoot()
+	var files []string
+	for _, d := range []string{"docs", "examples", "package", "cluster", "hack"} {
+		err := filepath.WalkDir(filepath.Join(root, d), func(p string, e os.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if e.IsDir() {
+				if p == filepath.Join(root, "package", "crds") || p == filepath.Join(root, "docs", "reference") {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			switch filepath.Ext(p) {
+			case ".md", ".yaml", ".yml", ".json", ".sh", ".go", ".lua", "":
+				files = append(files, p)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	files = append(files, filepath.Join(root, "README.md"))
+	uses := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel, _ := filepath.Rel(root, f)
+		for _, re := range providerNameUses {
+			for _, m := range re.FindAllStringSubmatch(string(b), -1) {
+				name := m[1]
+				if strings.HasPrefix(name, "<") {
+					continue
+				}
+				uses++
+				if name != testenv.ProviderName {
+					t.Errorf("%s: %q names the Provider %q, want %s", rel, strings.TrimSpace(m[0]), name, testenv.ProviderName)
+				}
+			}
+		}
+	}
+	if uses == 0 {
+		t.Fatal("no file names the Provider")
+	}
 }
