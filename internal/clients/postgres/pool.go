@@ -230,7 +230,12 @@ func (m *Manager) newPool(ref string, uid types.UID, key string, t Target, c Cre
 	// the search_path names only the system catalog (pg_temp last, so it
 	// can never shadow it). Startup parameters win over per-role and
 	// per-database settings.
-	cfg.ConnConfig.RuntimeParams["search_path"] = SafeSearchPath
+	// The other settings a role or database default could change are
+	// pinned too (PinnedSettings; the major is not known yet, so without
+	// the settings of later majors).
+	for k, v := range PinnedSettings(0, SafeSearchPath) {
+		cfg.ConnConfig.RuntimeParams[k] = v
+	}
 	cfg.ConnConfig.ConnectTimeout = m.opts.ConnectTimeout
 	cfg.MaxConns = m.opts.MaxConns
 	cfg.MinConns = 0
