@@ -288,7 +288,7 @@ func (g objectGrant) revoke() string {
 	case "column":
 		return fmt.Sprintf(qRevokeColumn, pgx.Identifier{g.column}.Sanitize(), qualified, who)
 	case "schema":
-		return fmt.Sprintf(qRevokeSchema, pgx.Identifier{g.name}.Sanitize(), who)
+		return fmt.Sprintf(qRevokeSchema, pgx.Identifier{g.schema}.Sanitize(), who)
 	case "routine":
 		if len(g.argSchemas) != len(g.argTypes) {
 			return ""
@@ -312,12 +312,21 @@ func (g objectGrant) revoke() string {
 	return ""
 }
 
+// insideSearchPath is SafeSearchPath; a test changes it to prove that
+// every statement is schema-qualified.
+var insideSearchPath = SafeSearchPath
+
 // connectInside opens the admin's session on a tenant database for the
 // cleanup: PinnedSettings at startup, then SET ROLE to the login role.
 func (p *Pool) connectInside(ctx context.Context, database, role string, major int) (*pgx.Conn, error) {
 	cfg := p.pool.Config().ConnConfig.Copy()
 	cfg.Database = database
 	cfg.RuntimeParams = PinnedSettings(major, SafeSearchPath)
+	if insideSearchPath != SafeSearchPath {
+		// Tests only: the tenant's search_path applies, to show that the
+		// statements resolve nothing of the tenant's even then.
+		delete(cfg.RuntimeParams, "search_path")
+	}
 	cfg.RuntimeParams["application_name"] = ApplicationName
 	ctx, cancel := p.withTimeout(ctx)
 	defer cancel()
