@@ -225,6 +225,15 @@ func TestAccessCleanupRunsNoTenantCode(t *testing.T) {
 		"ALTER DATABASE ct_owner SET default_transaction_read_only = on",
 		"ALTER DATABASE ct_owner SET statement_timeout = '1ms'")
 
+	// The cleanup's session inside runs under its own settings, as the
+	// login role, whatever the tenant set.
+	got, err := postgres.InsideSettings(ctx, p, db, db)
+	if err != nil {
+		t.Fatalf("the cleanup's session: %v", err)
+	}
+	if want := []string{"pg_catalog, pg_temp", "off", "0", db}; strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("the cleanup's session runs with search_path, default_transaction_read_only, statement_timeout, user = %q, want %q", got, want)
+	}
 	rep, err := p.CleanupAccess(ctx, db, db)
 	if err != nil {
 		t.Fatalf("CleanupAccess: %v", err)
