@@ -582,15 +582,18 @@ WHERE d.datname OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.text[]::pg_catalog.na
   AND (pg_catalog.has_database_privilege(d.oid, 'CONNECT'::pg_catalog.text)
     OR pg_catalog.pg_has_role(CURRENT_USER, 'pg_read_all_stats'::pg_catalog.name, 'USAGE'::pg_catalog.text))`
 
-// Sessions the provider opens inside a tenant's database (as the tenant's
-// role, or as the admin for an access cleanup) run where the tenant, as the
-// database owner, may have set defaults for every session
-// (ALTER DATABASE ... SET) and for its own role there (ALTER ROLE ... IN
-// DATABASE ... SET). Startup parameters override both, so every session
-// the provider opens starts with these: nothing a tenant set decides what
-// name resolves to which object, makes a session read-only, or bounds a
-// statement or a transaction by the tenant's choice. search_path is set
-// per session (SafeSearchPath, TenantSearchPath).
+// Sessions the provider opens on a database other than the admin's own
+// (a tenant's, as the tenant's role or as the admin for an access
+// cleanup; template1) run where someone else may have set defaults for
+// every session (ALTER DATABASE ... SET, which a tenant may do as its
+// database's owner) and for a role there (ALTER ROLE ... IN DATABASE ...
+// SET, which a tenant may do for its own role). Startup parameters
+// override both, so every such session starts with these: nothing set
+// there decides what name resolves to which object, makes the session
+// read-only, or bounds a statement or a transaction. search_path is set
+// per session (SafeSearchPath, TenantSearchPath). The admin pool, on the
+// admin's own database, pins only its search_path: the settings of that
+// database and of the admin role are the platform admin's.
 var pinnedSettings = map[string]string{
 	"default_transaction_read_only":       "off",
 	"default_transaction_isolation":       "read committed",
