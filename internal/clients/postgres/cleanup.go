@@ -103,7 +103,11 @@ func (p *Pool) CleanupAccess(ctx context.Context, database, role string) (Cleanu
 		if major >= 16 && m[1] != "" {
 			stmt += " GRANTED BY " + pgx.Identifier{m[1]}.Sanitize()
 		}
-		rep.Remaining = append(rep.Remaining, redact(fmt.Sprintf("membership of %q in the login role, granted by %q: %s; a grant made by a superuser needs a superuser to revoke it (%s)", m[0], m[1], why, stmt)))
+		hint := "revoke it as a superuser"
+		if major >= 16 {
+			hint = "from PostgreSQL 16 on a grant is revoked by its grantor or a role with the grantor's privileges; a grant a superuser made needs a superuser"
+		}
+		rep.Remaining = append(rep.Remaining, redact(fmt.Sprintf("membership of %q in the login role, granted by %q: %s; %s (%s)", m[0], m[1], why, hint, stmt)))
 	}
 
 	// 3. Inside the database.
