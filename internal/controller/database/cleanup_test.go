@@ -124,8 +124,14 @@ func TestAccessCleanupOnRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(3 * poll)
-	got.Status = v1alpha1.DatabaseStatus{}
-	if err := env.Kube.Client.Status().Update(ctx, got); err != nil {
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(d), got); err != nil {
+			return err
+		}
+		got.Status = v1alpha1.DatabaseStatus{}
+		return env.Kube.Client.Status().Update(ctx, got)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	waitDB(t, d, "status rebuilt", cleanedUp("c1"))
