@@ -103,6 +103,70 @@ type CredentialRotation struct {
 	TerminateSessions bool `json:"terminateSessions,omitempty"`
 }
 
+// AccessCleanup asks the provider to remove every access to a Database's
+// database other than its login role's and the provider's admin role's.
+type AccessCleanup struct {
+	// ID names the cleanup; any value. Setting it, or changing it,
+	// requests one cleanup: the provider, in its own sessions, revokes the
+	// database's privileges from other roles (CASCADE), revokes other
+	// roles' memberships in the login role, removes the login role's
+	// default privileges for other roles and other roles' privileges on
+	// objects inside the database, and ends other roles' sessions on the
+	// database. What it cannot remove (objects owned by other roles, a
+	// membership only a superuser may revoke, a superuser's session) is
+	// reported in status.atProvider.accessCleanup.remaining with the
+	// reason. status.atProvider.accessCleanup.id then shows this ID, and
+	// the credential record's metadata keeps it. Removing the field, or
+	// keeping the ID, removes nothing. Needs Update in
+	// spec.managementPolicies and a Database that is otherwise Ready
+	// (Bound or Released): in Conflict, ImmutableField, EndpointChanged or
+	// DatabaseVanished it reports and removes nothing.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	ID string `json:"id"`
+}
+
+// AccessCleanupObservation is the last completed access cleanup.
+type AccessCleanupObservation struct {
+	// ID of the last completed cleanup.
+	// +optional
+	ID string `json:"id,omitempty"`
+
+	// CompletedAt is when it completed.
+	// +optional
+	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
+
+	// Removed counts what the cleanup removed. Absent when status was
+	// rebuilt from the credential record's metadata.
+	// +optional
+	Removed *AccessCleanupCounts `json:"removed,omitempty"`
+
+	// Remaining lists what the cleanup could not remove, each with the
+	// reason and what an admin can do (at most 20 entries).
+	// +optional
+	Remaining []string `json:"remaining,omitempty"`
+}
+
+// AccessCleanupCounts counts what an access cleanup removed.
+type AccessCleanupCounts struct {
+	// DatabaseGrants: roles whose privileges on the database were revoked.
+	// +optional
+	DatabaseGrants int `json:"databaseGrants,omitempty"`
+	// Memberships: grants of the login role to other roles revoked.
+	// +optional
+	Memberships int `json:"memberships,omitempty"`
+	// DefaultPrivileges: default privileges for other roles removed.
+	// +optional
+	DefaultPrivileges int `json:"defaultPrivileges,omitempty"`
+	// ObjectGrants: other roles' privileges on objects inside the database
+	// revoked.
+	// +optional
+	ObjectGrants int `json:"objectGrants,omitempty"`
+	// Sessions: other roles' sessions on the database ended.
+	// +optional
+	Sessions int `json:"sessions,omitempty"`
+}
+
 // CredentialRotationObservation is the last completed rotation.
 type CredentialRotationObservation struct {
 	// ID of the last completed rotation.
@@ -255,6 +319,12 @@ type DatabaseObservation struct {
 	// +optional
 	CredentialRotation *CredentialRotationObservation `json:"credentialRotation,omitempty"`
 
+	// AccessCleanup is the last completed access cleanup
+	// (spec.accessCleanup). Its ID and time are rebuilt from the
+	// credential record's metadata when status is lost.
+	// +optional
+	AccessCleanup *AccessCleanupObservation `json:"accessCleanup,omitempty"`
+
 	// OtherAccess lists the roles other than the owner (and the provider's
 	// admin role, and PUBLIC, whose CONNECT is revoked) that can reach the
 	// database: grantees of privileges on it, and members of the login
@@ -368,6 +438,13 @@ type DatabaseSpec struct {
 	// is never changed.
 	// +optional
 	CredentialRotation *CredentialRotation `json:"credentialRotation,omitempty"`
+
+	// AccessCleanup requests, when its ID changes, that the provider
+	// remove every access to the database other than the login role's and
+	// its own; see AccessCleanup. Used before a Released Database is
+	// handed to another team. Without it nothing is ever revoked.
+	// +optional
+	AccessCleanup *AccessCleanup `json:"accessCleanup,omitempty"`
 }
 
 // A DatabaseStatus represents the observed state of a Database.

@@ -241,6 +241,9 @@ type Observation struct {
 	// Rotation is the credential rotation the spec asks for and the one
 	// status reports.
 	Rotation RotationRequest
+	// Cleanup is the access cleanup the spec asks for and the one status
+	// reports.
+	Cleanup CleanupRequest
 
 	// Limits are the limits in effect for the login role (the config's
 	// defaults and the Database's overrides).
@@ -270,6 +273,8 @@ type Verdict struct {
 	Message string
 	// Rotation is the credential rotation step to take on Update.
 	Rotation RotationVerdict
+	// Cleanup is the access cleanup to run on Update.
+	Cleanup CleanupVerdict
 }
 
 // Repair is one non-destructive correction of drift.
@@ -387,8 +392,10 @@ func EndpointChange(record, want map[string]string) string {
 // record and the login attempt, decide what exists, what is whose, what to
 // repair, the phase and the credential rotation step. It never trusts a
 // phase recorded earlier: every step is re-verified from the observation.
+// The access cleanup is decided last: it runs only on an otherwise settled
+// verdict.
 func Decide(o Observation) Verdict {
-	return decideRotation(o, decide(o))
+	return decideCleanup(o, decideRotation(o, decide(o)))
 }
 
 // decide is Decide without credential rotation.

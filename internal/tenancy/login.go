@@ -68,10 +68,10 @@ func RememberedRecord(o Observation, c LoginCheck, fingerprint func(version int)
 
 // Steady reports whether a verdict leaves nothing to do: the Database is
 // Ready, exists, is up to date, and no repair, rotation or attention is
-// needed. Only such a verdict may stand on a remembered record.
+// needed (nor an access cleanup). Only such a verdict may stand on a remembered record.
 func Steady(v Verdict) bool {
 	return v.Ready && v.Exists && v.UpToDate && v.Reason == "" && v.Conflict == "" &&
-		len(v.Repairs) == 0 && len(v.Differences) == 0 && v.Rotation.Action == RotateNone
+		len(v.Repairs) == 0 && len(v.Differences) == 0 && v.Rotation.Action == RotateNone && v.Cleanup.ID == ""
 }
 
 // LoginCheck is what decides whether an Observe logs in as the role.

@@ -215,8 +215,17 @@ func (p *Pool) Templates(ctx context.Context) (tenancy.TemplateState, error) {
 	if t := p.templatesChecked.Load(); t != 0 && time.Since(time.Unix(0, t)) < templatesRecheck {
 		return s, nil
 	}
+	major, err := p.Major(ctx)
+	if err != nil {
+		return s, err
+	}
 	cfg := p.pool.Config().ConnConfig.Copy()
 	cfg.Database = "template1"
+	// A database other than the admin's own: nothing set for it, or for
+	// the admin role in it, applies (PinnedSettings).
+	for k, v := range PinnedSettings(major, SafeSearchPath) {
+		cfg.RuntimeParams[k] = v
+	}
 	c, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		e := Classify(err, p.redact...)

@@ -230,6 +230,10 @@ func (m *Manager) newPool(ref string, uid types.UID, key string, t Target, c Cre
 	// the search_path names only the system catalog (pg_temp last, so it
 	// can never shadow it). Startup parameters win over per-role and
 	// per-database settings.
+	// Per-role and per-database settings of the admin's own database
+	// are the platform admin's, not a tenant's: only the search_path is
+	// pinned here. Every session on another database pins the rest too
+	// (PinnedSettings).
 	cfg.ConnConfig.RuntimeParams["search_path"] = SafeSearchPath
 	cfg.ConnConfig.ConnectTimeout = m.opts.ConnectTimeout
 	cfg.MaxConns = m.opts.MaxConns

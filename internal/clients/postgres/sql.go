@@ -612,3 +612,232 @@ FROM pg_catalog.pg_database d
 WHERE d.datname OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.text[]::pg_catalog.name[])
   AND (pg_catalog.has_database_privilege(d.oid, 'CONNECT'::pg_catalog.text)
     OR pg_catalog.pg_has_role(CURRENT_USER, 'pg_read_all_stats'::pg_catalog.name, 'USAGE'::pg_catalog.text))`
+
+// Sessions the provider opens on a database other than the admin's own
+// (a tenant's, as the tenant's role or as the admin for an access
+// cleanup; template1) run where someone else may have set defaults for
+// every session (ALTER DATABASE ... SET, which a tenant may do as its
+// database's owner) and for a role there (ALTER ROLE ... IN DATABASE ...
+// SET, which a tenant may do for its own role). Startup parameters
+// override both, so every such session starts with these: nothing set
+// there decides what name resolves to which object, makes the session
+// read-only, or bounds a statement or a transaction. search_path is set
+// per session (SafeSearchPath, TenantSearchPath). The admin pool, on the
+// admin's own database, pins only its search_path: the settings of that
+// database and of the admin role are the platform admin's.
+var pinnedSettings = map[string]string{
+	"default_transaction_read_only":       "off",
+	"default_transaction_isolation":       "read committed",
+	"default_transaction_deferrable":      "off",
+	"statement_timeout":                   "0",
+	"lock_timeout":                        "0",
+	"idle_in_transaction_session_timeout": "0",
+	"idle_session_timeout":                "0",
+	"exit_on_error":                       "off",
+	"standard_conforming_strings":         "on",
+	"row_security":                        "on",
+	"check_function_bodies":               "on",
+}
+
+// PinnedSettings returns the startup parameters of every provider session
+// on a server major: pinnedSettings, plus transaction_timeout from 17 on
+// (an older server refuses a startup parameter it does not know), with
+// searchPath.
+func PinnedSettings(major int, searchPath string) map[string]string {
+	m := make(map[string]string, len(pinnedSettings)+2)
+	for k, v := range pinnedSettings {
+		m[k] = v
+	}
+	if major >= 17 {
+		m["transaction_timeout"] = "0"
+	}
+	m["search_path"] = searchPath
+	return m
+}
+
+// Access cleanup (Pool.CleanupAccess). The server-wide steps run on the
+// admin pool; the steps inside the tenant's database run in one admin
+// session on that database, started with PinnedSettings and then SET ROLE
+// to the login role (qSetRole), so whatever they run, runs with the
+// tenant's privileges. In that session SESSION_USER is the admin and
+// CURRENT_USER the login role. Names read from the catalog are quoted in
+// Go (pgx.Identifier.Sanitize), never by the server.
+
+// qSetRole: the in-database session acts as the login role (quoted).
+const qSetRole = `SET ROLE %s`
+
+// qCleanupDatabaseGrantees lists the roles holding a privilege on database
+// $1 other than PUBLIC, the owner, the login role $2 and the admin.
+const qCleanupDatabaseGrantees = `SELECT DISTINCT pg_catalog.pg_get_userbyid(a.grantee)::pg_catalog.text
+FROM pg_catalog.pg_database d
+CROSS JOIN pg_catalog.aclexplode(d.datacl) a
+LEFT JOIN pg_catalog.pg_roles r ON r.rolname OPERATOR(pg_catalog.=) $2::pg_catalog.name
+LEFT JOIN pg_catalog.pg_roles adm ON adm.rolname OPERATOR(pg_catalog.=) SESSION_USER
+WHERE d.datname OPERATOR(pg_catalog.=) $1::pg_catalog.name
+  AND a.grantee OPERATOR(pg_catalog.<>) 0::pg_catalog.oid
+  AND a.grantee OPERATOR(pg_catalog.<>) d.datdba
+  AND a.grantee OPERATOR(pg_catalog.<>) COALESCE(r.oid, 0::pg_catalog.oid)
+  AND a.grantee OPERATOR(pg_catalog.<>) COALESCE(adm.oid, 0::pg_catalog.oid)
+ORDER BY 1`
+
+// qRevokeDatabase revokes every privilege of a role on the database, and
+// what it granted onwards (database and role quoted).
+const qRevokeDatabase = `REVOKE ALL ON DATABASE %s FROM %s CASCADE`
+
+// qCleanupMembers lists the grants of the login role $1 to roles other
+// than the admin: the member and the grantor (before 16 the grantor is
+// not kept reliably and is not used).
+const qCleanupMembers = `SELECT pg_catalog.pg_get_userbyid(m.member)::pg_catalog.text, COALESCE(pg_catalog.pg_get_userbyid(m.grantor)::pg_catalog.text, ''::pg_catalog.text)
+FROM pg_catalog.pg_auth_members m
+JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) m.roleid
+LEFT JOIN pg_catalog.pg_roles adm ON adm.rolname OPERATOR(pg_catalog.=) SESSION_USER
+WHERE r.rolname OPERATOR(pg_catalog.=) $1::pg_catalog.name
+  AND m.member OPERATOR(pg_catalog.<>) COALESCE(adm.oid, 0::pg_catalog.oid)
+ORDER BY 1, 2`
+
+// Revoking a membership (role, member and grantor quoted): from 16 on per
+// grantor, which takes the grantor's privileges.
+const (
+	qRevokeMember   = `REVOKE %s FROM %s CASCADE`
+	qRevokeMember16 = `REVOKE %s FROM %s GRANTED BY %s CASCADE`
+)
+
+// qCleanupDefaultACL (inside the database, as the login role $1 by SET
+// ROLE) lists the default privileges granted to roles other than PUBLIC,
+// the role they are set for, the login role and the admin: whether the
+// entry is the login role's own, the role it is for, its schema ("" for
+// all), its object kind (pg_default_acl.defaclobjtype) and the grantee.
+const qCleanupDefaultACL = `SELECT DISTINCT da.defaclrole OPERATOR(pg_catalog.=) r.oid,
+  pg_catalog.pg_get_userbyid(da.defaclrole)::pg_catalog.text,
+  COALESCE(n.nspname::pg_catalog.text, ''::pg_catalog.text),
+  da.defaclobjtype::pg_catalog.text,
+  pg_catalog.pg_get_userbyid(a.grantee)::pg_catalog.text
+FROM pg_catalog.pg_default_acl da
+CROSS JOIN pg_catalog.aclexplode(da.defaclacl) a
+JOIN pg_catalog.pg_roles r ON r.rolname OPERATOR(pg_catalog.=) $1::pg_catalog.name
+LEFT JOIN pg_catalog.pg_roles adm ON adm.rolname OPERATOR(pg_catalog.=) SESSION_USER
+LEFT JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) da.defaclnamespace
+WHERE a.grantee OPERATOR(pg_catalog.<>) 0::pg_catalog.oid
+  AND a.grantee OPERATOR(pg_catalog.<>) da.defaclrole
+  AND a.grantee OPERATOR(pg_catalog.<>) r.oid
+  AND a.grantee OPERATOR(pg_catalog.<>) COALESCE(adm.oid, 0::pg_catalog.oid)
+ORDER BY 2, 3, 4, 5`
+
+// qRevokeDefaultACL removes default privileges (for-role, " IN SCHEMA
+// <schema>" or "", object kind keyword, grantee; names quoted).
+const qRevokeDefaultACL = `ALTER DEFAULT PRIVILEGES FOR ROLE %s%s REVOKE ALL ON %s FROM %s CASCADE`
+
+// qCleanupObjectGrants (inside the database) lists the privileges roles
+// other than the login role $1 and the admin hold on objects of this
+// database (pg_shdepend, deptype 'a'; PUBLIC is never recorded there):
+// the object's kind, its schema, name and column, a routine's argument
+// types (schemas and names), a large object's OID, the grantee and a
+// description for reports. Default privileges are qCleanupDefaultACL's.
+const qCleanupObjectGrants = `SELECT
+  CASE
+    WHEN s.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass AND s.objsubid OPERATOR(pg_catalog.=) 0::pg_catalog.int4 THEN 'table'
+    WHEN s.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass THEN 'column'
+    WHEN s.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_namespace'::pg_catalog.regclass THEN 'schema'
+    WHEN s.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass THEN 'routine'
+    WHEN s.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_type'::pg_catalog.regclass THEN 'type'
+    WHEN s.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_largeobject'::pg_catalog.regclass THEN 'large object'
+    WHEN s.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_language'::pg_catalog.regclass THEN 'language'
+    WHEN s.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_foreign_data_wrapper'::pg_catalog.regclass THEN 'foreign data wrapper'
+    WHEN s.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_foreign_server'::pg_catalog.regclass THEN 'foreign server'
+    ELSE ''
+  END::pg_catalog.text,
+  COALESCE(cn.nspname, pn.nspname, tn.nspname, sn.nspname, ''::pg_catalog.name)::pg_catalog.text,
+  COALESCE(c.relname, p.proname, t.typname, l.lanname, w.fdwname, fs.srvname, ''::pg_catalog.name)::pg_catalog.text,
+  COALESCE(att.attname, ''::pg_catalog.name)::pg_catalog.text,
+  COALESCE((SELECT pg_catalog.array_agg(xn.nspname::pg_catalog.text ORDER BY x.n) FROM pg_catalog.unnest(p.proargtypes::pg_catalog.oid[]) WITH ORDINALITY AS x(t, n)
+    JOIN pg_catalog.pg_type xt ON xt.oid OPERATOR(pg_catalog.=) x.t JOIN pg_catalog.pg_namespace xn ON xn.oid OPERATOR(pg_catalog.=) xt.typnamespace), '{}'::pg_catalog.text[]),
+  COALESCE((SELECT pg_catalog.array_agg(xt.typname::pg_catalog.text ORDER BY x.n) FROM pg_catalog.unnest(p.proargtypes::pg_catalog.oid[]) WITH ORDINALITY AS x(t, n)
+    JOIN pg_catalog.pg_type xt ON xt.oid OPERATOR(pg_catalog.=) x.t), '{}'::pg_catalog.text[]),
+  s.objid::pg_catalog.int8,
+  pg_catalog.pg_get_userbyid(s.refobjid)::pg_catalog.text,
+  COALESCE(pg_catalog.pg_describe_object(s.classid, s.objid, s.objsubid), ''::pg_catalog.text)
+FROM pg_catalog.pg_shdepend s
+JOIN pg_catalog.pg_database d ON d.oid OPERATOR(pg_catalog.=) s.dbid AND d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()
+JOIN pg_catalog.pg_roles r ON r.rolname OPERATOR(pg_catalog.=) $1::pg_catalog.name
+LEFT JOIN pg_catalog.pg_roles adm ON adm.rolname OPERATOR(pg_catalog.=) SESSION_USER
+LEFT JOIN pg_catalog.pg_class c ON s.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass AND c.oid OPERATOR(pg_catalog.=) s.objid
+LEFT JOIN pg_catalog.pg_namespace cn ON cn.oid OPERATOR(pg_catalog.=) c.relnamespace
+LEFT JOIN pg_catalog.pg_attribute att ON c.oid IS NOT NULL AND s.objsubid OPERATOR(pg_catalog.<>) 0::pg_catalog.int4
+  AND att.attrelid OPERATOR(pg_catalog.=) c.oid AND att.attnum OPERATOR(pg_catalog.=) s.objsubid::pg_catalog.int2
+LEFT JOIN pg_catalog.pg_namespace sn ON s.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_namespace'::pg_catalog.regclass AND sn.oid OPERATOR(pg_catalog.=) s.objid
+LEFT JOIN pg_catalog.pg_proc p ON s.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass AND p.oid OPERATOR(pg_catalog.=) s.objid
+LEFT JOIN pg_catalog.pg_namespace pn ON pn.oid OPERATOR(pg_catalog.=) p.pronamespace
+LEFT JOIN pg_catalog.pg_type t ON s.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_type'::pg_catalog.regclass AND t.oid OPERATOR(pg_catalog.=) s.objid
+LEFT JOIN pg_catalog.pg_namespace tn ON tn.oid OPERATOR(pg_catalog.=) t.typnamespace
+LEFT JOIN pg_catalog.pg_language l ON s.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_language'::pg_catalog.regclass AND l.oid OPERATOR(pg_catalog.=) s.objid
+LEFT JOIN pg_catalog.pg_foreign_data_wrapper w ON s.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_foreign_data_wrapper'::pg_catalog.regclass AND w.oid OPERATOR(pg_catalog.=) s.objid
+LEFT JOIN pg_catalog.pg_foreign_server fs ON s.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_foreign_server'::pg_catalog.regclass AND fs.oid OPERATOR(pg_catalog.=) s.objid
+WHERE s.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_authid'::pg_catalog.regclass
+  AND s.deptype OPERATOR(pg_catalog.=) 'a'::pg_catalog."char"
+  AND s.classid OPERATOR(pg_catalog.<>) 'pg_catalog.pg_default_acl'::pg_catalog.regclass
+  AND s.refobjid OPERATOR(pg_catalog.<>) r.oid
+  AND s.refobjid OPERATOR(pg_catalog.<>) COALESCE(adm.oid, 0::pg_catalog.oid)
+ORDER BY 9, 8`
+
+// Revoking a role's privileges on one object and what it granted onwards
+// (object and grantee quoted; a column, a routine's argument list or a
+// large object's OID as noted).
+const (
+	qRevokeTable       = `REVOKE ALL ON TABLE %s FROM %s CASCADE`
+	qRevokeColumn      = `REVOKE ALL (%s) ON TABLE %s FROM %s CASCADE`
+	qRevokeSchema      = `REVOKE ALL ON SCHEMA %s FROM %s CASCADE`
+	qRevokeRoutine     = `REVOKE ALL ON ROUTINE %s(%s) FROM %s CASCADE`
+	qRevokeType        = `REVOKE ALL ON TYPE %s FROM %s CASCADE`
+	qRevokeLargeObject = `REVOKE ALL ON LARGE OBJECT %d FROM %s CASCADE`
+	qRevokeLanguage    = `REVOKE ALL ON LANGUAGE %s FROM %s CASCADE`
+	qRevokeFDW         = `REVOKE ALL ON FOREIGN DATA WRAPPER %s FROM %s CASCADE`
+	qRevokeServer      = `REVOKE ALL ON FOREIGN SERVER %s FROM %s CASCADE`
+)
+
+// qCleanupForeignOwned (inside the database) lists objects of this
+// database owned by roles other than the login role $1 and the admin (at
+// most 21): the cleanup reports them and leaves them alone.
+const qCleanupForeignOwned = `SELECT COALESCE(pg_catalog.pg_describe_object(s.classid, s.objid, s.objsubid), ''::pg_catalog.text),
+  pg_catalog.pg_get_userbyid(s.refobjid)::pg_catalog.text
+FROM pg_catalog.pg_shdepend s
+JOIN pg_catalog.pg_database d ON d.oid OPERATOR(pg_catalog.=) s.dbid AND d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()
+JOIN pg_catalog.pg_roles r ON r.rolname OPERATOR(pg_catalog.=) $1::pg_catalog.name
+LEFT JOIN pg_catalog.pg_roles adm ON adm.rolname OPERATOR(pg_catalog.=) SESSION_USER
+WHERE s.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_authid'::pg_catalog.regclass
+  AND s.deptype OPERATOR(pg_catalog.=) 'o'::pg_catalog."char"
+  AND s.refobjid OPERATOR(pg_catalog.<>) r.oid
+  AND s.refobjid OPERATOR(pg_catalog.<>) COALESCE(adm.oid, 0::pg_catalog.oid)
+ORDER BY 2, 1
+LIMIT 21`
+
+// qCleanupEndSessions ends the client sessions on database $1 of roles
+// other than the login role $2 and the admin that the admin may signal
+// (it holds their privileges or pg_signal_backend's, and they are no
+// superuser unless it is one), waiting up to 5 s for each, and counts
+// those ended.
+const qCleanupEndSessions = `SELECT pg_catalog.count(*) FILTER (WHERE t.ended)::pg_catalog.int4 FROM (
+  SELECT pg_catalog.pg_terminate_backend(a.pid, 5000::pg_catalog.int8) AS ended
+  FROM pg_catalog.pg_stat_activity a
+  JOIN pg_catalog.pg_roles u ON u.oid OPERATOR(pg_catalog.=) a.usesysid
+  JOIN pg_catalog.pg_roles adm ON adm.rolname OPERATOR(pg_catalog.=) SESSION_USER
+  WHERE a.datname OPERATOR(pg_catalog.=) $1::pg_catalog.name
+    AND a.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()
+    AND u.rolname OPERATOR(pg_catalog.<>) $2::pg_catalog.name
+    AND u.oid OPERATOR(pg_catalog.<>) adm.oid
+    AND (NOT u.rolsuper OR adm.rolsuper)
+    AND (pg_catalog.pg_has_role(SESSION_USER, u.oid, 'USAGE'::pg_catalog.text)
+      OR pg_catalog.pg_has_role(SESSION_USER, 'pg_signal_backend'::pg_catalog.name, 'USAGE'::pg_catalog.text))) t`
+
+// qCleanupSessionsLeft lists the roles other than the login role $2 and
+// the admin with sessions on database $1, whether each is a superuser,
+// and how many sessions it has.
+const qCleanupSessionsLeft = `SELECT u.rolname::pg_catalog.text, u.rolsuper, pg_catalog.count(*)::pg_catalog.int4
+FROM pg_catalog.pg_stat_activity a
+JOIN pg_catalog.pg_roles u ON u.oid OPERATOR(pg_catalog.=) a.usesysid
+JOIN pg_catalog.pg_roles adm ON adm.rolname OPERATOR(pg_catalog.=) SESSION_USER
+WHERE a.datname OPERATOR(pg_catalog.=) $1::pg_catalog.name
+  AND a.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()
+  AND u.rolname OPERATOR(pg_catalog.<>) $2::pg_catalog.name
+  AND u.oid OPERATOR(pg_catalog.<>) adm.oid
+GROUP BY u.rolname, u.rolsuper
+ORDER BY 1`

@@ -658,9 +658,19 @@ func (p *Pool) ConnectAs(ctx context.Context, database string, cred Credential) 
 	// create objects there, and CREATE EXTENSION places an extension in the
 	// first schema of the search_path (pg_catalog is still searched first
 	// for every name, implicitly).
-	cfg.RuntimeParams["search_path"] = TenantSearchPath
+	// Nothing the tenant set for its database or its role there
+	// (ALTER DATABASE/ROLE ... SET) applies: a default_transaction_read_only
+	// or a statement_timeout of the tenant's must not fail the login check
+	// or the extension install (PinnedSettings).
 	ctx, cancel := p.withTimeout(ctx)
 	defer cancel()
+	major, err := p.Major(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range PinnedSettings(major, TenantSearchPath) {
+		cfg.RuntimeParams[k] = v
+	}
 	c, err := pgx.ConnectConfig(ctx, cfg)
 	redact := append([]string{cred.Username, cred.Password}, p.redact...)
 	if err != nil {

@@ -54,6 +54,10 @@ const (
 	StepRotateRole       = "rotate-role"
 	StepRotateSessions   = "rotate-terminate-sessions"
 	StepRotateRecord     = "rotate-record"
+	// Access cleanup: the removal itself (every step re-reads the
+	// catalog); the completion in the record's metadata.
+	StepCleanup       = "access-cleanup"
+	StepCleanupRecord = "access-cleanup-record"
 )
 
 // external acts on one Database's server and OpenBao record, for one
@@ -219,7 +223,8 @@ func (e *external) Observe(ctx context.Context, db *v1alpha1.Database) (managed.
 		Requested: db.Spec.ForProvider.Extensions,
 		WantData:  e.wantData(n),
 		Rotation:  rotationRequest(db),
-		DB:        tenancy.DBState{Exists: cat.DatabaseExists, OID: cat.DatabaseOID, Owner: cat.Owner, AllowConn: cat.AllowConn, PublicConnect: cat.PublicConnect, RoleConnect: cat.RoleConnect,
+		Cleanup:   cleanupRequest(db),
+		DB: tenancy.DBState{Exists: cat.DatabaseExists, OID: cat.DatabaseOID, Owner: cat.Owner, AllowConn: cat.AllowConn, PublicConnect: cat.PublicConnect, RoleConnect: cat.RoleConnect,
 			IsTemplate: cat.IsTemplate, ConnLimited: cat.DatabaseExists && cat.DatabaseConnLimit != -1},
 		R: tenancy.RoleState{Exists: cat.RoleExists, OID: cat.RoleOID, AttributesOK: cat.RoleAttributesOK(), AdminMember: cat.AdminMember, AdminCanAdmin: cat.AdminCanAdmin,
 			Elevated: cat.Superuser || cat.Replication || cat.BypassRLS, Limits: cat.RoleLimits()},
@@ -496,6 +501,11 @@ func (e *external) report(db *v1alpha1.Database, v tenancy.Verdict) {
 		if r := completedRotation(e.obs.KV.Owner); r != nil {
 			ap.CredentialRotation = r
 		}
+		// The last completed access cleanup: what status kept of it when
+		// it is the same one, else the record's metadata.
+		if c := completedCleanup(e.obs.KV.Owner); c != nil && (ap.AccessCleanup == nil || ap.AccessCleanup.ID != c.ID) {
+			ap.AccessCleanup = c
+		}
 	}
 	ap.Limits = nil
 	if e.obs.R.Exists {
@@ -766,6 +776,9 @@ func (e *external) Update(ctx context.Context, db *v1alpha1.Database) (managed.E
 	if v.Rotation.Action != tenancy.RotateNone {
 		return managed.ExternalUpdate{}, e.rotate(ctx, db)
 	}
+	if v.Cleanup.ID != "" {
+		return managed.ExternalUpdate{}, e.cleanup(ctx, db)
+	}
 	if len(v.Repairs) == 0 || v.Reason == tenancy.ReasonConflict || refusesDelete(v.Reason) || v.Reason == tenancy.ReasonDatabaseVanished || (o.Import && !o.ImportUpdate) {
 		return managed.ExternalUpdate{}, nil
 	}
@@ -832,6 +845,81 @@ func rotationRequest(db *v1alpha1.Database) tenancy.RotationRequest {
 		r.StatusID = c.ID
 	}
 	return r
+}
+
+// cleanupRequest is what the Database asks of an access cleanup.
+func cleanupRequest(db *v1alpha1.Database) tenancy.CleanupRequest {
+	r := tenancy.CleanupRequest{MayUpdate: policies(db).ShouldUpdate()}
+	if c := db.Spec.AccessCleanup; c != nil {
+		r.ID = c.ID
+	}
+	if c := db.Status.AtProvider.AccessCleanup; c != nil {
+		r.StatusID = c.ID
+	}
+	return r
+}
+
+// completedCleanup is the last completed access cleanup recorded in a
+// record's metadata, or nil.
+func completedCleanup(owner map[string]string) *v1alpha1.AccessCleanupObservation {
+	id := owner[tenancy.MetaCleanupCompletedID]
+	if id == "" {
+		return nil
+	}
+	c := &v1alpha1.AccessCleanupObservation{ID: id}
+	if t, err := time.Parse(time.RFC3339, owner[tenancy.MetaCleanupCompletedAt]); err == nil {
+		c.CompletedAt = &metav1.Time{Time: t}
+	}
+	return c
+}
+
+// maxRemaining is how many entries of what a cleanup left status lists.
+const maxRemaining = 20
+
+// cleanup runs the access cleanup of the verdict: the removal (which
+// reads the catalog afresh at every step, so an interrupted one just runs
+// again), then the completion in the record's metadata, then the report
+// in status and an Event that names counts only.
+func (e *external) cleanup(ctx context.Context, db *v1alpha1.Database) error {
+	n, id := e.names, e.verdict.Cleanup.ID
+	db.SetConditions(xpv2.Available().WithMessage(fmt.Sprintf("running the access cleanup %q: removing every access to the database %q other than the login role's", id, n.database)))
+	if err := e.step(StepCleanup); err != nil {
+		return failFrom(db, StepCleanup, err)
+	}
+	rep, err := e.pool.CleanupAccess(ctx, n.database, n.role)
+	if err != nil {
+		return failFrom(db, StepCleanup+" "+id, err)
+	}
+	if err := e.step(StepCleanupRecord); err != nil {
+		return failFrom(db, StepCleanupRecord, err)
+	}
+	now := time.Now().UTC().Truncate(time.Second)
+	if err := e.kv.SetOwner(ctx, n.path, tenancy.CleanupCompletion(id, now.Format(time.RFC3339))); err != nil {
+		return failFrom(db, StepCleanupRecord, err)
+	}
+	remaining := rep.Remaining
+	if len(remaining) > maxRemaining {
+		remaining = append(slices.Clone(remaining[:maxRemaining]), fmt.Sprintf("and %d more", len(rep.Remaining)-maxRemaining))
+	}
+	db.Status.AtProvider.AccessCleanup = &v1alpha1.AccessCleanupObservation{
+		ID: id, CompletedAt: &metav1.Time{Time: now}, Remaining: remaining,
+		Removed: &v1alpha1.AccessCleanupCounts{DatabaseGrants: rep.DatabaseGrants, Memberships: rep.Memberships,
+			DefaultPrivileges: rep.DefaultPrivileges, ObjectGrants: rep.ObjectGrants, Sessions: rep.Sessions},
+	}
+	msg := fmt.Sprintf("access cleanup %q: revoked %d database grant(s), %d membership(s), %d default privilege(s), %d object grant(s); ended %d session(s); %d item(s) left (status.atProvider.accessCleanup.remaining)",
+		id, rep.DatabaseGrants, rep.Memberships, rep.DefaultPrivileges, rep.ObjectGrants, rep.Sessions, len(rep.Remaining))
+	e.log.Info("Access cleanup completed", "cleanup", id, "databaseGrants", rep.DatabaseGrants, "memberships", rep.Memberships,
+		"defaultPrivileges", rep.DefaultPrivileges, "objectGrants", rep.ObjectGrants, "sessions", rep.Sessions, "remaining", len(rep.Remaining))
+	if len(rep.Remaining) > 0 {
+		e.record.Event(db, event.Warning("AccessCleanupIncomplete", errors.New(msg)))
+	} else {
+		e.record.Event(db, event.Normal("AccessCleanedUp", msg))
+	}
+	db.SetConditions(xpv2.Available().WithMessage(msg))
+	if e.confirm != nil {
+		e.confirm.Repaired(db.GetUID())
+	}
+	return nil
 }
 
 // completedRotation is the last completed rotation recorded in a record's

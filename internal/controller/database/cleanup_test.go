@@ -1,0 +1,183 @@
+package database_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
+	"ddupan.top/provider-postgresql-tenant/internal/controller/database"
+	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
+	"ddupan.top/provider-postgresql-tenant/internal/testenv"
+)
+
+// requestCleanup sets spec.accessCleanup.
+func requestCleanup(t *testing.T, d *v1alpha1.Database, id string) {
+	t.Helper()
+	ctx := context.Background()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
+			return err
+		}
+		d.Spec.AccessCleanup = &v1alpha1.AccessCleanup{ID: id}
+		return env.Kube.Client.Update(ctx, d)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func cleanedUp(id string) func(*v1alpha1.Database) bool {
+	return func(d *v1alpha1.Database) bool {
+		c := d.Status.AtProvider.AccessCleanup
+		return ready(d) && c != nil && c.ID == id && c.CompletedAt != nil
+	}
+}
+
+// TestAccessCleanupOnRequest: the owner tenant grants CONNECT on its
+// database, a table and default privileges to another role. A new spec.accessCleanup.id removes all of it
+// (the step recording the completion fails once on the way, and the
+// cleanup runs again to its end): status.atProvider.accessCleanup shows
+// the ID and the counts, the record's metadata keeps the ID, the
+// OtherAccess condition turns False, and the Database stays Ready. Access
+// granted again afterwards stays: the same ID runs nothing again, nor
+// does a wiped status, which is rebuilt from the record.
+func TestAccessCleanupOnRequest(t *testing.T) {
+	testenv.Need(t)
+	ctx := context.Background()
+	const name, other = "acldb", "acl_other"
+	d := newDB(name)
+	apply(t, d)
+	waitDB(t, d, "Ready", ready)
+	pw, _ := readKV(t, dbPath(name)).Data["password"].(string)
+	su := superConn(t, "postgres")
+	if _, err := su.Exec(ctx, "CREATE ROLE acl_other NOLOGIN"); err != nil {
+		t.Fatal(err)
+	}
+	app, err := appLogin(t, name, pw, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close(ctx) //nolint:errcheck // test connection
+	for _, s := range []string{
+		"GRANT CONNECT ON DATABASE acldb TO acl_other",
+		"CREATE TABLE public.t (id int)",
+		"GRANT SELECT ON public.t TO acl_other",
+		"ALTER DEFAULT PRIVILEGES GRANT SELECT ON TABLES TO acl_other",
+	} {
+		if _, err := app.Exec(ctx, s); err != nil {
+			t.Fatalf("as the owner tenant: %s: %v", s, err)
+		}
+	}
+	waitDB(t, d, "OtherAccess True", func(d *v1alpha1.Database) bool {
+		return otherAccess(d).Status == corev1.ConditionTrue
+	})
+
+	inject(database.StepCleanupRecord, 1)
+	requestCleanup(t, d, "c1")
+	waitDB(t, d, "cleaned up", cleanedUp("c1"))
+	fmu.Lock()
+	left := faults[database.StepCleanupRecord]
+	fmu.Unlock()
+	if left != 0 {
+		t.Fatal("the fault before recording the completion was never hit")
+	}
+	waitDB(t, d, "OtherAccess False", func(d *v1alpha1.Database) bool {
+		return ready(d) && otherAccess(d).Status == corev1.ConditionFalse && otherAccess(d).Reason == tenancy.ReasonOwnerOnly
+	})
+	got := &v1alpha1.Database{}
+	if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(d), got); err != nil {
+		t.Fatal(err)
+	}
+	// The fault came after the removal: the second run found nothing
+	// left on the database and still removes nothing twice; the counts
+	// are those of the run that recorded the completion.
+	c := got.Status.AtProvider.AccessCleanup
+	if c.Removed == nil || len(c.Remaining) != 0 {
+		t.Errorf("status.atProvider.accessCleanup = %+v", c)
+	}
+	if k := readKV(t, dbPath(name)); k.Owner[tenancy.MetaCleanupCompletedID] != "c1" {
+		t.Errorf("%s = %v, want c1", tenancy.MetaCleanupCompletedID, k.Owner[tenancy.MetaCleanupCompletedID])
+	}
+	var connect, read bool
+	if err := su.QueryRow(ctx, "SELECT has_database_privilege('acl_other', 'acldb', 'CONNECT')").Scan(&connect); err != nil {
+		t.Fatal(err)
+	}
+	if err := app.QueryRow(ctx, "SELECT has_table_privilege('acl_other', 'public.t', 'SELECT')").Scan(&read); err != nil {
+		t.Fatal(err)
+	}
+	if connect || read {
+		t.Errorf("after the cleanup acl_other still has CONNECT %t, SELECT %t", connect, read)
+	}
+	if r := got.GetCondition(xpv2.TypeReady); r.Status != corev1.ConditionTrue || strings.Contains(r.Message, other) {
+		t.Errorf("Ready = %s %q: the Ready message (relayed to the Tenant) names no other role", r.Status, r.Message)
+	}
+
+	// Granted again: the same ID, and a wiped status, revoke nothing.
+	if _, err := app.Exec(ctx, "GRANT CONNECT ON DATABASE acldb TO acl_other"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * poll)
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(d), got); err != nil {
+			return err
+		}
+		got.Status = v1alpha1.DatabaseStatus{}
+		return env.Kube.Client.Status().Update(ctx, got)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitDB(t, d, "status rebuilt", cleanedUp("c1"))
+	time.Sleep(3 * poll)
+	if err := su.QueryRow(ctx, "SELECT has_database_privilege('acl_other', 'acldb', 'CONNECT')").Scan(&connect); err != nil {
+		t.Fatal(err)
+	}
+	if !connect {
+		t.Error("the same cleanup ID ran again: a grant made after it was revoked")
+	}
+}
+
+// TestAccessCleanupWithoutUpdateIsReported: without Update in the
+// management policies a cleanup is InvalidSpec and revokes nothing.
+func TestAccessCleanupWithoutUpdateIsReported(t *testing.T) {
+	testenv.Need(t)
+	ctx := context.Background()
+	d := newDB("aclro", func(d *v1alpha1.Database) {
+		d.Spec.ManagementPolicies = xpv2.ManagementPolicies{xpv2.ManagementActionObserve, xpv2.ManagementActionCreate, xpv2.ManagementActionDelete}
+	})
+	apply(t, d)
+	waitDB(t, d, "Ready", ready)
+	pw, _ := readKV(t, dbPath("aclro")).Data["password"].(string)
+	su := superConn(t, "postgres")
+	if _, err := su.Exec(ctx, "CREATE ROLE aclro_other NOLOGIN"); err != nil {
+		t.Fatal(err)
+	}
+	app, err := appLogin(t, "aclro", pw, "aclro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close(ctx) //nolint:errcheck // test connection
+	if _, err := app.Exec(ctx, "GRANT CONNECT ON DATABASE aclro TO aclro_other"); err != nil {
+		t.Fatal(err)
+	}
+	requestCleanup(t, d, "c1")
+	waitDB(t, d, "InvalidSpec naming Update", func(d *v1alpha1.Database) bool {
+		c := d.GetCondition(xpv2.TypeReady)
+		return string(c.Reason) == tenancy.ReasonInvalidSpec && strings.Contains(c.Message, "add Update to spec.managementPolicies")
+	})
+	time.Sleep(3 * poll)
+	var connect bool
+	if err := su.QueryRow(ctx, "SELECT has_database_privilege('aclro_other', 'aclro', 'CONNECT')").Scan(&connect); err != nil {
+		t.Fatal(err)
+	}
+	if !connect {
+		t.Error("without Update, the cleanup revoked a grant")
+	}
+}
