@@ -293,11 +293,11 @@ const (
 	RepairPassword Repair = "set the login role's password back to the credential record's"
 	// RepairDatabase: the owner marked the database a template or gave it
 	// a connection limit of its own.
-	RepairDatabase Repair = "reset the database's template flag and connection limit"
-	RepairLimits        Repair = "set the login role's limits"
-	RepairOwner         Repair = "give the database back to the login role"
-	RepairConnect       Repair = "revoke CONNECT from PUBLIC, grant it to the login role, end other roles' sessions and allow connections"
-	RepairExtensions    Repair = "install missing extensions"
+	RepairDatabase   Repair = "reset the database's template flag and connection limit"
+	RepairLimits     Repair = "set the login role's limits"
+	RepairOwner      Repair = "give the database back to the login role"
+	RepairConnect    Repair = "revoke CONNECT from PUBLIC, grant it to the login role, end other roles' sessions and allow connections"
+	RepairExtensions Repair = "install missing extensions"
 )
 
 // KVOurs reports whether a KV record belongs to this Database.
