@@ -118,6 +118,17 @@ func TestRotationCompletesWhateverTheHolderDid(t *testing.T) {
 		return sessions
 	}
 	sessions := fill(old.Data["password"].(string))
+	// It also sets session defaults on its own role that would break a
+	// session that did not pin its own.
+	for _, stmt := range []string{
+		"ALTER ROLE CURRENT_USER SET default_transaction_read_only = on",
+		"ALTER ROLE CURRENT_USER SET statement_timeout = '1ms'",
+		"ALTER ROLE CURRENT_USER IN DATABASE " + name + " SET search_path = nowhere",
+	} {
+		if _, err := sessions[1].Exec(ctx, stmt); err != nil {
+			t.Fatalf("as the holder, %s: %v", stmt, err)
+		}
+	}
 	requestRotation(t, d, "limitfull", true)
 	waitDB(t, d, "rotated with the limit full", rotated("limitfull"))
 	for i, c := range sessions {
