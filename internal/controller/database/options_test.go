@@ -216,13 +216,13 @@ func TestImportReportsOptionDifferences(t *testing.T) {
 		t.Fatal(err)
 	}
 	root, _ := env.OpenBao.Client(env.OpenBao.RootToken)
-	if _, err := root.KVv2("kv").Put(ctx, "postgresql-tenants/legacy/optimp", map[string]any{"username": "optimp", "password": pw}); err != nil {
+	if _, err := root.KVv2("kv").Put(ctx, "postgresql-databases/imports/optimp", map[string]any{"username": "optimp", "password": pw}); err != nil {
 		t.Fatal(err)
 	}
 	before := datLocale(t, "optimp")
 	d := newDB("optimp", func(d *v1alpha1.Database) {
 		d.Spec.ManagementPolicies = xpv2.ManagementPolicies{xpv2.ManagementActionObserve}
-		d.Spec.ForProvider.CredentialPath = ptr.To("postgresql-tenants/legacy/optimp")
+		d.Spec.ForProvider.CredentialPath = ptr.To("postgresql-databases/imports/optimp")
 		d.Spec.ForProvider.Extensions = nil
 		d.Spec.ForProvider.Options = &v1alpha1.DatabaseOptions{Encoding: "UTF8", Locale: "C.UTF-8"}
 	})
