@@ -75,7 +75,7 @@ func TestValidateImportPath(t *testing.T) {
 		"BesideANestedTenantBase":    {path: "platform/tenantsx/shop", tenantBase: "platform/tenants"},
 		"CaseDiffers":                {path: "PostgreSQL-Tenants/shop/app", tenantBase: tenants},
 		"TheTenantBasePath": {path: tenants, tenantBase: tenants,
-			wantErr: []string{`spec.forProvider.credentialPath "postgresql-tenants" is the tenant base path (--openbao-tenant-base-path "postgresql-tenants")`, "nothing was read from or written to it", "delete this Database and create it again"}},
+			wantErr: []string{`spec.forProvider.credentialPath "postgresql-tenants" is the tenant base path (--openbao-tenant-base-path "postgresql-tenants")`, "nothing was read from or written to it", "then delete this Database (with reclaimPolicy Retain"}},
 		"ANamespacesDirectory": {path: "postgresql-tenants/shop", tenantBase: tenants,
 			wantErr: []string{`the namespace "shop" reads its delivery copies`}},
 		"ADeliveryCopy": {path: "postgresql-tenants/shop/app", tenantBase: tenants,
