@@ -22,7 +22,7 @@ import (
 func TestPGEnvironmentCannotRedirectOrChangeTheSession(t *testing.T) {
 	testenv.Need(t)
 	ctx := context.Background()
-	elsewhere, err := net.Listen("tcp", "127.0.0.1:0")
+	elsewhere, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
