@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,6 +27,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
+	"ddupan.top/provider-postgresql-tenant/internal/clients/postgres"
 	"ddupan.top/provider-postgresql-tenant/internal/controller/database"
 	"ddupan.top/provider-postgresql-tenant/internal/options"
 	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
@@ -42,7 +44,9 @@ var (
 	logs = &testenv.LogBuffer{}
 	// faults: step name → remaining failures to inject.
 	faults = map[string]int{}
-	fmu    sync.Mutex
+	// sizeFault: a database whose size statements fail.
+	sizeFault string
+	fmu       sync.Mutex
 )
 
 const (
@@ -57,6 +61,9 @@ func hook(step string) error {
 	pauseAt(step)
 	fmu.Lock()
 	defer fmu.Unlock()
+	if sizeFault != "" && strings.HasPrefix(step, postgres.HookSizes+":") && slices.Contains(strings.Split(strings.TrimPrefix(step, postgres.HookSizes+":"), ","), sizeFault) {
+		return fmt.Errorf("injected failure measuring %s", sizeFault)
+	}
 	if faults[step] > 0 {
 		faults[step]--
 		return fmt.Errorf("injected failure before step %s", step)
