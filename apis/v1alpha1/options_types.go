@@ -186,6 +186,47 @@ type ConfigSizes struct {
 	// MeasuredAt is when they were measured.
 	// +optional
 	MeasuredAt *metav1.Time `json:"measuredAt,omitempty"`
+
+	// Stale counts the databases whose size is the last one known, from
+	// an earlier refresh: their measurement failed or waits for its
+	// backoff.
+	// +optional
+	Stale int `json:"stale,omitempty"`
+
+	// NotMeasured counts the databases whose size could not be measured.
+	// +optional
+	NotMeasured int `json:"notMeasured,omitempty"`
+
+	// NotMeasuredDatabases names them and says why, the longest failing
+	// first (at most 5).
+	// +optional
+	NotMeasuredDatabases []SizeNotMeasured `json:"notMeasuredDatabases,omitempty"`
+
+	// Problem is why the last refresh stopped before measuring every
+	// database (the server could not be reached); it is retried after a
+	// backoff.
+	// +optional
+	Problem string `json:"problem,omitempty"`
+}
+
+// SizeNotMeasured is a database whose size could not be measured.
+type SizeNotMeasured struct {
+	// Name of the Database object.
+	Name string `json:"name"`
+
+	// Database is the PostgreSQL database.
+	Database string `json:"database"`
+
+	// Reason the measurement failed.
+	Reason string `json:"reason"`
+
+	// Since is when it first failed.
+	// +optional
+	Since *metav1.Time `json:"since,omitempty"`
+
+	// NextAttempt is when it is measured again, at the earliest.
+	// +optional
+	NextAttempt *metav1.Time `json:"nextAttempt,omitempty"`
 }
 
 // NamedDatabaseSize is the size of one Database's database.

@@ -71,3 +71,30 @@ func ValidatePath(field, p string) error {
 	}
 	return nil
 }
+
+// ValidateImportPath checks the credential record an import names against
+// the tenant base path (--openbao-tenant-base-path): a path equal to it or
+// under it is refused. ESO reads <tenant base>/<namespace>/... with the
+// identity of that namespace, so an import's record there would be readable
+// by the namespace named after its first segment below the base, and the
+// provider could overwrite or delete a namespace's delivery copy. Paths are
+// compared segment by segment (ValidatePath has refused empty segments), so
+// "a/bc" does not lie under "a/b". OpenBao paths are case-sensitive.
+//
+// A path under the database base path needs no rule of its own: the own
+// record of another Database carries this provider's ownership metadata
+// naming that Database, and KVForeign refuses it wherever it lies; an
+// import whose path holds no record yet reads nothing and writes nothing.
+func ValidateImportPath(field, path, tenantBase string) error {
+	p, t := strings.Split(path, "/"), strings.Split(strings.Trim(tenantBase, "/"), "/")
+	if tenantBase == "" || len(p) < len(t) || !slices.Equal(p[:len(t)], t) {
+		return nil
+	}
+	where := "is the tenant base path"
+	if len(p) > len(t) {
+		where = fmt.Sprintf("lies under the tenant base path, where the namespace %q reads its delivery copies with its own OpenBao identity", p[len(t)])
+	}
+	return fmt.Errorf("%s %q %s (--openbao-tenant-base-path %q): an import may not name a record there, and nothing was read from or written to it; "+
+		"copy the record to a path outside %q (for example under --openbao-database-base-path, as <database base path>/imports/<name>), "+
+		"then delete this Database (with reclaimPolicy Retain, which drops nothing) and create it again naming that path (credentialPath cannot be changed once set)", field, path, where, tenantBase, tenantBase)
+}

@@ -61,6 +61,53 @@ func TestValidatePath(t *testing.T) {
 	}
 }
 
+func TestValidateImportPath(t *testing.T) {
+	const tenants = "postgresql-tenants"
+	cases := map[string]struct {
+		path, tenantBase string
+		wantErr          []string
+	}{
+		"UnderTheDatabaseBasePath":   {path: "postgresql-databases/imports/legacy", tenantBase: tenants},
+		"AnotherDatabasesOwnRecord":  {path: "postgresql-databases/orders", tenantBase: tenants},
+		"ElsewhereInTheMount":        {path: "imports/erp", tenantBase: tenants},
+		"SamePrefixOtherSegment":     {path: "postgresql-tenants-old/shop/app", tenantBase: tenants},
+		"AboveANestedTenantBasePath": {path: "platform", tenantBase: "platform/tenants"},
+		"BesideANestedTenantBase":    {path: "platform/tenantsx/shop", tenantBase: "platform/tenants"},
+		"CaseDiffers":                {path: "PostgreSQL-Tenants/shop/app", tenantBase: tenants},
+		"TheTenantBasePath": {path: tenants, tenantBase: tenants,
+			wantErr: []string{`spec.forProvider.credentialPath "postgresql-tenants" is the tenant base path (--openbao-tenant-base-path "postgresql-tenants")`, "nothing was read from or written to it", "then delete this Database (with reclaimPolicy Retain"}},
+		"ANamespacesDirectory": {path: "postgresql-tenants/shop", tenantBase: tenants,
+			wantErr: []string{`the namespace "shop" reads its delivery copies`}},
+		"ADeliveryCopy": {path: "postgresql-tenants/shop/app", tenantBase: tenants,
+			wantErr: []string{`"postgresql-tenants/shop/app" lies under the tenant base path`, `the namespace "shop"`, "<database base path>/imports/<name>"}},
+		"DeeperThanACopy": {path: "postgresql-tenants/legacy/a/b", tenantBase: tenants,
+			wantErr: []string{`the namespace "legacy"`}},
+		"UnderANestedTenantBasePath": {path: "platform/tenants/shop/app", tenantBase: "platform/tenants",
+			wantErr: []string{`the namespace "shop"`}},
+		"TenantBaseWithSlashes": {path: "postgresql-tenants/shop/app", tenantBase: "/postgresql-tenants/",
+			wantErr: []string{`the namespace "shop"`}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			err := ValidateImportPath("spec.forProvider.credentialPath", tc.path, tc.tenantBase)
+			if len(tc.wantErr) == 0 {
+				if err != nil {
+					t.Fatalf("ValidateImportPath(%q, %q) = %v, want nil", tc.path, tc.tenantBase, err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("ValidateImportPath(%q, %q) = nil, want a refusal", tc.path, tc.tenantBase)
+			}
+			for _, w := range tc.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
 func TestValidateName(t *testing.T) {
 	for s, ok := range map[string]bool{
 		"shop": true, "pgshop": true, "shop_pg_": true, "postgresql": true, "publication": true,

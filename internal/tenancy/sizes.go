@@ -3,7 +3,6 @@ package tenancy
 import (
 	"fmt"
 	"sort"
-	"time"
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 )
@@ -23,12 +22,6 @@ const (
 	SizeChangeFraction = 0.1
 	SizeChangeBytes    = 1 << 20
 )
-
-// SizeRefreshDue says whether a config's sizes measured at last (zero:
-// never) are due again at now.
-func SizeRefreshDue(last, now time.Time, every time.Duration) bool {
-	return last.IsZero() || now.Sub(last) >= every
-}
 
 // SizeWorthWriting says whether a Database showing shown (nil: none) is to
 // show measured instead.

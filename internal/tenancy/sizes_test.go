@@ -2,7 +2,6 @@ package tenancy
 
 import (
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -38,13 +37,6 @@ func TestSizeWorthWriting(t *testing.T) {
 				t.Errorf("SizeWorthWriting() = %v, want %v", got, tc.want)
 			}
 		})
-	}
-}
-
-func TestSizeRefreshDue(t *testing.T) {
-	now := time.Now()
-	if !SizeRefreshDue(time.Time{}, now, time.Minute) || SizeRefreshDue(now.Add(-59*time.Second), now, time.Minute) || !SizeRefreshDue(now.Add(-time.Minute), now, time.Minute) {
-		t.Error("SizeRefreshDue: never measured is due, under the interval is not, at the interval is")
 	}
 }
 

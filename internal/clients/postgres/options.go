@@ -4,8 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
 )
 
 // CreateOptions are the encoding and locale a Database asks for its new
@@ -149,37 +155,112 @@ func (p *Pool) CreateDatabaseWith(ctx context.Context, database, owner string, o
 // SizeBatch is how many databases one size statement measures: the
 // server stats every file of each (about 4.5 ms a database copied from
 // template0 on a loaded 2-core machine, performance.md), so a batch stays
-// well inside the pool's call timeout.
+// well inside SizeStatementTimeout.
 const SizeBatch = 500
+
+// SizeStatementTimeout bounds one size statement on the server
+// (statement_timeout, set for its transaction only): a database with very
+// many files cannot hold an admin connection for longer.
+const SizeStatementTimeout = 10 * time.Second
+
+// HookSizes is the fault-injection point before each size statement; the
+// point passed to the hook is HookSizes, a colon, and the batch's
+// databases joined by commas.
+const HookSizes = "before measuring sizes"
 
 // DatabaseSizes measures the databases named (qDatabaseSizes), one
 // statement per SizeBatch of them: bytes by database name, for those that
-// exist and the admin may measure.
+// exist and the admin may measure. Any failure fails the whole call.
 func (p *Pool) DatabaseSizes(ctx context.Context, databases []string) (map[string]int64, error) {
 	out := make(map[string]int64, len(databases))
 	for start := 0; start < len(databases); start += SizeBatch {
-		if err := p.databaseSizes(ctx, databases[start:min(start+SizeBatch, len(databases))], out); err != nil {
+		if _, err := p.databaseSizes(ctx, databases[start:min(start+SizeBatch, len(databases))], out); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
 }
 
-func (p *Pool) databaseSizes(ctx context.Context, databases []string, out map[string]int64) error {
+// MeasureSizes runs one size statement per batch, each in its own
+// transaction bounded by SizeStatementTimeout, and reports each batch's
+// outcome. A statement the server fails (it timed out, or any other
+// error the server reports for it) fails its batch only; the others keep
+// their results. A failure that is not the statement's (the server cannot
+// be reached, the pool cannot connect, ctx ended) stops the refresh: the
+// batches not run are NotAttempted and problem says why. Messages name
+// databases and causes, never the admin's name or a password.
+func (p *Pool) MeasureSizes(ctx context.Context, batches [][]string) (outcomes []tenancy.SizeOutcome, problem string) {
+	for i, b := range batches {
+		if problem != "" {
+			outcomes = append(outcomes, tenancy.SizeOutcome{Databases: b, NotAttempted: true})
+			continue
+		}
+		o := tenancy.SizeOutcome{Databases: b, Sizes: make(map[string]int64, len(b))}
+		statement, err := p.databaseSizes(ctx, b, o.Sizes)
+		switch {
+		case err == nil:
+		case statement:
+			o.Sizes = nil
+			o.Err = sizeFailure(err)
+		default:
+			o.Sizes, o.NotAttempted = nil, true
+			problem = fmt.Sprintf("the refresh stopped at statement %d of %d: %v", i+1, len(batches), err)
+		}
+		outcomes = append(outcomes, o)
+	}
+	return outcomes, problem
+}
+
+// sizeFailure says why a size statement failed.
+func sizeFailure(err error) string {
+	var pe *Error
+	if errors.As(err, &pe) && pe.SQLState == "57014" {
+		return fmt.Sprintf("measuring took longer than %s and was cancelled (statement_timeout): a database with very many files (tables, indexes, TOAST) takes long to measure", SizeStatementTimeout)
+	}
+	return err.Error()
+}
+
+// databaseSizes runs one size statement in a transaction of its own with
+// SizeStatementTimeout. statement reports whether a failure was the
+// statement's (the server answered it with an error, or the fault hook
+// failed it) rather than the connection's.
+func (p *Pool) databaseSizes(ctx context.Context, databases []string, out map[string]int64) (statement bool, err error) {
 	ctx, cancel := p.withTimeout(ctx)
 	defer cancel()
-	rows, err := p.pool.Query(ctx, qDatabaseSizes, databases)
+	tx, err := p.pool.Begin(ctx)
 	if err != nil {
-		return p.classify(err)
+		return false, p.classify(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // read-only; a failed Rollback closes the connection
+	if _, err := tx.Exec(ctx, qSetLocalStatementTimeout, strconv.FormatInt(SizeStatementTimeout.Milliseconds(), 10)); err != nil {
+		return isServerError(err), p.classify(err)
+	}
+	if p.faults != nil {
+		if err := p.hook(HookSizes + ":" + strings.Join(databases, ",")); err != nil {
+			return true, p.classify(err)
+		}
+	}
+	rows, err := tx.Query(ctx, qDatabaseSizes, databases)
+	if err != nil {
+		return isServerError(err), p.classify(err)
 	}
 	var name string
 	var size int64
-	_, err = pgx.ForEachRow(rows, []any{&name, &size}, func() error {
+	if _, err = pgx.ForEachRow(rows, []any{&name, &size}, func() error {
 		out[name] = size
 		return nil
-	})
-	if err != nil {
-		return p.classify(err)
+	}); err != nil {
+		return isServerError(err), p.classify(err)
 	}
-	return nil
+	if err := tx.Commit(ctx); err != nil {
+		return isServerError(err), p.classify(err)
+	}
+	return false, nil
+}
+
+// isServerError: the server answered with an error (a SQLSTATE), so the
+// connection works and the statement failed.
+func isServerError(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe)
 }

@@ -6,6 +6,7 @@ package postgres
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"fmt"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -209,44 +211,104 @@ func (m *Manager) newPool(ref string, uid types.UID, key string, t Target, c Cre
 	if err != nil {
 		return nil, &Error{Class: ClassInvalid, msg: err.Error()}
 	}
-	// Every field is set explicitly, so no PG* environment variable or
-	// service file can change where or how the provider connects. The
-	// password is set on the config, never placed in a connection string.
-	cfg, err := pgxpool.ParseConfig(fmt.Sprintf(
-		"host=%s port=%d dbname=%s user=%s sslmode=disable application_name=%s connect_timeout=%d",
-		quote(dialHost(t)), t.Port, quote(t.Database), quote(c.Username), ApplicationName, int(m.opts.ConnectTimeout.Seconds())))
+	cfg, err := adminConfig(t, c, tlsCfg, m.opts.ConnectTimeout)
 	if err != nil {
-		return nil, &Error{Class: ClassInvalid, msg: "invalid connection parameters"}
+		return nil, err
 	}
-	cfg.ConnConfig.Password = c.Password
-	cfg.ConnConfig.TLSConfig = tlsCfg
-	cfg.ConnConfig.Fallbacks = nil
-	// A password only ever answers a SCRAM-SHA-256 challenge: a server (or
-	// anything in its place) that asks for it in clear text or as MD5, or
-	// lets the session in without authentication, is refused before the
-	// password leaves the process.
-	cfg.ConnConfig.RequireAuth = RequireAuth
-	// No object a tenant can create is ever resolved by an admin session:
-	// the search_path names only the system catalog (pg_temp last, so it
-	// can never shadow it). Startup parameters win over per-role and
-	// per-database settings.
-	// Per-role and per-database settings of the admin's own database
-	// are the platform admin's, not a tenant's: only the search_path is
-	// pinned here. Every session on another database pins the rest too
-	// (PinnedSettings).
-	cfg.ConnConfig.RuntimeParams["search_path"] = SafeSearchPath
-	cfg.ConnConfig.ConnectTimeout = m.opts.ConnectTimeout
 	cfg.MaxConns = m.opts.MaxConns
-	cfg.MinConns = 0
-	cfg.MaxConnIdleTime = 30 * time.Minute
-	cfg.MaxConnLifetime = 2 * time.Hour
-	cfg.MaxConnLifetimeJitter = 10 * time.Minute
-	cfg.HealthCheckPeriod = time.Minute
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		return nil, Classify(err, c.Username, c.Password)
 	}
 	return &Pool{Ref: ref, UID: uid, key: key, target: t, pool: pool, redact: []string{c.Username, c.Password}, call: m.opts.CallTimeout, faults: m.opts.Hook}, nil
+}
+
+// serviceName is the one service of the service file adminConfig hands
+// pgx: it has no settings.
+const serviceName = "provider-postgresql-tenant"
+
+// adminConfig is the pool configuration of one config's server. pgx merges
+// the PG* environment variables (PGHOST, PGOPTIONS, PGTZ, PGAPPNAME,
+// PGTARGETSESSIONATTRS, PGSSL*, PGSERVICE, ...), the service file PGSERVICE
+// names and files under $HOME (~/.pgpass, ~/.postgresql/root.crt) into
+// what it parses; none of them may change where, how, as whom or with which
+// session settings the provider connects, nor make the parse fail. So the
+// connection string names every key an environment variable could set, the
+// service is an empty one read from a pipe of this process (a service named
+// in the environment is never looked up), and every field pgx derives is
+// then set again to the provider's own value: the runtime parameters are
+// exactly application_name and search_path, with no fallback, no
+// validation or set-up callback, no Kerberos names and no client
+// certificate. ConnectAs and the template1 session copy this
+// configuration, so they connect the same way. The password is set on the
+// config, never placed in a connection string.
+func adminConfig(t Target, c Credential, tlsCfg *tls.Config, connectTimeout time.Duration) (*pgxpool.Config, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, &Error{Class: ClassInvalid, msg: fmt.Sprintf("cannot make the empty service file: %v", err)}
+	}
+	defer r.Close() //nolint:errcheck // read-only end
+	_, err = w.WriteString("[" + serviceName + "]\n")
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, &Error{Class: ClassInvalid, msg: fmt.Sprintf("cannot write the empty service file: %v", err)}
+	}
+	cfg, err := pgxpool.ParseConfig(fmt.Sprintf(
+		"host=%s port=%d dbname=%s user=%s passfile='' application_name=%s connect_timeout=%d"+
+			" sslmode=disable sslnegotiation=postgres sslcertmode=disable sslcert='' sslkey='' sslrootcert='' sslpassword='' sslsni=1"+
+			" target_session_attrs=any min_protocol_version=3.0 max_protocol_version=3.0 channel_binding=prefer require_auth=%s"+
+			" service=%s servicefile=%s",
+		quote(dialHost(t)), t.Port, quote(t.Database), quote(c.Username), ApplicationName, int(connectTimeout.Seconds()),
+		RequireAuth, serviceName, quote(fmt.Sprintf("/dev/fd/%d", r.Fd()))))
+	if err != nil {
+		return nil, &Error{Class: ClassInvalid, msg: "invalid connection parameters"}
+	}
+	cc := cfg.ConnConfig
+	cc.Host = dialHost(t)
+	cc.Port = uint16(t.Port) //nolint:gosec // a port is validated to 1-65535 before it reaches here
+	cc.Database = t.Database
+	cc.User = c.Username
+	cc.Password = c.Password
+	cc.TLSConfig = tlsCfg
+	cc.Fallbacks = nil
+	cc.SSLNegotiation = ""
+	cc.SSLCertMode = "disable"
+	cc.KerberosSrvName = ""
+	cc.KerberosSpn = ""
+	cc.ValidateConnect = nil
+	cc.AfterConnect = nil
+	cc.AfterNetConnect = nil
+	cc.OAuthTokenProvider = nil
+	cc.MinProtocolVersion = "3.0"
+	cc.MaxProtocolVersion = "3.0"
+	cc.ChannelBinding = "prefer"
+	// A password only ever answers a SCRAM-SHA-256 challenge: a server (or
+	// anything in its place) that asks for it in clear text or as MD5, or
+	// lets the session in without authentication, is refused before the
+	// password leaves the process.
+	cc.RequireAuth = RequireAuth
+	// No object a tenant can create is ever resolved by an admin session:
+	// the search_path names only the system catalog (pg_temp last, so it
+	// can never shadow it). Startup parameters win over per-role and
+	// per-database settings, so these are also the only session settings
+	// the provider sends (no options, no TimeZone). The other settings of
+	// the admin's own database and role are the platform admin's, not a
+	// tenant's: only the search_path is pinned here; every session on
+	// another database pins the rest too (PinnedSettings).
+	cc.RuntimeParams = map[string]string{"application_name": ApplicationName, "search_path": SafeSearchPath}
+	cc.ConnectTimeout = connectTimeout
+	cc.DefaultQueryExecMode = pgx.QueryExecModeCacheStatement
+	cc.StatementCacheCapacity = 512
+	cc.DescriptionCacheCapacity = 512
+	cfg.MinConns = 0
+	cfg.MinIdleConns = 0
+	cfg.MaxConnIdleTime = 30 * time.Minute
+	cfg.MaxConnLifetime = 2 * time.Hour
+	cfg.MaxConnLifetimeJitter = 10 * time.Minute
+	cfg.HealthCheckPeriod = time.Minute
+	return cfg, nil
 }
 
 // dialHost is what the provider dials: hostaddr when set (no DNS lookup),

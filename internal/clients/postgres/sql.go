@@ -601,6 +601,11 @@ func qOptionsSupportFor(major int) string {
 	return strings.NewReplacer("@ICU@", icu, "@BUILTIN@", builtin).Replace(qOptionsSupport)
 }
 
+// qSetLocalStatementTimeout bounds the statements of the current
+// transaction on the server ($1 in milliseconds); it ends with the
+// transaction.
+const qSetLocalStatementTimeout = `SELECT pg_catalog.set_config('statement_timeout'::pg_catalog.text, $1::pg_catalog.text, true)`
+
 // qDatabaseSizes measures, in one statement, the size of each database of
 // $1 that exists and that the admin may measure (pg_database_size needs
 // CONNECT on the database, which the admin holds through its membership

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
+	"ddupan.top/provider-postgresql-tenant/internal/clients/postgres"
 	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
 )
 
@@ -16,11 +17,13 @@ import (
 // databases are measured.
 const DefaultSizeInterval = 5 * time.Minute
 
-// Sizes holds the last measured sizes of each config's databases, in
-// memory: the config status controller measures them (one statement per
-// postgres.SizeBatch databases of a config, every interval) and each Database copies its own into its status
-// when it moved enough (tenancy.SizeWorthWriting). Lost on restart, when
-// the first refresh measures again.
+// Sizes holds what each config's size refreshes know, in memory: the
+// config status controller measures the sizes (one statement per
+// postgres.SizeBatch databases of a config, every interval; see
+// tenancy.PlanSizes and tenancy.MergeSizes for what a failed statement
+// costs) and each Database copies its own into its status when it moved
+// enough (tenancy.SizeWorthWriting). Lost on restart, when the first
+// refresh measures again.
 type Sizes struct {
 	mu sync.Mutex
 	m  map[types.UID]measured
@@ -28,39 +31,35 @@ type Sizes struct {
 
 type measured struct {
 	name  string
-	at    time.Time
-	bytes map[string]int64
+	state tenancy.SizeState
 }
 
 // NewSizes returns an empty cache.
 func NewSizes() *Sizes { return &Sizes{m: map[types.UID]measured{}} }
 
-// Get returns the size of database on the config with that UID, and when
-// it was measured.
+// Get returns the last known size of database on the config with that UID,
+// and when it was measured (earlier than the last refresh when its
+// measurement has failed since).
 func (s *Sizes) Get(config types.UID, database string) (int64, time.Time, bool) {
 	if s == nil {
 		return 0, time.Time{}, false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	m, ok := s.m[config]
-	if !ok {
-		return 0, time.Time{}, false
-	}
-	b, ok := m.bytes[database]
-	return b, m.at, ok
+	m, ok := s.m[config].state.Sizes[database]
+	return m.Bytes, m.At, ok
 }
 
-func (s *Sizes) last(config types.UID) time.Time {
+func (s *Sizes) state(config types.UID) tenancy.SizeState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.m[config].at
+	return s.m[config].state
 }
 
-func (s *Sizes) put(config types.UID, name string, at time.Time, bytes map[string]int64) {
+func (s *Sizes) put(config types.UID, name string, st tenancy.SizeState) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.m[config] = measured{name: name, at: at, bytes: bytes}
+	s.m[config] = measured{name: name, state: st}
 }
 
 // forgetName drops the sizes of the config of that name (it is gone).
@@ -74,14 +73,20 @@ func (s *Sizes) forgetName(name string) {
 	}
 }
 
-// refreshSizes measures the databases of the config's Databases when due,
-// (one statement per postgres.SizeBatch of them), and writes the total and the largest into its status.
-// It reports whether the status changed. A failure is logged and retried
-// at the next health check: sizes are a report.
+// refreshSizes measures the databases of the config's Databases when due
+// (tenancy.SizeRefreshDue), one statement per postgres.SizeBatch of them,
+// each bounded by postgres.SizeStatementTimeout, and writes the total, the
+// largest, the stale and the databases that could not be measured into its
+// status. It reports whether the status changed. A failed statement costs
+// only its own batch (tenancy.MergeSizes); sizes are a report.
 func (r *statusReconciler) refreshSizes(ctx context.Context, obj *v1alpha1.ClusterProviderConfig, ref string) bool {
 	s := r.opts.Sizes
 	now := time.Now()
-	if s == nil || !tenancy.SizeRefreshDue(s.last(obj.GetUID()), now, r.opts.SizeInterval) {
+	if s == nil {
+		return false
+	}
+	prevState := s.state(obj.GetUID())
+	if !tenancy.SizeRefreshDue(prevState, now, r.opts.SizeInterval) {
 		return false
 	}
 	pool, ok := r.opts.Pools.Lookup(ref, obj.GetUID())
@@ -102,24 +107,41 @@ func (r *statusReconciler) refreshSizes(ctx context.Context, obj *v1alpha1.Clust
 		databases[db.GetName()] = db.Spec.ForProvider.Database
 		names = append(names, db.Spec.ForProvider.Database)
 	}
-	// Each statement of the refresh is bounded by the pool's call
-	// timeout (postgres.SizeBatch databases each).
 	start := time.Now()
-	bytes, err := pool.DatabaseSizes(ctx, names)
-	if err != nil {
-		r.log.Debug("cannot measure the databases", "config", ref, "error", err)
-		return false
-	}
-	s.put(obj.GetUID(), obj.GetName(), now, bytes)
-	sum := tenancy.SummarizeSizes(databases, bytes)
-	r.log.Debug("Measured the databases", "config", ref, "databases", sum.Databases, "total", sum.Total, "took", time.Since(start))
+	batches, deferred := tenancy.PlanSizes(names, prevState.Failed, now, postgres.SizeBatch)
+	outcomes, problem := pool.MeasureSizes(ctx, batches)
+	next := tenancy.MergeSizes(prevState, names, outcomes, problem, now)
+	s.put(obj.GetUID(), obj.GetName(), next)
+	sum := tenancy.SummarizeSizeState(databases, next)
+	r.log.Debug("Measured the databases", "config", ref, "databases", sum.Databases, "total", sum.Total, "statements", len(batches),
+		"deferred", len(deferred), "notMeasured", sum.NotMeasured, "problem", problem, "took", time.Since(start))
 	st := obj.ConfigStatus()
 	prev := st.Sizes
-	if prev != nil && prev.Databases == sum.Databases && !tenancy.SizeWorthWriting(&v1alpha1.DatabaseSize{Bytes: prev.TotalBytes}, sum.TotalBytes) && largestSame(prev.Largest, sum.Largest) {
+	if prev != nil && prev.Databases == sum.Databases && !tenancy.SizeWorthWriting(&v1alpha1.DatabaseSize{Bytes: prev.TotalBytes}, sum.TotalBytes) &&
+		largestSame(prev.Largest, sum.Largest) && prev.Stale == sum.Stale && prev.NotMeasured == sum.NotMeasured &&
+		notMeasuredSame(prev.NotMeasuredDatabases, sum.NotMeasuredDatabases) && prev.Problem == sum.Problem {
 		return false
 	}
-	sum.MeasuredAt = &metav1.Time{Time: now}
+	at := next.At
+	if at.IsZero() {
+		at = now
+	}
+	sum.MeasuredAt = &metav1.Time{Time: at}
 	st.Sizes = &sum
+	return true
+}
+
+// notMeasuredSame: the same databases failing for the same reasons (the
+// next attempt moves with every failure and is not compared).
+func notMeasuredSame(a, b []v1alpha1.SizeNotMeasured) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Name != b[i].Name || a[i].Database != b[i].Database || a[i].Reason != b[i].Reason {
+			return false
+		}
+	}
 	return true
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,6 +27,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
+	"ddupan.top/provider-postgresql-tenant/internal/clients/postgres"
 	"ddupan.top/provider-postgresql-tenant/internal/controller/database"
 	"ddupan.top/provider-postgresql-tenant/internal/options"
 	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
@@ -42,7 +44,9 @@ var (
 	logs = &testenv.LogBuffer{}
 	// faults: step name → remaining failures to inject.
 	faults = map[string]int{}
-	fmu    sync.Mutex
+	// sizeFault: a database whose size statements fail.
+	sizeFault string
+	fmu       sync.Mutex
 )
 
 const (
@@ -57,6 +61,9 @@ func hook(step string) error {
 	pauseAt(step)
 	fmu.Lock()
 	defer fmu.Unlock()
+	if sizeFault != "" && strings.HasPrefix(step, postgres.HookSizes+":") && slices.Contains(strings.Split(strings.TrimPrefix(step, postgres.HookSizes+":"), ","), sizeFault) {
+		return fmt.Errorf("injected failure measuring %s", sizeFault)
+	}
 	if faults[step] > 0 {
 		faults[step]--
 		return fmt.Errorf("injected failure before step %s", step)
@@ -788,13 +795,13 @@ func TestImportIsReadOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	root, _ := env.OpenBao.Client(env.OpenBao.RootToken)
-	if _, err := root.KVv2("kv").Put(ctx, "postgresql-tenants/legacy/handmade", map[string]any{"username": "handmade", "password": pw}); err != nil {
+	if _, err := root.KVv2("kv").Put(ctx, "postgresql-databases/imports/handmade", map[string]any{"username": "handmade", "password": pw}); err != nil {
 		t.Fatal(err)
 	}
 	before := readPG(t, "handmade", "handmade")
 	d := newDB("handmade", func(d *v1alpha1.Database) {
 		d.Spec.ManagementPolicies = xpv2.ManagementPolicies{xpv2.ManagementActionObserve}
-		d.Spec.ForProvider.CredentialPath = ptr.To("postgresql-tenants/legacy/handmade")
+		d.Spec.ForProvider.CredentialPath = ptr.To("postgresql-databases/imports/handmade")
 	})
 	apply(t, d)
 	waitDB(t, d, "differences reported", reason("ImportDifferences"))
@@ -806,7 +813,7 @@ func TestImportIsReadOnly(t *testing.T) {
 	if after := readPG(t, "handmade", "handmade"); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Errorf("the import changed the database: %+v → %+v", before, after)
 	}
-	if k := readKV(t, "postgresql-tenants/legacy/handmade"); k.Versions != 1 || len(k.Owner) != 0 {
+	if k := readKV(t, "postgresql-databases/imports/handmade"); k.Versions != 1 || len(k.Owner) != 0 {
 		t.Error("the import changed the credential record")
 	}
 
@@ -835,7 +842,7 @@ func TestImportIsReadOnly(t *testing.T) {
 	if after.PublicConnected || !strings.Contains(strings.Join(after.Extensions, ","), "pg_trgm") || after.Verifier != before.Verifier || after.Owner != "handmade" {
 		t.Errorf("after Update on the import: %+v", after)
 	}
-	if k := readKV(t, "postgresql-tenants/legacy/handmade"); k.Versions != 1 || len(k.Owner) != 0 {
+	if k := readKV(t, "postgresql-databases/imports/handmade"); k.Versions != 1 || len(k.Owner) != 0 {
 		t.Error("the import's Update changed the credential record")
 	}
 }
@@ -856,7 +863,7 @@ func TestImportWithDeleteDropsOnlyWhatItsCredentialProves(t *testing.T) {
 		if name == "otherapp" {
 			pw = "a-wrong-password" // the record does not prove this one
 		}
-		if _, err := root.KVv2("kv").Put(ctx, "postgresql-tenants/legacy/"+name, map[string]any{"username": name, "password": pw}); err != nil {
+		if _, err := root.KVv2("kv").Put(ctx, "postgresql-databases/imports/"+name, map[string]any{"username": name, "password": pw}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -865,7 +872,7 @@ func TestImportWithDeleteDropsOnlyWhatItsCredentialProves(t *testing.T) {
 		d := newDB(name, func(d *v1alpha1.Database) {
 			d.Spec.ManagementPolicies = xpv2.ManagementPolicies{xpv2.ManagementActionObserve, xpv2.ManagementActionDelete}
 			d.Spec.ReclaimPolicy = v1alpha1.ReclaimDelete
-			d.Spec.ForProvider.CredentialPath = ptr.To("postgresql-tenants/legacy/" + d.Name)
+			d.Spec.ForProvider.CredentialPath = ptr.To("postgresql-databases/imports/" + d.Name)
 			d.Spec.ForProvider.Extensions = nil
 		})
 		apply(t, d)
@@ -873,7 +880,7 @@ func TestImportWithDeleteDropsOnlyWhatItsCredentialProves(t *testing.T) {
 	}
 	waitDB(t, ds[0], "Ready (proven import)", func(d *v1alpha1.Database) bool { return ready(d) || reason("ImportDifferences")(d) })
 	waitDB(t, ds[1], "differences (unproven import)", reason("ImportDifferences"))
-	app, err := appLogin(t, "oldapp", readKV(t, "postgresql-tenants/legacy/oldapp").Data["password"].(string), "oldapp")
+	app, err := appLogin(t, "oldapp", readKV(t, "postgresql-databases/imports/oldapp").Data["password"].(string), "oldapp")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -896,13 +903,13 @@ func TestImportWithDeleteDropsOnlyWhatItsCredentialProves(t *testing.T) {
 	if s := readPG(t, "oldapp", "oldapp"); s.DBExists || s.RoleExists {
 		t.Errorf("the proven import survived its explicit Delete: %+v", s)
 	}
-	if k := readKV(t, "postgresql-tenants/legacy/oldapp"); k.Exists {
+	if k := readKV(t, "postgresql-databases/imports/oldapp"); k.Exists {
 		t.Error("the proven import's record survived its explicit Delete")
 	}
 	if s := readPG(t, "otherapp", "otherapp"); !s.DBExists || !s.RoleExists {
 		t.Errorf("an import its credential does not prove was dropped: %+v", s)
 	}
-	if k := readKV(t, "postgresql-tenants/legacy/otherapp"); !k.Exists {
+	if k := readKV(t, "postgresql-databases/imports/otherapp"); !k.Exists {
 		t.Error("the unproven import's record was deleted")
 	}
 }
@@ -1167,6 +1174,66 @@ func TestImportOfAnotherDatabasesRecordIsRefused(t *testing.T) {
 	}
 	if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(victim), victim); err != nil || !ready(victim) {
 		t.Errorf("the victim lost Ready: %v %+v", err, victim.GetCondition(xpv2.TypeReady))
+	}
+}
+
+// TestImportUnderTheTenantBasePathIsRefused: an import naming a record
+// under --openbao-tenant-base-path, where a namespace's ESO identity reads
+// delivery copies, is InvalidSpec before anything is read or written: the
+// record keeps its one version and no metadata, the credential in it never
+// logs in and nothing is repaired (the import may Update), and the
+// Database can be deleted, dropping nothing.
+func TestImportUnderTheTenantBasePathIsRefused(t *testing.T) {
+	testenv.Need(t)
+	ctx := context.Background()
+	su := superConn(t, "postgres")
+	pw := testenv.RandomSecret("tb-")
+	if err := env.Postgres.CreateRole(ctx, "undertenants", pw, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := su.Exec(ctx, "CREATE DATABASE undertenants OWNER undertenants"); err != nil {
+		t.Fatal(err)
+	}
+	path := env.OpenBao.TenantBasePath + "/legacy/undertenants"
+	root, _ := env.OpenBao.Client(env.OpenBao.RootToken)
+	if _, err := root.KVv2("kv").Put(ctx, path, map[string]any{"username": "undertenants", "password": pw}); err != nil {
+		t.Fatal(err)
+	}
+	before := readPG(t, "undertenants", "undertenants")
+	d := newDB("undertenants", func(d *v1alpha1.Database) {
+		d.Spec.ManagementPolicies = xpv2.ManagementPolicies{xpv2.ManagementActionObserve, xpv2.ManagementActionUpdate}
+		d.Spec.ForProvider.CredentialPath = ptr.To(path)
+	})
+	apply(t, d)
+	waitDB(t, d, "InvalidSpec", reason("InvalidSpec"))
+	c := d.GetCondition(xpv2.TypeReady)
+	for _, want := range []string{path, `the namespace "legacy"`, "--openbao-tenant-base-path", "nothing was read from or written to it"} {
+		if !strings.Contains(c.Message, want) {
+			t.Errorf("message %q lacks %q", c.Message, want)
+		}
+	}
+	time.Sleep(3 * poll)
+	if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
+		t.Fatal(err)
+	}
+	if r := d.GetCondition(xpv2.TypeReady).Reason; r != "InvalidSpec" {
+		t.Errorf("reason %q after more polls, want InvalidSpec", r)
+	}
+	if d.Status.AtProvider.Credential.Path != "" || d.Status.AtProvider.DatabaseOID != 0 {
+		t.Errorf("the refused import reports a credential or a database: %+v", d.Status.AtProvider)
+	}
+	if k := readKV(t, path); k.Versions != 1 || len(k.Owner) != 0 {
+		t.Errorf("the record under the tenant base path changed: %+v", k)
+	}
+	if after := readPG(t, "undertenants", "undertenants"); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("the refused import changed the database: %+v -> %+v", before, after)
+	}
+	if err := env.Kube.Client.Delete(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, d)
+	if s := readPG(t, "undertenants", "undertenants"); !s.DBExists || !s.RoleExists {
+		t.Errorf("deleting the refused import dropped something: %+v", s)
 	}
 }
 

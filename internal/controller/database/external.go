@@ -154,6 +154,11 @@ func (e *external) resolve(db *v1alpha1.Database) (names, error) {
 	if err := tenancy.ValidatePath("spec.forProvider.credentialPath", n.path); err != nil {
 		return n, fail(db, tenancy.ReasonInvalidSpec, err.Error())
 	}
+	if n.importing {
+		if err := tenancy.ValidateImportPath("spec.forProvider.credentialPath", n.path, e.opts.OpenBao.TenantBasePath); err != nil {
+			return n, fail(db, tenancy.ReasonInvalidSpec, err.Error())
+		}
+	}
 	return n, nil
 }
 

@@ -216,13 +216,13 @@ func TestImportReportsOptionDifferences(t *testing.T) {
 		t.Fatal(err)
 	}
 	root, _ := env.OpenBao.Client(env.OpenBao.RootToken)
-	if _, err := root.KVv2("kv").Put(ctx, "postgresql-tenants/legacy/optimp", map[string]any{"username": "optimp", "password": pw}); err != nil {
+	if _, err := root.KVv2("kv").Put(ctx, "postgresql-databases/imports/optimp", map[string]any{"username": "optimp", "password": pw}); err != nil {
 		t.Fatal(err)
 	}
 	before := datLocale(t, "optimp")
 	d := newDB("optimp", func(d *v1alpha1.Database) {
 		d.Spec.ManagementPolicies = xpv2.ManagementPolicies{xpv2.ManagementActionObserve}
-		d.Spec.ForProvider.CredentialPath = ptr.To("postgresql-tenants/legacy/optimp")
+		d.Spec.ForProvider.CredentialPath = ptr.To("postgresql-databases/imports/optimp")
 		d.Spec.ForProvider.Extensions = nil
 		d.Spec.ForProvider.Options = &v1alpha1.DatabaseOptions{Encoding: "UTF8", Locale: "C.UTF-8"}
 	})
@@ -260,4 +260,67 @@ func updateSpec(ctx context.Context, d *v1alpha1.Database) error {
 		}
 		return err
 	})
+}
+
+// TestAFailingSizeKeepsTheOthersAndIsNamed: while the size statements of
+// one database fail, the config's refreshes go on: the failed batch's
+// databases are measured alone at the next refresh, the others are
+// measured again, the failing one keeps its last size (stale) and
+// status.sizes names it with the reason; once it can be measured again
+// (after its backoff), it is no longer named.
+func TestAFailingSizeKeepsTheOthersAndIsNamed(t *testing.T) {
+	testenv.Need(t)
+	keep, failing := newDB("szkeep"), newDB("szfail")
+	apply(t, keep)
+	apply(t, failing)
+	for _, d := range []*v1alpha1.Database{keep, failing} {
+		waitDB(t, d, "Ready and sized", func(d *v1alpha1.Database) bool { return ready(d) && d.Status.AtProvider.Size != nil })
+	}
+	setSizeFault := func(db string) {
+		fmu.Lock()
+		defer fmu.Unlock()
+		sizeFault = db
+	}
+	setSizeFault("szfail")
+	t.Cleanup(func() { setSizeFault("") })
+
+	named := func(s *v1alpha1.ConfigSizes, db string) *v1alpha1.SizeNotMeasured {
+		for i := range s.NotMeasuredDatabases {
+			if s.NotMeasuredDatabases[i].Database == db {
+				return &s.NotMeasuredDatabases[i]
+			}
+		}
+		return nil
+	}
+	cfg := &v1alpha1.ClusterProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: configName}}
+	show := func(c *v1alpha1.ClusterProviderConfig) string {
+		return fmt.Sprintf("status.sizes: %+v", c.Status.Sizes)
+	}
+	testenv.Await(t, env.Kube.Client, cfg, 90*time.Second, "szfail named alone, szkeep measured", func(c *v1alpha1.ClusterProviderConfig) bool {
+		s := c.Status.Sizes
+		if s == nil {
+			return false
+		}
+		f := named(s, "szfail")
+		// Measured alone: the reason is its own statement's, not its batch's.
+		return f != nil && f.Name == "szfail" && strings.Contains(f.Reason, "injected failure measuring szfail") &&
+			!strings.Contains(f.Reason, "its batch") && named(s, "szkeep") == nil && s.Stale >= 1
+	}, show)
+	s := cfg.Status.Sizes
+	if f := named(s, "szfail"); f.Since == nil || f.NextAttempt == nil || !f.NextAttempt.After(f.Since.Time) {
+		t.Errorf("szfail's failure: %+v, want since and a later next attempt", f)
+	}
+	if s.NotMeasured < 1 || s.Databases < 2 {
+		t.Errorf("status.sizes %+v: the failing database's last size should still count", s)
+	}
+	for _, x := range []string{env.Postgres.AdminUser, env.Postgres.AdminPassword} {
+		if strings.Contains(fmt.Sprint(s), x) {
+			t.Error("status.sizes shows the admin's credential")
+		}
+	}
+
+	setSizeFault("")
+	testenv.Await(t, env.Kube.Client, cfg, 3*time.Minute, "szfail measured again after its backoff", func(c *v1alpha1.ClusterProviderConfig) bool {
+		return c.Status.Sizes != nil && named(c.Status.Sizes, "szfail") == nil
+	}, show)
 }
