@@ -173,11 +173,14 @@ spec:
 	}
 }
 
-// The shipped policy leaves the harness's own writes alone: a cluster
-// admin (system:masters) still creates and deletes a binding.
-func TestClusterAdminWritesBindings(t *testing.T) {
+// The shipped policy lets a cluster admin (system:masters) write bindings,
+// and the garbage collector under its own service account (as
+// kube-controller-manager runs it with --use-service-account-credentials)
+// update one: it removes owner references when an owner is deleted with
+// --cascade=orphan.
+func TestAdminsAndTheGarbageCollectorWriteBindings(t *testing.T) {
 	testenv.Need(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const ns = "admin-writes"
 	if err := env.Kube.EnsureNamespace(ctx, ns); err != nil {
@@ -191,7 +194,18 @@ spec:
     tenant: {name: by-admin, uid: 00000000-0000-4000-8000-000000000001}
     databaseRef: nothing-here
 `, tenantAPI, ns))
-	if err := env.Kube.Client.Create(ctx, b, client.DryRunAll); err != nil {
+	if err := env.Kube.Client.Create(ctx, b); err != nil {
 		t.Fatalf("a cluster admin's binding was refused: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Kube.Client.Delete(context.Background(), b) })
+	cfg := rest.CopyConfig(env.Kube.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:kube-system:generic-garbage-collector"}
+	gc, err := client.New(cfg, client.Options{Scheme: env.Kube.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"ownerReferences":null}}`))
+	if err := gc.Patch(ctx, b.DeepCopy(), p, client.DryRunAll); err != nil {
+		t.Errorf("the garbage collector's patch was refused: %v", err)
 	}
 }
