@@ -456,6 +456,15 @@ func TestDatabaseRejectsBadInput(t *testing.T) {
 			mut:   func(d *v1alpha1.Database) { d.Spec.DeletionPolicy = xpv2.DeletionOrphan },
 			field: "spec.deletionPolicy", msgs: []string{"Orphan is not supported", "use spec.reclaimPolicy instead"},
 		},
+		"WriteConnectionSecretToRef": {
+			// crossplane-runtime would write the connection details to a
+			// Kubernetes Secret.
+			mut: func(d *v1alpha1.Database) {
+				d.Spec.WriteConnectionSecretToReference = &xpv2.SecretReference{Namespace: "crossplane-system", Name: "app-credential"}
+			},
+			field: "spec.writeConnectionSecretToRef",
+			msgs:  []string{"never writes a credential to a Kubernetes Secret", "the credential is in OpenBao"},
+		},
 		"UnknownDeletionPolicy": {
 			mut:   func(d *v1alpha1.Database) { d.Spec.DeletionPolicy = "Keep" },
 			field: "spec.deletionPolicy", msgs: []string{"Unsupported value"},
@@ -620,6 +629,12 @@ func TestDatabaseRejectsUpdates(t *testing.T) {
 			change: func(d *v1alpha1.Database) { d.Spec.DeletionPolicy = xpv2.DeletionOrphan },
 			field:  "spec.deletionPolicy", msg: "use spec.reclaimPolicy instead",
 		},
+		"WriteConnectionSecretToRefAdded": {
+			change: func(d *v1alpha1.Database) {
+				d.Spec.WriteConnectionSecretToReference = &xpv2.SecretReference{Namespace: "default", Name: "s"}
+			},
+			field: "spec.writeConnectionSecretToRef", msg: "never writes a credential to a Kubernetes Secret",
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -749,6 +764,10 @@ func TestDatabaseBindingAcceptsValidInput(t *testing.T) {
 		})},
 		"Static":               {obj: static(nil)},
 		"StaticWithExtensions": {obj: static(func(b *v1alpha1.DatabaseBinding) { b.Spec.ForProvider.Extensions = []string{"pg_trgm"} })},
+		// The one value spec.managementPolicies takes, written out.
+		"AllManagementPolicies": {obj: dynamic(func(b *v1alpha1.DatabaseBinding) {
+			b.Spec.ManagementPolicies = xpv2.ManagementPolicies{xpv2.ManagementActionAll}
+		})},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -764,6 +783,11 @@ func TestDatabaseBindingAcceptsValidInput(t *testing.T) {
 			// bound Database's.
 			if diff := cmp.Diff(sent.ProviderConfigReference, tc.obj.Spec.ProviderConfigReference); diff != "" {
 				t.Errorf("providerConfigRef: -sent +stored:\n%s", diff)
+			}
+			// What the Composition leaves unset: every verb, Delete (the
+			// release) among them.
+			if diff := cmp.Diff(xpv2.ManagementPolicies{xpv2.ManagementActionAll}, tc.obj.Spec.ManagementPolicies); diff != "" {
+				t.Errorf("managementPolicies: -want +stored:\n%s", diff)
 			}
 		})
 	}
@@ -866,6 +890,47 @@ func TestDatabaseBindingRejectsBadInput(t *testing.T) {
 			obj:   dynamic(func(b *v1alpha1.DatabaseBinding) { b.Spec.ManagementPolicies = xpv2.ManagementPolicies{"Drop"} }),
 			field: "spec.managementPolicies[0]", msgs: []string{"Unsupported value"},
 		},
+		"WriteConnectionSecretToRef": {
+			obj: dynamic(func(b *v1alpha1.DatabaseBinding) {
+				b.Spec.WriteConnectionSecretToReference = &xpv2.LocalSecretReference{Name: "netbox-credential"}
+			}),
+			field: "spec.writeConnectionSecretToRef",
+			msgs:  []string{"never writes a credential to a Kubernetes Secret", "the credential is in OpenBao"},
+		},
+		"StaticWithWriteConnectionSecretToRef": {
+			obj: static(func(b *v1alpha1.DatabaseBinding) {
+				b.Spec.WriteConnectionSecretToReference = &xpv2.LocalSecretReference{Name: "netbox-credential"}
+			}),
+			field: "spec.writeConnectionSecretToRef",
+			msgs:  []string{"never writes a credential to a Kubernetes Secret"},
+		},
+		// Without Delete the release is skipped and the delivery copy
+		// stays; without Observe nothing is verified.
+		"ManagementPoliciesWithoutDelete": {
+			obj: dynamic(func(b *v1alpha1.DatabaseBinding) {
+				b.Spec.ManagementPolicies = xpv2.ManagementPolicies{
+					xpv2.ManagementActionObserve, xpv2.ManagementActionCreate, xpv2.ManagementActionUpdate, xpv2.ManagementActionLateInitialize,
+				}
+			}),
+			field: "spec.managementPolicies", msgs: []string{`always ["*"]`, "its release would be skipped"},
+		},
+		"ManagementPoliciesObserveOnly": {
+			obj: static(func(b *v1alpha1.DatabaseBinding) {
+				b.Spec.ManagementPolicies = xpv2.ManagementPolicies{xpv2.ManagementActionObserve}
+			}),
+			field: "spec.managementPolicies", msgs: []string{`always ["*"]`},
+		},
+		"ManagementPoliciesEveryVerb": {
+			// Every verb spelled out is still not what the Composition
+			// composes.
+			obj: dynamic(func(b *v1alpha1.DatabaseBinding) {
+				b.Spec.ManagementPolicies = xpv2.ManagementPolicies{
+					xpv2.ManagementActionObserve, xpv2.ManagementActionCreate, xpv2.ManagementActionUpdate,
+					xpv2.ManagementActionLateInitialize, xpv2.ManagementActionDelete,
+				}
+			}),
+			field: "spec.managementPolicies", msgs: []string{`always ["*"]`},
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -963,6 +1028,20 @@ func TestDatabaseBindingRejectsUpdates(t *testing.T) {
 			obj:    dynamic(func(b *v1alpha1.DatabaseBinding) { b.Spec.ForProvider.Extensions = []string{"pg_trgm", "citext"} }),
 			change: func(b *v1alpha1.DatabaseBinding) { b.Spec.ForProvider.Extensions = []string{"pg_trgm"} },
 			field:  "spec.forProvider.extensions", msg: "append-only",
+		},
+		"ManagementPoliciesDropDelete": {
+			obj: dynamic(nil),
+			change: func(b *v1alpha1.DatabaseBinding) {
+				b.Spec.ManagementPolicies = xpv2.ManagementPolicies{xpv2.ManagementActionObserve, xpv2.ManagementActionCreate, xpv2.ManagementActionUpdate}
+			},
+			field: "spec.managementPolicies", msg: "its release would be skipped",
+		},
+		"WriteConnectionSecretToRefAdded": {
+			obj: static(nil),
+			change: func(b *v1alpha1.DatabaseBinding) {
+				b.Spec.WriteConnectionSecretToReference = &xpv2.LocalSecretReference{Name: "s"}
+			},
+			field: "spec.writeConnectionSecretToRef", msg: "never writes a credential to a Kubernetes Secret",
 		},
 		"AllExtensionsRemoved": {
 			obj:    static(func(b *v1alpha1.DatabaseBinding) { b.Spec.ForProvider.Extensions = []string{"pg_trgm"} }),

@@ -404,10 +404,13 @@ type RoleMember struct {
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.providerConfigRef) || (has(self.providerConfigRef) && self.providerConfigRef.name == oldSelf.providerConfigRef.name)",message="spec.providerConfigRef is immutable once set: a Database cannot move to another server",fieldPath=".providerConfigRef",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="!has(self.reclaimPolicy) || self.reclaimPolicy != 'Delete' || !has(self.managementPolicies) || self.managementPolicies.exists(p, p == 'Delete' || p == '*')",message="spec.reclaimPolicy Delete needs Delete (or \"*\") in spec.managementPolicies: without it the provider is never called to drop anything",fieldPath=".reclaimPolicy"
 // +kubebuilder:validation:XValidation:rule="!has(self.deletionPolicy) || self.deletionPolicy != 'Orphan'",message="spec.deletionPolicy Orphan is not supported: it would skip the provider's deletion logic; use spec.reclaimPolicy instead (Retain keeps the database, its role and its credential)",fieldPath=".deletionPolicy"
+// +kubebuilder:validation:XValidation:rule="!has(self.writeConnectionSecretToRef)",message="spec.writeConnectionSecretToRef is not supported: the provider never writes a credential to a Kubernetes Secret; the credential is in OpenBao (status.atProvider.credential.path), and a Tenant's namespace gets it through External Secrets",fieldPath=".writeConnectionSecretToRef",reason=FieldValueForbidden
 //
 // spec.deletionPolicy, embedded from Crossplane, is not a deletion switch
 // here: deletion is decided by spec.reclaimPolicy alone, and Orphan, which
 // would make Crossplane skip the provider's deletion logic, is refused.
+// spec.writeConnectionSecretToRef, embedded from Crossplane too, is refused:
+// crossplane-runtime would write a Kubernetes Secret for it.
 //
 // The CRD's default for spec.managementPolicies is DefaultManagementPolicies,
 // set by hack/crdpatch during `make generate` (controller-gen cannot

@@ -35,11 +35,6 @@ func (mg *DatabaseBinding) GetProviderConfigReference() *xpv2.ProviderConfigRefe
 	return mg.Spec.ProviderConfigReference
 }
 
-// GetWriteConnectionSecretToReference of this DatabaseBinding.
-func (mg *DatabaseBinding) GetWriteConnectionSecretToReference() *xpv2.LocalSecretReference {
-	return mg.Spec.WriteConnectionSecretToReference
-}
-
 // SetConditions of this DatabaseBinding.
 func (mg *DatabaseBinding) SetConditions(c ...xpv2.Condition) {
 	mg.Status.SetConditions(c...)

@@ -140,6 +140,12 @@ func startCrossplane(ctx context.Context, root, binDir string, k *Kube, ca *CA, 
 			return fail(fmt.Errorf("package/rbac %s %s: %w", o.GetKind(), o.GetName(), err))
 		}
 	}
+	// The admission policy the docs tell an admin to install with the
+	// provider: only Crossplane's namespace and cluster admins write
+	// DatabaseBindings.
+	if err := k.InstallAdmissionPolicies(ctx); err != nil {
+		return fail(err)
+	}
 	kenv := append(os.Environ(), "KUBECONFIG="+coreKubeconfig)
 
 	// core init: the TLS Secrets, the package Lock, the default runtime

@@ -579,7 +579,9 @@ subjects: [{kind: ServiceAccount, name: deployer, namespace: %s}]
 }
 
 // An app namespace's own identity (a service account with crossplane-edit
-// in its namespace, not the admin) cannot reopen the Released Database of
+// in its namespace, not the admin) cannot write a DatabaseBinding while the
+// shipped admission policy is installed; without it, it still cannot
+// reopen the Released Database of
 // its deleted Tenant by writing a DatabaseBinding that names that Tenant's
 // name and UID, controlled (ownerReference with that UID) by an object of
 // an apiVersion nobody serves, so that the garbage collector never removes
@@ -638,8 +640,26 @@ spec:
     tenant: {name: %[2]s, uid: %[4]s}
     database: %[2]s
 `, api, name, ns, oldUID))
+	// With the shipped admission policy (cluster/admission), the
+	// namespace's identity cannot write a binding at all.
 	var cerr error
-	waitFor(ctx, t, "the app identity's create (the RBAC manager's roles aggregate)", func() bool {
+	waitFor(ctx, t, "the app identity's create refused by the admission policy (the RBAC manager's roles aggregate)", func() bool {
+		cerr = as.Create(ctx, forged.DeepCopy())
+		return cerr != nil && strings.Contains(cerr.Error(), "DatabaseBindings are written only by Crossplane")
+	}, func() string {
+		return fmt.Sprintf("the namespace's identity's create was not refused by the admission policy: %v", cerr)
+	})
+	// Without it (a cluster whose admin has not installed it), the
+	// provider refuses the forged binding itself.
+	if err := env.Kube.UninstallAdmissionPolicies(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := env.Kube.InstallAdmissionPolicies(context.Background()); err != nil {
+			t.Errorf("reinstalling the admission policy: %v", err)
+		}
+	})
+	waitFor(ctx, t, "the app identity's create", func() bool {
 		cerr = as.Create(ctx, forged.DeepCopy())
 		return cerr == nil || apierrors.IsAlreadyExists(cerr)
 	}, func() string {
