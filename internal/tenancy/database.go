@@ -290,7 +290,7 @@ const (
 	// whose OID the record names: someone changed the role's password
 	// (the role itself, or whoever holds its credential). The record is
 	// the truth: the role gets the record's password back.
-	RepairPassword Repair = "set the login role's password back to the credential record's"
+	RepairPassword Repair = "set the login role's password back to the credential record's" //nolint:gosec // the name of a repair, not a credential
 	// RepairDatabase: the owner marked the database a template or gave it
 	// a connection limit of its own.
 	RepairDatabase   Repair = "reset the database's template flag and connection limit"
