@@ -590,7 +590,7 @@ func DecideBinding(o BindingObservation) BindingDecision {
 	if d.Present && claimNames(d.ClaimRef, s) && released(d) {
 		// Only an admin's edit of spec.claimRef makes a released Database
 		// bindable again, even for a binding of the Tenant it names.
-		return refuse(v1alpha1.BindingPhasePending, ReasonReleased, fmt.Sprintf("Database %s was released by this Tenant (its DatabaseBinding was deleted, or the Tenant was): a released Database is never rebound automatically; an admin clears or presets its spec.claimRef to make it bindable", d.Name))
+		return refuse(v1alpha1.BindingPhasePending, ReasonReleased, fmt.Sprintf("Database %s was released by this Tenant (its DatabaseBinding was deleted): a released Database is never bound again without an admin, even to the Tenant that released it, and nothing is delivered; ask your platform team to rebind it to this Tenant", d.Name))
 	}
 	if d.Present && claimNames(d.ClaimRef, s) {
 		return decideBound(o)
