@@ -200,7 +200,11 @@ func Compose(o Observed) Desired {
 		}
 	}
 	// The binding's reason wins: while the binding is not Ready, that is
-	// what must be acted on.
+	// what must be acted on. Its message is relayed as it is: the binding
+	// is an object of the Tenant's namespace, and the binder writes there
+	// only the Tenant's own state (a config's or a Database's message for
+	// admins never reaches it), so the Tenant shows nothing its namespace
+	// could not read already.
 	if b := o.Binding; b != nil {
 		if c, ok := condition(b.Conditions, "Ready"); ok && c.Status == "False" && !progressReasons[c.Reason] {
 			st.Reason, st.Message = c.Reason, c.Message

@@ -49,6 +49,18 @@ func TestComposeStatusAndGate(t *testing.T) {
 			want:      Status{Phase: "Pending", Instance: "pg1", Database: "shop_api", LoginRole: "shop_api", Reason: "AlreadyBound", Message: "Database x is bound to another Tenant"},
 			resources: []string{NameBinding},
 		},
+		// The app deleted the binding of a Ready Tenant, the Database was
+		// Released, and the binding composed again is refused: the Tenant
+		// shows the binding's reason and message as they are (the binding
+		// says only what its namespace may read), and no ExternalSecret is
+		// composed, as there is no delivery path.
+		"ReleasedAfterTheBindingWasDeleted": {
+			o: Observed{Tenant: func() Tenant { t := dynamic(); t.Phase = "Ready"; return t }(), Binding: &Binding{Phase: "Pending", Conditions: []Condition{
+				{Type: "Synced", Status: "True"}, {Type: "Ready", Status: "False", Reason: "Released", Message: "Database tenant-t-1 was released by this Tenant: ask your platform team to rebind it to this Tenant"}}}},
+			want: Status{Phase: "Pending", Instance: "pg1", Database: "shop_api", LoginRole: "shop_api", Reason: "Released",
+				Message: "Database tenant-t-1 was released by this Tenant: ask your platform team to rebind it to this Tenant"},
+			resources: []string{NameBinding},
+		},
 		"ReadyBindingOpensTheGate": {
 			o: Observed{Tenant: dynamic(), Binding: readyBinding()},
 			want: Status{Phase: "ExternalSecretCreated", Instance: "pg1", Database: "shop_api", LoginRole: "shop_api", DatabaseName: "tenant-t-1",

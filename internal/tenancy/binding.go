@@ -460,7 +460,18 @@ func validateSpec(s BindingSpec) string {
 	return ""
 }
 
-// instanceProblem returns why the instance cannot be used now, or "".
+// What a binding's namespace reads. A binding's conditions are read in its
+// namespace, and its Tenant shows them: they tell that namespace its own
+// Tenant's state and nothing else. A config's or a Database's Ready
+// message is written for admins: it names the server (host, hostaddr),
+// other roles and databases on it (the owner of a database that is in the
+// way, another Database's record) and the text of server and OpenBao
+// errors. So a binding relays their reasons, each with a fixed text saying
+// what the app team can do (namespaceAdvice); the message stays where
+// admins read it.
+
+// instanceProblem returns why the instance cannot be used now, or "". The
+// config's message is not relayed.
 func instanceProblem(name string, i ObservedInstance) string {
 	switch {
 	case !i.Present:
@@ -470,15 +481,16 @@ func instanceProblem(name string, i ObservedInstance) string {
 	case i.Ready.Status != corev1.ConditionTrue && i.Ready.Reason == "":
 		return fmt.Sprintf("ClusterProviderConfig %s is not Ready yet", name)
 	case i.Ready.Status != corev1.ConditionTrue:
-		return fmt.Sprintf("ClusterProviderConfig %s is not Ready (%s): %s", name, i.Ready.Reason, i.Ready.Message)
+		return fmt.Sprintf("ClusterProviderConfig %s is not Ready (%s): ask your platform team; the config's status, which admins read, says why", name, i.Ready.Reason)
 	}
 	return ""
 }
 
 // databaseProblem returns why the Database cannot be used now, or "". Its
-// Ready reason and message are relayed only when it is the binding's own
-// (its claimRef names this Tenant): they describe that database, which the
-// Tenant's namespace may know about; another Database's are not its to see.
+// Ready reason is relayed only when it is the binding's own (its claimRef
+// names this Tenant), and its message only when it describes the Tenant's
+// own request (namespaceAdvice); another Database's state is not the
+// namespace's to see.
 func databaseProblem(d ObservedDatabase, own bool) string {
 	switch {
 	case d.Deleting:
@@ -490,11 +502,29 @@ func databaseProblem(d ObservedDatabase, own bool) string {
 		// step.
 		return fmt.Sprintf("Database %s is not Ready yet", d.Name)
 	case d.Ready.Status != corev1.ConditionTrue:
-		return fmt.Sprintf("Database %s is not Ready (%s): %s", d.Name, d.Ready.Reason, d.Ready.Message)
+		return fmt.Sprintf("Database %s is not Ready (%s): %s", d.Name, d.Ready.Reason, namespaceAdvice(string(d.Ready.Reason), d.Ready.Message))
 	case d.RecordPath == "":
 		return fmt.Sprintf("Database %s reports no credential record yet", d.Name)
 	}
 	return ""
+}
+
+// namespaceAdvice says what an app team can do about its own Database's
+// Ready reason, in place of the Database's message (which is for admins).
+// The one exception is a refused spec (InvalidSpec, the database options'
+// reasons): that message is made of what the Tenant asked for and what
+// the config allows (names, extensions, encodings and locales), and it is
+// what the team must read to fix its Tenant.
+func namespaceAdvice(reason, message string) string {
+	switch reason {
+	case ReasonInvalidSpec, ReasonDatabaseOptionsNotAllowed, ReasonDatabaseOptionsUnsupported:
+		return message
+	case ReasonConflict:
+		return "a database, login role or credential record with this Tenant's names exists on the server and is not this Tenant's; nothing of it was changed. Choose other names (spec.database, spec.loginRole), or ask your platform team, who see what is in the way in the Database's status"
+	case ReasonDatabaseVanished:
+		return "the database was removed from the server, and it is not created again empty; ask your platform team to restore it"
+	}
+	return "ask your platform team; the Database's status, which admins read, says why"
 }
 
 // progressReasons are a Database's Ready reasons that say it is on its way,
@@ -590,7 +620,7 @@ func DecideBinding(o BindingObservation) BindingDecision {
 	if d.Present && claimNames(d.ClaimRef, s) && released(d) {
 		// Only an admin's edit of spec.claimRef makes a released Database
 		// bindable again, even for a binding of the Tenant it names.
-		return refuse(v1alpha1.BindingPhasePending, ReasonReleased, fmt.Sprintf("Database %s was released by this Tenant (its DatabaseBinding was deleted, or the Tenant was): a released Database is never rebound automatically; an admin clears or presets its spec.claimRef to make it bindable", d.Name))
+		return refuse(v1alpha1.BindingPhasePending, ReasonReleased, fmt.Sprintf("Database %s was released by this Tenant (its DatabaseBinding was deleted): a released Database is never bound again without an admin, even to the Tenant that released it, and nothing is delivered; ask your platform team to rebind it to this Tenant", d.Name))
 	}
 	if d.Present && claimNames(d.ClaimRef, s) {
 		return decideBound(o)
@@ -831,11 +861,19 @@ func CopyOwnedBy(owner map[string]string, s BindingSpec) bool {
 		owner[MetaBindingName] == s.Name && owner[MetaBindingUID] == s.UID
 }
 
-func describeCopyOwner(owner map[string]string) string {
-	if owner[MetaManagedBy] != ManagedBy || owner[MetaBindingUID] == "" {
+// describeCopyOwner names the owner of a delivery path as the binding's
+// namespace may see it: a binding of that namespace by name, never a UID,
+// and nothing of another namespace.
+func describeCopyOwner(owner map[string]string, s BindingSpec) string {
+	switch {
+	case owner[MetaManagedBy] != ManagedBy || owner[MetaBindingUID] == "":
 		return "a record the provider does not own"
+	case owner[MetaBindingNamespace] == s.Namespace && owner[MetaBindingName] == s.Name:
+		return "an earlier DatabaseBinding of this name in this namespace"
+	case owner[MetaBindingNamespace] == s.Namespace:
+		return fmt.Sprintf("the DatabaseBinding %s of this namespace", owner[MetaBindingName])
 	}
-	return fmt.Sprintf("DatabaseBinding %s/%s (uid %s)", owner[MetaBindingNamespace], owner[MetaBindingName], owner[MetaBindingUID])
+	return "a DatabaseBinding of another namespace"
 }
 
 // DecideDelivery decides the delivery copy of a bound, Ready Database's
@@ -872,7 +910,7 @@ func DecideDelivery(o DeliveryObservation) DeliveryVerdict {
 	case !c.Present:
 		return DeliveryVerdict{Write: true, Claim: true, CAS: 0, Data: data, Owner: owner}
 	case !CopyOwnedBy(c.Owner, o.Spec):
-		return DeliveryVerdict{Reason: ReasonConflict, Message: fmt.Sprintf("the delivery path %s belongs to %s: nothing is written; it is freed when its owner is deleted, or by an admin", o.CopyPath, describeCopyOwner(c.Owner))}
+		return DeliveryVerdict{Reason: ReasonConflict, Message: fmt.Sprintf("the delivery path %s belongs to %s: nothing is written; it is freed when its owner is deleted, or by an admin", o.CopyPath, describeCopyOwner(c.Owner, o.Spec))}
 	case maps.Equal(c.Data, data) && c.Owner[MetaSourceDatabaseUID] == o.DatabaseUID &&
 		c.Owner[MetaSourceVersion] == strconv.Itoa(src.Version) && c.Owner[MetaTenantUID] == o.Spec.TenantUID &&
 		c.Owner[MetaSourceDatabase] == o.DatabaseName:

@@ -407,7 +407,7 @@ func TestDecideBindingDynamic(t *testing.T) {
 				return d
 			}(), func(o *BindingObservation) { o.Recorded = rec }),
 			want: BindingDecision{Action: ActionWait, Phase: v1alpha1.BindingPhaseProvisioning, Reason: ReasonConflict, Record: rec},
-			msg:  "the role exists",
+			msg:  "Choose other names",
 		},
 		"ReadyDelivers": {
 			o:    obs(dynamicSpec(), dyn(), func(o *BindingObservation) { o.Recorded = rec }),
@@ -1070,6 +1070,146 @@ func TestDecideBindingWaitNamesTheReaders(t *testing.T) {
 			got := DecideBinding(obs(staticSpec(), boundDB(), deleting(tc.readers...)))
 			if got.Reason != ReasonWaitingForExternalSecret || !strings.HasPrefix(got.Message, tc.want) {
 				t.Errorf("got %s %q, want %s %q…", got.Reason, got.Message, ReasonWaitingForExternalSecret, tc.want)
+			}
+		})
+	}
+}
+
+// What a binding's namespace reads (the binding's Ready message, which its
+// Tenant shows) is its own Tenant's state: never a config's or a
+// Database's message written for admins (server addresses, other roles
+// and databases, error text), never another namespace's claim or a UID;
+// a refused spec is relayed, since it is what the team must fix.
+func TestRelayedMessagesTellOnlyTheTenantsOwnState(t *testing.T) {
+	// Each planted word stands for something only admins may read.
+	const (
+		host    = "pg-primary.internal.example"
+		addr    = "10.20.30.40"
+		errText = "pq-error-7f3a"
+		other   = "payroll_owner"
+	)
+	adminSide := []string{host, addr, errText, other, "t-9", "other-ns", "b-9"}
+	adminMsg := "cannot connect to " + host + " (" + addr + "): " + errText + "; the database \"shop\" exists, owned by \"" + other + "\""
+	notReady := func(reason string) xpv2.Condition {
+		return xpv2.Condition{Type: xpv2.TypeReady, Status: corev1.ConditionFalse, Reason: xpv2.ConditionReason(reason), Message: adminMsg}
+	}
+	name := DynamicDatabaseName("t-1")
+	rec := BindingRecord{DatabaseName: name, DatabaseUID: "d-1"}
+	own := func(reason string) BindingObservation {
+		d := boundDB()
+		d.Name, d.Ready = name, notReady(reason)
+		return obs(dynamicSpec(), d, func(o *BindingObservation) { o.Recorded = rec })
+	}
+	cases := map[string]struct {
+		o          BindingObservation
+		wantReason string
+		// want is what the message must say instead.
+		want string
+	}{
+		"ConfigNotReady": {
+			o:          obs(dynamicSpec(), ObservedDatabase{}, func(o *BindingObservation) { o.Instance.Ready = notReady("Unreachable") }),
+			wantReason: ReasonInstanceNotReady, want: "ClusterProviderConfig pg-a is not Ready (Unreachable): ask your platform team",
+		},
+		"StaticConfigNotReady": {
+			o:          obs(staticSpec(), availableDB(), func(o *BindingObservation) { o.Instance.Ready = notReady("UnsafeTemplates") }),
+			wantReason: ReasonInstanceNotReady, want: "(UnsafeTemplates): ask your platform team",
+		},
+		"OwnDatabaseConflict": {
+			o: own(ReasonConflict), wantReason: ReasonConflict, want: "Choose other names",
+		},
+		"OwnDatabaseInstanceNotReady": {
+			o: own(ReasonInstanceNotReady), wantReason: ReasonInstanceNotReady, want: "(InstanceNotReady): ask your platform team",
+		},
+		"OwnDatabaseEndpointChanged": {
+			o: own(ReasonEndpointChanged), wantReason: ReasonEndpointChanged, want: "ask your platform team",
+		},
+		"OwnDatabaseDependencyUnavailable": {
+			o: own(ReasonDependencyUnavailable), wantReason: ReasonDependencyUnavailable, want: "ask your platform team",
+		},
+		"OwnDatabaseImportDifferences": {
+			o: own(ReasonImportDifferences), wantReason: ReasonImportDifferences, want: "ask your platform team",
+		},
+		"OwnDatabaseInsufficientPrivileges": {
+			o: own(ReasonInsufficientPrivileges), wantReason: ReasonInsufficientPrivileges, want: "ask your platform team",
+		},
+		"OwnDatabaseVanished": {
+			o: own(ReasonDatabaseVanished), wantReason: ReasonDatabaseVanished, want: "ask your platform team to restore it",
+		},
+		"AnotherDatabaseNotReady": {
+			o: obs(staticSpec(), func() ObservedDatabase {
+				d := availableDB()
+				d.Ready = notReady(ReasonConflict)
+				return d
+			}()),
+			wantReason: ReasonDatabaseNotReady, want: "Database orders is not Ready yet",
+		},
+		"BoundToAnotherNamespace": {
+			o: obs(staticSpec(), func() ObservedDatabase {
+				d := availableDB()
+				d.ClaimRef = &v1alpha1.ClaimReference{Namespace: "other-ns", Name: other, UID: "t-9"}
+				d.ClaimantLive = true
+				return d
+			}()),
+			wantReason: ReasonAlreadyBound, want: "a Tenant of another namespace",
+		},
+		"ReleasedByItsOwnTenant": {
+			o: obs(staticSpec(), func() ObservedDatabase {
+				d := availableDB()
+				d.ClaimRef = ourClaim()
+				d.Binding = ReleasedStatus(*ourClaim())
+				return d
+			}()),
+			wantReason: ReasonReleased, want: "ask your platform team to rebind it to this Tenant",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := DecideBinding(tc.o)
+			if got.Reason != tc.wantReason {
+				t.Errorf("reason %q, want %q", got.Reason, tc.wantReason)
+			}
+			if !strings.Contains(got.Message, tc.want) {
+				t.Errorf("message %q does not say %q", got.Message, tc.want)
+			}
+			for _, w := range adminSide {
+				if strings.Contains(got.Message, w) {
+					t.Errorf("message %q tells the namespace %q", got.Message, w)
+				}
+			}
+		})
+	}
+
+	// A refused spec is the team's to fix: its message is relayed.
+	for _, reason := range []string{ReasonInvalidSpec, ReasonDatabaseOptionsNotAllowed, ReasonDatabaseOptionsUnsupported} {
+		o := own(reason)
+		o.Database.Ready.Message = "spec.forProvider.options asks what the ClusterProviderConfig does not allow: encoding \"LATIN1\" (allowed: UTF8)"
+		if got := DecideBinding(o); got.Reason != reason || !strings.Contains(got.Message, o.Database.Ready.Message) {
+			t.Errorf("%s: %s %q does not relay the refused spec", reason, got.Reason, got.Message)
+		}
+	}
+
+	// The delivery path's owner: a binding of this namespace by name, one
+	// of another namespace not at all, never a UID.
+	s := staticSpec()
+	src := BindingKV{Present: true, Data: sourceData(), Owner: map[string]string{MetaManagedBy: ManagedBy, MetaName: "orders", MetaUID: "d-1"}, Version: 3}
+	for name, tc := range map[string]struct {
+		owner BindingSpec
+		want  string
+	}{
+		"SameNamespace":    {owner: BindingSpec{Namespace: "shop", Name: "legacy", UID: "b-9", TenantUID: "t-9"}, want: "the DatabaseBinding legacy of this namespace"},
+		"SameName":         {owner: BindingSpec{Namespace: "shop", Name: s.Name, UID: "b-9", TenantUID: "t-9"}, want: "an earlier DatabaseBinding of this name"},
+		"AnotherNamespace": {owner: BindingSpec{Namespace: "other-ns", Name: other, UID: "b-9", TenantUID: "t-9"}, want: "a DatabaseBinding of another namespace"},
+	} {
+		t.Run("Delivery"+name, func(t *testing.T) {
+			got := DecideDelivery(DeliveryObservation{Spec: s, DatabaseName: "orders", DatabaseUID: "d-1", SourcePath: "postgresql-databases/orders", Source: src,
+				CopyPath: "postgresql-tenants/shop/shop", Copy: BindingKV{Present: true, Data: sourceData(), Owner: DeliveryOwner(tc.owner, "payroll", "d-9", 1), Version: 1}})
+			if got.Reason != ReasonConflict || !strings.Contains(got.Message, tc.want) {
+				t.Errorf("%s %q, want Conflict saying %q", got.Reason, got.Message, tc.want)
+			}
+			for _, w := range adminSide {
+				if strings.Contains(got.Message, w) {
+					t.Errorf("message %q tells the namespace %q", got.Message, w)
+				}
 			}
 		})
 	}

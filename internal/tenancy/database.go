@@ -812,19 +812,25 @@ type Claimant struct {
 
 // LiveBinding is whether a claim is held, from its claimants (their
 // standing, DecideStanding) and whether the Database already records the
-// claim Released: live when one is its Tenant's and not being deleted;
-// pending while one may yet be (its Tenant does not list it yet), or while
-// the binder has a release to make (a binding of the Tenant being deleted,
-// or one whose Tenant is gone, and the claim not recorded Released yet);
-// none otherwise. A forged binding holds nothing.
+// claim Released. A claim recorded Released is held by nobody, not even by
+// a new binding of the Tenant that released it (one its Composition wrote
+// again after the old one was deleted): only an admin's edit of
+// spec.claimRef reopens the Database. Otherwise the claim is live when a
+// claimant is its Tenant's and not being deleted; pending while one may yet
+// be (its Tenant does not list it yet), or while the binder has a release
+// to make (a binding of the Tenant being deleted, or one whose Tenant is
+// gone); none otherwise. A forged binding holds nothing.
 func LiveBinding(claimants []Claimant, released bool) Claimancy {
+	if released {
+		return ClaimNone
+	}
 	out := ClaimNone
 	for _, c := range claimants {
 		switch {
 		case c.Standing == StandingTenants && !c.Deleting:
 			return ClaimLive
 		case c.Standing == StandingPending && !c.Deleting,
-			(c.Standing == StandingTenants || c.Standing == StandingGone) && !released:
+			c.Standing == StandingTenants || c.Standing == StandingGone:
 			out = ClaimPending
 		}
 	}
@@ -842,8 +848,10 @@ func ReleasedClaim(b v1alpha1.BindingStatus, claim *v1alpha1.ClaimReference) boo
 // claim's Tenant exists: no claim is Available (a released claim recorded
 // earlier is kept for diagnosis); a claim without UID is Available,
 // reserved for that Tenant; a claim whose Tenant has a live binding is
-// Bound; any other claim with a UID is Released, and stays so until an
-// admin clears or replaces spec.claimRef.
+// Bound, unless the recorded status shows that very claim Released; any
+// other claim with a UID is Released, and stays so until an admin clears
+// or replaces spec.claimRef: a binding of the claim's Tenant written again
+// later never turns Released into Bound.
 func BindingOf(claim *v1alpha1.ClaimReference, recorded v1alpha1.BindingStatus, liveBinding bool) v1alpha1.BindingStatus {
 	out := v1alpha1.BindingStatus{Phase: v1alpha1.BindingAvailable, ReleasedClaim: recorded.ReleasedClaim}
 	if claim == nil {
@@ -852,7 +860,7 @@ func BindingOf(claim *v1alpha1.ClaimReference, recorded v1alpha1.BindingStatus, 
 	out.Claim = ClaimString(claim)
 	switch {
 	case claim.UID == "":
-	case liveBinding:
+	case liveBinding && !ReleasedClaim(recorded, claim):
 		out.Phase = v1alpha1.BindingBound
 	default:
 		out.Phase = v1alpha1.BindingReleased

@@ -558,6 +558,13 @@ func TestBindingOf(t *testing.T) {
 		"BoundKeepsAnEarlierRelease":    {claim: claim, live: true, recorded: v1alpha1.BindingStatus{ReleasedClaim: old}, want: v1alpha1.BindingStatus{Phase: v1alpha1.BindingBound, Claim: "team/shop", ReleasedClaim: old}},
 		"Released":                      {claim: claim, recorded: v1alpha1.BindingStatus{Phase: v1alpha1.BindingBound, Claim: "team/shop"}, want: v1alpha1.BindingStatus{Phase: v1alpha1.BindingReleased, Claim: "team/shop", ReleasedClaim: claim}},
 		"ReleasedNeverSeenBound":        {claim: claim, want: v1alpha1.BindingStatus{Phase: v1alpha1.BindingReleased, Claim: "team/shop", ReleasedClaim: claim}},
+		// A binding of the same Tenant written again (its Composition
+		// recreates the one the app deleted) never turns Released into
+		// Bound: only an admin's claimRef edit does.
+		"ReleasedStaysReleasedForItsTenant": {claim: claim, live: true, recorded: v1alpha1.BindingStatus{Phase: v1alpha1.BindingReleased, Claim: "team/shop", ReleasedClaim: claim}, want: v1alpha1.BindingStatus{Phase: v1alpha1.BindingReleased, Claim: "team/shop", ReleasedClaim: claim}},
+		// The admin cleared the claim (Available) and set it again: the
+		// Tenant's binding binds it.
+		"RebindAfterTheAdminsEdit": {claim: claim, live: true, recorded: v1alpha1.BindingStatus{Phase: v1alpha1.BindingAvailable, ReleasedClaim: claim}, want: v1alpha1.BindingStatus{Phase: v1alpha1.BindingBound, Claim: "team/shop", ReleasedClaim: claim}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -622,6 +629,12 @@ func TestLiveBinding(t *testing.T) {
 		"TenantGone":                  {claimants: []Claimant{c(StandingGone, false)}, want: ClaimPending},
 		"TenantsBeingDeletedReleased": {claimants: []Claimant{c(StandingTenants, true)}, released: true, want: ClaimNone},
 		"TenantGoneReleased":          {claimants: []Claimant{c(StandingGone, false)}, released: true, want: ClaimNone},
+		// Released is held by nobody, not even by a new binding of the
+		// Tenant that released it (or one not listed yet): a deletion of
+		// the Database does not wait for it.
+		"TenantsNewBindingAfterRelease": {claimants: []Claimant{c(StandingTenants, false)}, released: true, want: ClaimNone},
+		"PendingAfterRelease":           {claimants: []Claimant{c(StandingPending, false)}, released: true, want: ClaimNone},
+		"DeletedAndNewAfterRelease":     {claimants: []Claimant{c(StandingTenants, true), c(StandingTenants, false)}, released: true, want: ClaimNone},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
