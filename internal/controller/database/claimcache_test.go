@@ -53,7 +53,10 @@ func TestClaimancyFromACacheBehind(t *testing.T) {
 	b := binding(t, "claims-cache", "cached", "claim-cache-db")
 	claim := &v1alpha1.ClaimReference{Namespace: "claims-cache", Name: "cached", UID: b.Spec.ForProvider.Tenant.UID}
 	bound := tenancy.BindingOf(claim, v1alpha1.BindingStatus{}, true)
-	unbound := tenancy.BindingOf(claim, v1alpha1.BindingStatus{}, false)
+	// A status behind the claim: Available, as before the claim was
+	// bound. (A status that records this very claim Released is not
+	// behind: no binding holds a released claim again.)
+	unbound := v1alpha1.BindingStatus{Phase: v1alpha1.BindingAvailable}
 	if bound == unbound {
 		t.Fatal("the bound and unbound status are the same: the test would prove nothing")
 	}
