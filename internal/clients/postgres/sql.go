@@ -267,12 +267,14 @@ const (
 const qIsTemplate = `SELECT d.datistemplate FROM pg_catalog.pg_database d
 WHERE d.datname OPERATOR(pg_catalog.=) $1::pg_catalog.name`
 
-// qTerminateRoleWaiting ends every session of role $1 except the calling
-// one, waiting up to 5 s for each to exit, and counts those signalled. It
-// runs in the transaction that sets the role's new password: a session of
-// the role altering its own password meanwhile waits for that transaction
-// on the role's row and is ended while it waits.
-const qTerminateRoleWaiting = `SELECT pg_catalog.count(*) FILTER (WHERE t.ended)::pg_catalog.int4 FROM (
+// qTerminateRole ends every session of role $1 except the calling one,
+// waiting up to 5 s for each to exit, and counts those signalled.
+// pg_terminate_backend raises 42501 when the caller has neither the role's
+// privileges nor pg_signal_backend's. The rotation runs it in the
+// transaction that sets the role's new password: a session of the role
+// altering its own password meanwhile waits for that transaction on the
+// role's row and is ended while it waits.
+const qTerminateRole = `SELECT pg_catalog.count(*) FILTER (WHERE t.ended)::pg_catalog.int4 FROM (
   SELECT pg_catalog.pg_terminate_backend(a.pid, 5000::pg_catalog.int8) AS ended FROM pg_catalog.pg_stat_activity a
   WHERE a.usename OPERATOR(pg_catalog.=) $1::pg_catalog.name
     AND a.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()) t`
@@ -281,14 +283,6 @@ const qTerminateRoleWaiting = `SELECT pg_catalog.count(*) FILTER (WHERE t.ended)
 const qTerminate = `SELECT pg_catalog.count(*)::pg_catalog.int4 FROM (
   SELECT pg_catalog.pg_terminate_backend(a.pid) FROM pg_catalog.pg_stat_activity a
   WHERE a.datname OPERATOR(pg_catalog.=) $1::pg_catalog.name
-    AND a.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()) t`
-
-// qTerminateRole ends every session of role $1 except the calling one and
-// counts those signalled. pg_terminate_backend raises 42501 when the caller
-// has neither the role's privileges nor pg_signal_backend's.
-const qTerminateRole = `SELECT pg_catalog.count(*) FILTER (WHERE t.ended)::pg_catalog.int4 FROM (
-  SELECT pg_catalog.pg_terminate_backend(a.pid) AS ended FROM pg_catalog.pg_stat_activity a
-  WHERE a.usename OPERATOR(pg_catalog.=) $1::pg_catalog.name
     AND a.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()) t`
 
 // qExtensions lists the extensions installed in the connected database.

@@ -403,7 +403,7 @@ func (p *Pool) SetRolePasswordEndingSessions(ctx context.Context, role, verifier
 			if _, err := tx.Exec(ctx, fmt.Sprintf(qSetRolePassword, r, verifier)); err != nil {
 				return err
 			}
-			return tx.QueryRow(ctx, qTerminateRoleWaiting, role).Scan(&n)
+			return tx.QueryRow(ctx, qTerminateRole, role).Scan(&n)
 		})
 	})
 	return n, err
@@ -420,7 +420,8 @@ func (p *Pool) RepairDatabase(ctx context.Context, database, owner string) error
 }
 
 // TerminateRoleSessions ends every session of role except the calling one
-// and returns how many were signalled. It needs the privileges of role
+// and returns how many were signalled, once each has exited (up to 5 s
+// each). It needs the privileges of role
 // (membership with INHERIT) or of pg_signal_backend; without them the
 // server refuses (class InsufficientPrivileges).
 func (p *Pool) TerminateRoleSessions(ctx context.Context, role string) (int, error) {
