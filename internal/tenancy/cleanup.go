@@ -70,15 +70,7 @@ func decideCleanup(o Observation, v Verdict) Verdict {
 		return v
 	}
 	if !o.Cleanup.MayUpdate || (o.Import && !o.ImportUpdate) {
-		what := "a Database whose spec.managementPolicies lack Update never changes privileges"
-		if o.Import {
-			what = "a read-only import never changes privileges"
-		}
-		v.Exists, v.UpToDate, v.Ready, v.Repairs = o.DB.Exists, true, false, nil
-		v.Rotation = RotationVerdict{}
-		v.Reason = ReasonInvalidSpec
-		v.Message = fmt.Sprintf("%s is not applied: %s; add Update to spec.managementPolicies to run it, or remove spec.accessCleanup; nothing was revoked", waits, what)
-		return v
+		return withoutUpdate(o, v, waits, "privileges", "run it", "spec.accessCleanup", "nothing was revoked")
 	}
 	if v.Reason != "" {
 		v.Message += fmt.Sprintf(". %s waits until this is resolved; nothing was revoked", waits)

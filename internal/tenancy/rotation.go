@@ -130,6 +130,22 @@ func startsUnready(o Observation, v Verdict) bool {
 		((v.Reason == "" && slices.Contains(v.Repairs, RepairPassword)) || v.Reason == ReasonProvisioningFailed)
 }
 
+// withoutUpdate is the verdict on an admin's request (what) that changes
+// something (changes) when the Database may not: its management policies
+// lack Update, or it is a read-only import. InvalidSpec, naming the policy
+// to add (to do it) or the field to remove, and that nothing was done.
+func withoutUpdate(o Observation, v Verdict, what, changes, do, field, nothing string) Verdict {
+	why := "a Database whose spec.managementPolicies lack Update never changes " + changes
+	if o.Import {
+		why = "a read-only import never changes " + changes
+	}
+	v.Exists, v.UpToDate, v.Ready, v.Repairs = o.DB.Exists, true, false, nil
+	v.Rotation = RotationVerdict{}
+	v.Reason = ReasonInvalidSpec
+	v.Message = fmt.Sprintf("%s is not applied: %s; add Update to spec.managementPolicies to %s, or remove %s; %s", what, why, do, field, nothing)
+	return v
+}
+
 // decideRotation adds the credential rotation step to the verdict of an
 // observation.
 //
@@ -169,14 +185,7 @@ func decideRotation(o Observation, v Verdict) Verdict {
 		return v
 	}
 	if !o.Rotation.MayUpdate || (o.Import && !o.ImportUpdate) {
-		what := "a Database whose spec.managementPolicies lack Update never changes the password"
-		if o.Import {
-			what = "a read-only import never changes the password"
-		}
-		v.Exists, v.UpToDate, v.Ready, v.Repairs = o.DB.Exists, true, false, nil
-		v.Reason = ReasonInvalidSpec
-		v.Message = fmt.Sprintf("%s is not applied: %s; add Update to spec.managementPolicies to rotate it, or remove spec.credentialRotation; nothing was written", waits, what)
-		return v
+		return withoutUpdate(o, v, waits, "the password", "rotate it", "spec.credentialRotation", "nothing was written")
 	}
 	if v.Reason == ReasonDependencyUnavailable || v.Reason == ReasonInsufficientPrivileges {
 		v.Message += fmt.Sprintf(". %s waits until this is resolved; nothing was rotated", waits)
