@@ -320,18 +320,28 @@ func (g objectGrant) revoke() string {
 // every statement is schema-qualified.
 var insideSearchPath = SafeSearchPath
 
+// configOn is the connection configuration of a session on database, a
+// database other than the admin's own: the admin pool's (no PG* variable
+// applies), with PinnedSettings at startup, so that nothing set for that
+// database, or for the role in it, applies to the session.
+func (p *Pool) configOn(database string, major int, searchPath string) *pgx.ConnConfig {
+	cfg := p.pool.Config().ConnConfig.Copy()
+	cfg.Database = database
+	for k, v := range PinnedSettings(major, searchPath) {
+		cfg.RuntimeParams[k] = v
+	}
+	return cfg
+}
+
 // connectInside opens the admin's session on a tenant database for the
 // cleanup: PinnedSettings at startup, then SET ROLE to the login role.
 func (p *Pool) connectInside(ctx context.Context, database, role string, major int) (*pgx.Conn, error) {
-	cfg := p.pool.Config().ConnConfig.Copy()
-	cfg.Database = database
-	cfg.RuntimeParams = PinnedSettings(major, SafeSearchPath)
+	cfg := p.configOn(database, major, SafeSearchPath)
 	if insideSearchPath != SafeSearchPath {
 		// Tests only: the tenant's search_path applies, to show that the
 		// statements resolve nothing of the tenant's even then.
 		delete(cfg.RuntimeParams, "search_path")
 	}
-	cfg.RuntimeParams["application_name"] = ApplicationName
 	ctx, cancel := p.withTimeout(ctx)
 	defer cancel()
 	c, err := pgx.ConnectConfig(ctx, cfg)

@@ -219,14 +219,7 @@ func (p *Pool) Templates(ctx context.Context) (tenancy.TemplateState, error) {
 	if err != nil {
 		return s, err
 	}
-	cfg := p.pool.Config().ConnConfig.Copy()
-	cfg.Database = "template1"
-	// A database other than the admin's own: nothing set for it, or for
-	// the admin role in it, applies (PinnedSettings).
-	for k, v := range PinnedSettings(major, SafeSearchPath) {
-		cfg.RuntimeParams[k] = v
-	}
-	c, err := pgx.ConnectConfig(ctx, cfg)
+	c, err := pgx.ConnectConfig(ctx, p.configOn("template1", major, SafeSearchPath))
 	if err != nil {
 		e := Classify(err, p.redact...)
 		return s, &Error{Class: e.Class, SQLState: e.SQLState, msg: fmt.Sprintf("PUBLIC may connect to template1, and seeing whether it may also create objects there takes a session on template1, which failed: %v; let the admin role connect to template1, or, as a superuser, run REVOKE CONNECT ON DATABASE template1 FROM PUBLIC", e)}

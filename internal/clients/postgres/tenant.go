@@ -651,10 +651,12 @@ func (p *Pool) ConnectAs(ctx context.Context, database string, cred Credential) 
 	if _, _, err := dbAndRole(database, cred.Username); err != nil {
 		return nil, err
 	}
-	cfg := p.pool.Config().ConnConfig.Copy()
-	cfg.Database = database
-	cfg.User = cred.Username
-	cfg.Password = cred.Password
+	ctx, cancel := p.withTimeout(ctx)
+	defer cancel()
+	major, err := p.Major(ctx)
+	if err != nil {
+		return nil, err
+	}
 	// The tenant's own session in its own database: only the tenant can
 	// create objects there, and CREATE EXTENSION places an extension in the
 	// first schema of the search_path (pg_catalog is still searched first
@@ -663,15 +665,9 @@ func (p *Pool) ConnectAs(ctx context.Context, database string, cred Credential) 
 	// (ALTER DATABASE/ROLE ... SET) applies: a default_transaction_read_only
 	// or a statement_timeout of the tenant's must not fail the login check
 	// or the extension install (PinnedSettings).
-	ctx, cancel := p.withTimeout(ctx)
-	defer cancel()
-	major, err := p.Major(ctx)
-	if err != nil {
-		return nil, err
-	}
-	for k, v := range PinnedSettings(major, TenantSearchPath) {
-		cfg.RuntimeParams[k] = v
-	}
+	cfg := p.configOn(database, major, TenantSearchPath)
+	cfg.User = cred.Username
+	cfg.Password = cred.Password
 	c, err := pgx.ConnectConfig(ctx, cfg)
 	redact := append([]string{cred.Username, cred.Password}, p.redact...)
 	if err != nil {
