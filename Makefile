@@ -15,7 +15,6 @@ SHELL := /usr/bin/env bash
 
 GO ?= go
 OUTPUT ?= _output
-GO_TEST_FLAGS ?= -count=1 -p 2 -timeout 30m
 # The packages whose TestMain is testenv.NodeMain: one test node runs on a
 # machine at a time (the others wait for its lock), so `make test` runs
 # them one after another, after the rest.
@@ -56,11 +55,14 @@ tools: ## install every real component the tests need, PostgreSQL of the default
 tools-all: ## install every real component of the project (ESO, Crossplane CLI, functions, ...)
 	hack/install.sh all
 
+# Packages run at once besides the test node's lane (hack/testrun).
+TEST_JOBS ?= 4
+TESTRUN = $(GO) run ./hack/testrun -jobs $(TEST_JOBS) -node-pkgs "$(NODE_PKGS)" \
+  -majors "$(PG_MAJORS)" -matrix-pkgs "$(PG_MATRIX_PKGS)" -matrix-e2e '$(PG_MATRIX_E2E)'
+
 .PHONY: test
-test: tools ## run every test against real components, then the PostgreSQL matrix
-	$(GO) test $(GO_TEST_FLAGS) $$($(GO) list ./... | grep -v -x -F $(NODE_PKGS:./%/=-e $(MODULE)/%))
-	$(GO) test $(GO_TEST_FLAGS) -p 1 -timeout 60m $(NODE_PKGS)
-	$(pg_matrix)
+test: tools ## run every test against real components, on the default PostgreSQL major and the PostgreSQL-facing ones on each of PG_MAJORS, several packages at once (hack/testrun)
+	$(TESTRUN)
 
 .PHONY: pod
 pod: tools ## run test/pod alone (make test runs it too): core's Deployment runtime runs the provider package as a Pod on a real node (kubelet, containerd), in a private network namespace
@@ -72,17 +74,7 @@ upgrade: tools ## run test/upgrade alone (make test runs it too): the packages o
 
 .PHONY: test-matrix
 test-matrix: tools ## run the PostgreSQL-facing tests on each of PG_MAJORS (PG_MAJORS="16" for one)
-	$(pg_matrix)
-
-# Each major's run is timed; every major runs even when one fails.
-define pg_matrix
-	@rc=0; for m in $(PG_MAJORS); do \
-	  echo "=== PostgreSQL $$m (PG_MAJOR=$$m)"; t0=$$SECONDS; \
-	  PG_MAJOR=$$m $(GO) test $(GO_TEST_FLAGS) $(PG_MATRIX_PKGS) || rc=1; \
-	  PG_MAJOR=$$m $(GO) test $(GO_TEST_FLAGS) -run '$(PG_MATRIX_E2E)' ./test/e2e/ || rc=1; \
-	  echo "=== PostgreSQL $$m: $$((SECONDS - t0)) s"; \
-	done; exit $$rc
-endef
+	$(TESTRUN) -only '\[PG '
 
 .PHONY: e2e
 e2e: tools ## run the acceptance suite (test/e2e: the provider as the Pod core makes on the test node, Crossplane core, ESO, faults)
@@ -123,9 +115,15 @@ lint: ## gofmt, go vet, golangci-lint (.golangci.yml) and shellcheck on hack/*.s
 PLATFORMS ?= linux/amd64 linux/arm64
 
 .PHONY: build
-build: ## build and lint the provider and function packages of each of PLATFORMS (an OCI index of each) and the Configuration package, without Docker; needs only `make tools`
+build: build-tools ## build and lint the provider and function packages of each of PLATFORMS (an OCI index of each) and the Configuration package, without Docker
 	OUTPUT="$(OUTPUT)" PLATFORMS="$(PLATFORMS)" hack/build-package.sh
 	$(MAKE) lint-package
+
+.PHONY: build-tools
+build-tools: ## install only what `make build` needs: the Crossplane CLI, crane, core's and ESO's CRDs (a few minutes cold, not the whole component build)
+	hack/install-tools.sh crossplane crane
+	hack/install-tools.sh --assets-only crossplane-core
+	hack/install-k8s.sh eso-crds
 
 .PHONY: lint-package
 lint-package: ## check the built packages (platforms, index, metadata, dependencies, LICENSE); validate the Configuration and the examples against the CRDs offline

@@ -30,7 +30,7 @@ OUT=${OUTPUT:-_output}
 PLATFORMS=${PLATFORMS:-linux/amd64 linux/arm64}
 NAME=provider-postgresql-tenant
 for b in crossplane crane; do
-  [ -x "$PPT_BIN/$b" ] || { echo "$PPT_BIN/$b not found: run make tools (or hack/install-tools.sh $b)" >&2; exit 1; }
+  [ -x "$PPT_BIN/$b" ] || { echo "$PPT_BIN/$b not found: run make build-tools" >&2; exit 1; }
 done
 read -r -a platforms <<<"$PLATFORMS"
 [ ${#platforms[@]} -gt 0 ] || { echo "PLATFORMS is empty" >&2; exit 2; }

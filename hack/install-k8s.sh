@@ -9,6 +9,7 @@
 #                             the test node (real Pods; the Debian packages
 #                             beside them: hack/install-node.sh)
 #   external-secrets          ESO controller $ESO_VERSION, CRDs in $PPT_BIN/eso-crds
+#   eso-crds                  those CRDs alone
 # Default: etcd kube-apiserver. Idempotent: a binary that reports the wanted
 # version (or whose stamp matches) is skipped.
 set -euo pipefail
@@ -33,7 +34,7 @@ if wanted etcd; then
   if have etcd "etcd Version: ${ETCD_VERSION#v}" --version; then
     log "etcd $ETCD_VERSION present"
   else
-    log "building etcd $ETCD_VERSION (~2 min cold)"
+    building etcd
     d=$PPT_BUILD/etcd-$ETCD_VERSION; mkdir -p "$d"
     if [ ! -s "$d/go.sum" ]; then
       printf 'module ppt.local/etcdbin\n\ngo 1.26.0\n\nrequire go.etcd.io/etcd/server/v3 %s\n\ntool go.etcd.io/etcd/server/v3\n' "$ETCD_VERSION" > "$d/go.mod"
@@ -41,6 +42,7 @@ if wanted etcd; then
     fi
     (cd "$d" && go build -trimpath -ldflags='-s -w' -o "$PPT_BIN/.etcd.tmp" go.etcd.io/etcd/server/v3)
     mv "$PPT_BIN/.etcd.tmp" "$PPT_BIN/etcd"
+    built etcd
   fi
 fi
 
@@ -82,20 +84,57 @@ else
     ldf="$ldf -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
   done
   for b in "${todo[@]}"; do
-    log "building $b $K8S_VERSION (kube-apiserver: ~10-16 min cold on 2 cores; the others reuse its build cache, kubelet ~4 min more)"
+    building "$b"
     (cd "$d" && go build -trimpath -ldflags="$ldf" -o "$PPT_BIN/.$b.tmp" "k8s.io/kubernetes/cmd/$b")
     mv "$PPT_BIN/.$b.tmp" "$PPT_BIN/$b"
+    built "$b"
   done
 fi
 
 # ---------- External Secrets Operator ----------
+# ESO is built with the secret stores and generators the project uses
+# only (its release registers some thirty cloud providers, about half of a
+# cold build's packages): a copy of the module whose two registration
+# files keep these, and nothing else changed.
+ESO_PROVIDERS="vault kubernetes fake"
+ESO_GENERATORS="vault password fake"
+# eso-crds alone: ESO's CRDs without its binary (for `make build`, which
+# validates the examples against them).
+if wanted eso-crds && ! wanted external-secrets; then
+  if [ "$(cat "$PPT_BIN/eso-crds/.version" 2>/dev/null)" = "$ESO_VERSION" ]; then
+    log "external-secrets $ESO_VERSION CRDs present"
+  else
+    d=$PPT_BUILD/eso-$ESO_VERSION; mkdir -p "$d"
+    esodir=$(cd "$d" && go mod download -json "github.com/external-secrets/external-secrets@$ESO_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$/\1/p')
+    [ -d "$esodir" ] || { log "cannot download external-secrets $ESO_VERSION"; exit 1; }
+    rm -rf "$PPT_BIN/eso-crds"; mkdir -p "$PPT_BIN/eso-crds"
+    cp "$esodir"/config/crds/bases/*.yaml "$PPT_BIN/eso-crds/"
+    rm -f "$PPT_BIN/eso-crds/kustomization.yaml"; chmod u+w "$PPT_BIN"/eso-crds/*.yaml
+    echo "$ESO_VERSION" > "$PPT_BIN/eso-crds/.version"
+    log "copied external-secrets $ESO_VERSION CRDs to $PPT_BIN/eso-crds"
+  fi
+fi
 if wanted external-secrets; then
-  stamp="github.com/external-secrets/external-secrets@$ESO_VERSION"
+  stamp="github.com/external-secrets/external-secrets@$ESO_VERSION providers=$ESO_PROVIDERS generators=$ESO_GENERATORS"
   if stamp_ok external-secrets "$stamp" && [ "$(cat "$PPT_BIN/eso-crds/.version" 2>/dev/null)" = "$ESO_VERSION" ]; then
     log "external-secrets $ESO_VERSION and its CRDs present"
   else
     d=$PPT_BUILD/eso-$ESO_VERSION; mkdir -p "$d"
-    if [ ! -s "$d/go.sum" ]; then
+    esodir=$(cd "$d" && go mod download -json "github.com/external-secrets/external-secrets@$ESO_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$/\1/p')
+    [ -d "$esodir" ] || { log "cannot download external-secrets $ESO_VERSION"; exit 1; }
+    # keep_only FILE PREFIX NAME...: of FILE's blank imports of PREFIX/*,
+    # those of PREFIX/NAME only.
+    keep_only() {
+      local f=$1 prefix=$2 n pat=""; shift 2
+      for n in "$@"; do pat="$pat${pat:+|}$n"; done
+      sed -i -E "/^[[:space:]]*_ \"${prefix//\//\\/}\//{/\/($pat)\"\$/!d}" "$f"
+    }
+    rm -rf "$d/src"; cp -r "$esodir" "$d/src"; chmod -R u+w "$d/src"
+    # shellcheck disable=SC2086 # word lists
+    keep_only "$d/src/pkg/provider/register/register.go" github.com/external-secrets/external-secrets/pkg/provider $ESO_PROVIDERS
+    # shellcheck disable=SC2086 # word lists
+    keep_only "$d/src/pkg/generator/register/register.go" github.com/external-secrets/external-secrets/pkg/generator $ESO_GENERATORS
+    if [ ! -s "$d/go.sum" ] || ! grep -q '=> ./src' "$d/go.mod"; then
       cat > "$d/go.mod" <<EOM
 module ppt.local/esobin
 
@@ -105,20 +144,23 @@ require github.com/external-secrets/external-secrets $ESO_VERSION
 
 tool github.com/external-secrets/external-secrets
 
+replace github.com/external-secrets/external-secrets => ./src
+
 // from external-secrets' own go.mod (a dependency's replace directives are ignored)
 replace github.com/Masterminds/sprig/v3 => github.com/external-secrets/sprig/v3 v3.3.0
 EOM
+      cp "$esodir/go.sum" "$d/go.sum"; chmod u+w "$d/go.sum"
       (cd "$d" && go mod tidy)
     fi
-    esodir=$(cd "$d" && go list -m -f '{{.Dir}}' github.com/external-secrets/external-secrets)
     rm -rf "$PPT_BIN/eso-crds"; mkdir -p "$PPT_BIN/eso-crds"
     cp "$esodir"/config/crds/bases/*.yaml "$PPT_BIN/eso-crds/"
     rm -f "$PPT_BIN/eso-crds/kustomization.yaml"; chmod u+w "$PPT_BIN"/eso-crds/*.yaml
     echo "$ESO_VERSION" > "$PPT_BIN/eso-crds/.version"
     if ! stamp_ok external-secrets "$stamp"; then
-      log "building external-secrets $ESO_VERSION (several minutes cold)"
+      building external-secrets
       (cd "$d" && go build -trimpath -ldflags='-s -w' -o "$PPT_BIN/.external-secrets.tmp" github.com/external-secrets/external-secrets)
       mv "$PPT_BIN/.external-secrets.tmp" "$PPT_BIN/external-secrets"
+      built external-secrets
       write_stamp external-secrets "$stamp"
     fi
   fi

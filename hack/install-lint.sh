@@ -23,13 +23,12 @@ stamp="$version $(sha256sum "$mod/go.sum" | cut -c1-16) $(go env GOVERSION)"
 if stamp_ok "$name" "$stamp"; then
   log "$name present"
 else
-  log "building $name"
-  t0=$SECONDS
+  building "$name"
   mkdir -p "$PPT_BIN"
   go -C "$mod" build -trimpath -ldflags "-s -w" -o "$PPT_BIN/.$name.tmp" github.com/golangci/golangci-lint/v2/cmd/golangci-lint
   mv -f "$PPT_BIN/.$name.tmp" "$PPT_BIN/$name"
   write_stamp "$name" "$stamp"
-  log "built $name in $((SECONDS - t0))s"
+  built "$name"
 fi
 
 if command -v shellcheck >/dev/null; then

@@ -2,6 +2,8 @@
 # install-tools.sh [TOOL ...] - builds Go tools from the Go module proxy into
 # $PPT_BIN, idempotently (skipped when the stamp matches).
 #   tools: bao crossplane crossplane-core crane   (default: all)
+# With --assets-only first, only the files a tool needs beside it (core's
+# CRDs and chart templates), without building it.
 #
 # Why wrapper modules and not `go install pkg@version`: the proxy answers 403
 # to the version list of most crossplane/openbao modules, which `go install`
@@ -41,11 +43,12 @@ copy_assets() {
   while read -r a; do
     [ -n "$a" ] || continue
     from=${a% *} to=${a#* }
-    [ -d "$PPT_BIN/$to" ] && continue
+    [ -d "$PPT_BIN/$to" ] && [ "$(cat "$PPT_BIN/$to/.source" 2>/dev/null)" = "$src" ] && continue
     [ -n "$dir" ] || dir=$(go mod download -json "$src" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$/\1/p')
     [ -d "$dir/$from" ] || { log "cannot find $from in $src"; return 1; }
     rm -rf "$PPT_BIN/.$to.tmp" && cp -r "$dir/$from" "$PPT_BIN/.$to.tmp" && chmod -R u+w "$PPT_BIN/.$to.tmp"
-    mv "$PPT_BIN/.$to.tmp" "$PPT_BIN/$to"
+    echo "$src" > "$PPT_BIN/.$to.tmp/.source"
+    rm -rf "${PPT_BIN:?}/$to"; mv "$PPT_BIN/.$to.tmp" "$PPT_BIN/$to"
     log "copied $src/$from to $PPT_BIN/$to"
   done <<<"$(assets_of "$name")"
 }
@@ -60,8 +63,8 @@ build_tool() {
     copy_assets "$name" "$src"
     return 0
   fi
-  log "building $name from $mod@$ver"
-  local dir gover d=$PPT_BUILD/$name t0=$SECONDS
+  building "$name"
+  local dir gover d=$PPT_BUILD/$name
   local a
   while read -r a; do
     if [ -n "$a" ]; then rm -rf "${PPT_BIN:?}/${a#* }"; fi
@@ -80,15 +83,24 @@ build_tool() {
   (cd "$d" && go build -trimpath -ldflags "-s -w $ldflags" -o "$PPT_BIN/.$name.tmp" "$pkg")
   mv -f "$PPT_BIN/.$name.tmp" "$PPT_BIN/$name"
   write_stamp "$name" "$stamp"
-  log "built $name in $((SECONDS - t0))s"
+  built "$name"
   copy_assets "$name" "$src"
 }
 
+# --assets-only TOOL...: only the files beside the binary (for `make
+# build`, which validates against core's CRDs without running core).
+assets_only=""
+if [ "${1:-}" = --assets-only ]; then assets_only=1; shift; fi
 want=("$@")
 rc=0
 for spec in "${TOOLS[@]}"; do
   IFS='|' read -r name mod ver pkg extra ldflags repl <<<"$spec"
   if [ ${#want[@]} -gt 0 ] && [[ " ${want[*]} " != *" $name "* ]]; then continue; fi
+  if [ -n "$assets_only" ]; then
+    src="$mod@$ver"; [ -n "$repl" ] && src="${repl% *}@${repl##* }"
+    copy_assets "$name" "$src" || { log "FAILED: the files of $name"; rc=1; }
+    continue
+  fi
   build_tool "$name" "$mod" "$ver" "$pkg" "$extra" "$ldflags" "$repl" || { log "FAILED: $name"; rc=1; }
 done
 exit $rc

@@ -38,18 +38,23 @@ hack/install-postgres.sh $PG_MAJOR ${PG_MAJORS-$PG_SUPPORTED_MAJORS} ${PG_SUPPOR
 hack/install-k8s.sh "${k8s[@]}" > "$PPT_CACHE/logs/install-k8s-$set_.log" 2>&1 & k8s_pid=$!
 { hack/install-k8s.sh "${eso[@]}" && hack/install-tools.sh "${eso_tools[@]}"; } > "$PPT_CACHE/logs/install-eso-$set_.log" 2>&1 & eso_pid=$!
 { hack/install-tools.sh "${tools[@]}" && hack/install-lint.sh && hack/install-prometheus.sh && hack/install-node.sh; } > "$PPT_CACHE/logs/install-tools-$set_.log" 2>&1 & tools_pid=$!
-# Progress every 30 s while anything builds: what each queue is doing, the
-# time so far, the last full build's time when one is recorded, and the
-# logs to follow.
+# Progress every 30 s while anything builds: for each queue, the component
+# it is building, for how long, and how long its last build took (from
+# $PPT_CACHE/logs/build-seconds/, recorded by each build), or its last
+# line; the time so far and the last full build's time; the logs.
 estimate=$PPT_CACHE/logs/build-seconds-$set_
 progress() {
-  local last="" q f step
+  local last="" q f step at
   [ -s "$estimate" ] && last=" (the last build of this set took $(cat "$estimate")s)"
   while sleep 30; do
+    log "building for $((SECONDS - t0))s$last; logs: $PPT_CACHE/logs/install-{k8s,eso,tools}-$set_.log"
     for q in k8s eso tools; do
       f=$PPT_CACHE/logs/install-$q-$set_.log
       step=$(grep -h '^\[' "$f" 2>/dev/null | tail -n 1)
-      log "building for $((SECONDS - t0))s$last; $q: ${step:-starting}; log: $f"
+      if [[ $step =~ ^\[[^\ ]+\ ([0-9:]+)\]\ building\ ([^ ]+)\ (.*)$ ]] && at=$(date -d "${BASH_REMATCH[1]}" +%s 2>/dev/null); then
+        step="building ${BASH_REMATCH[2]} for $(( $(date +%s) - at ))s ${BASH_REMATCH[3]}"
+      fi
+      log "  $q: ${step:-starting}"
     done
   done
 }

@@ -50,3 +50,18 @@ pg_version() {
   [ -n "${!v:-}" ] || { log "PostgreSQL $1 is not supported (supported: $PG_SUPPORTED_MAJORS)"; return 1; }
   echo "${!v}"
 }
+
+# Each component's last build time, kept in $PPT_CACHE/logs/build-seconds/:
+# building NAME logs the start with the last time when one is recorded
+# (hack/install.sh's progress lines show it with the time so far), built
+# NAME logs the end and records the time.
+building() {
+  local last=$PPT_CACHE/logs/build-seconds/$1
+  _build_t0=$SECONDS
+  if [ -s "$last" ]; then log "building $1 (last build: $(cat "$last")s)"; else log "building $1 (first build here)"; fi
+}
+built() {
+  mkdir -p "$PPT_CACHE/logs/build-seconds"
+  echo "$((SECONDS - _build_t0))" > "$PPT_CACHE/logs/build-seconds/$1"
+  log "built $1 in $((SECONDS - _build_t0))s"
+}

@@ -331,6 +331,9 @@ func Main(m *testing.M, o Options, env **Env, hooks ...func(*Env) (func(), error
 	if short() {
 		os.Exit(m.Run())
 	}
+	// Where a package's time goes besides its tests: starting, hooks,
+	// stopping (on stderr, beside the tests' own times under -v).
+	t0 := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	e, err := Start(ctx, o)
 	cancel()
@@ -339,6 +342,8 @@ func Main(m *testing.M, o Options, env **Env, hooks ...func(*Env) (func(), error
 		os.Exit(1)
 	}
 	*env = e
+	fmt.Fprintf(os.Stderr, "testenv: environment started in %s\n", time.Since(t0).Round(100*time.Millisecond))
+	t0 = time.Now()
 	var stops []func()
 	for _, h := range hooks {
 		stop, err := h(e)
@@ -352,11 +357,16 @@ func Main(m *testing.M, o Options, env **Env, hooks ...func(*Env) (func(), error
 		}
 		stops = append(stops, stop)
 	}
+	if len(hooks) > 0 {
+		fmt.Fprintf(os.Stderr, "testenv: hooks done in %s\n", time.Since(t0).Round(100*time.Millisecond))
+	}
 	code := m.Run()
+	t0 = time.Now()
 	for i := len(stops) - 1; i >= 0; i-- {
 		stops[i]()
 	}
 	e.Stop()
+	fmt.Fprintf(os.Stderr, "testenv: environment stopped in %s\n", time.Since(t0).Round(100*time.Millisecond))
 	os.Exit(code)
 }
 

@@ -118,6 +118,16 @@ func PackagesDir(ctx context.Context) (string, error) {
 	if _, err := os.Stat(filepath.Join(dir, "done")); err == nil {
 		return dir, nil
 	}
+	// One build at a time on a machine: test packages starting together
+	// wait for the first one's build instead of each compiling the same.
+	lock, err := lockFile(ctx, filepath.Join(CacheDir(), "packages.lock"))
+	if err != nil {
+		return "", err
+	}
+	defer lock.Close() //nolint:errcheck // closing releases the lock
+	if _, err := os.Stat(filepath.Join(dir, "done")); err == nil {
+		return dir, nil
+	}
 	tmp, err := os.MkdirTemp(filepath.Join(CacheDir()), "packages-build-")
 	if err != nil {
 		return "", err

@@ -105,13 +105,15 @@ func TestReadyDatabaseLogsInOnlyWhenTheCatalogChanges(t *testing.T) {
 
 	// An expired password: the credential no longer logs in. The catalog
 	// shows the expiry, so the next Observe logs in and reports it.
+	// The counters are read before the change: the Observe that reports
+	// it may run at once.
 	su := superConn(t, "postgres")
 	off = logSize(t)
+	reads = recordReads(dbPath("quiet"))
+	refused := testutil.ToFloat64(metrics.LoginFailures.WithLabelValues(metrics.LoginRefused))
 	if _, err := su.Exec(ctx, "ALTER ROLE quiet VALID UNTIL '2000-01-01'"); err != nil {
 		t.Fatal(err)
 	}
-	reads = recordReads(dbPath("quiet"))
-	refused := testutil.ToFloat64(metrics.LoginFailures.WithLabelValues(metrics.LoginRefused))
 	waitDB(t, d, "not Ready: the credential no longer logs in", func(d *v1alpha1.Database) bool { return !ready(d) })
 	if n := loginsOf(t, "quiet", off); n == 0 {
 		t.Error("the expiry was reported without a login")

@@ -1,0 +1,515 @@
+// Command testrun is `make test`: it builds every test binary once, then
+// runs the whole suite on the default PostgreSQL major and the
+// PostgreSQL-facing packages on each other major, several packages at a
+// time, and ends with what failed.
+//
+// The work is a list of jobs, one per package and major. The packages on
+// the test node (one node runs on a machine at a time) run one after
+// another in a lane of their own, the matrix's test/e2e runs among them;
+// every other job goes to a pool of -jobs workers, the longest first (the
+// durations of the last run, kept in the component cache's logs). Each
+// job's output goes to a file of its own; the terminal gets a line as each
+// job ends, the running jobs every minute, and at the end a table of every
+// job and, last, each failed job with its failed tests and the end of its
+// log, so that the last lines of a run name what failed.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+type job struct {
+	pkg    string // import path
+	dir    string // the package's directory
+	major  string // PostgreSQL major; "" is the default
+	run    string // -test.run, "" for every test
+	node   bool   // runs in the node lane
+	name   string // what the terminal and the durations file call it
+	binary string
+
+	start, end time.Time
+	err        error
+	log        string
+}
+
+func (j *job) key() string { return j.name }
+
+type options struct {
+	nodePkgs    []string
+	matrixPkgs  []string
+	majors      []string
+	matrixE2E   string
+	jobs        int
+	timeout     time.Duration
+	nodeTimeout time.Duration
+	outDir      string
+	durations   string
+	only        string
+}
+
+func main() {
+	var o options
+	var nodePkgs, matrixPkgs, majors string
+	flag.StringVar(&nodePkgs, "node-pkgs", "./test/pod/ ./test/upgrade/ ./test/e2e/", "the packages on the test node, run one after another in this order")
+	flag.StringVar(&matrixPkgs, "matrix-pkgs", "", "the packages run again on each of -majors (patterns go list takes)")
+	flag.StringVar(&majors, "majors", "14 15 16 18", "the PostgreSQL majors of the matrix, besides the default")
+	flag.StringVar(&o.matrixE2E, "matrix-e2e", "", "the test/e2e tests run again on each of -majors (a -run pattern; empty: none)")
+	flag.IntVar(&o.jobs, "jobs", 4, "packages run at once besides the node lane")
+	flag.DurationVar(&o.timeout, "timeout", 30*time.Minute, "the timeout of one package's run")
+	flag.DurationVar(&o.nodeTimeout, "node-timeout", 60*time.Minute, "the timeout of one node package's run")
+	flag.StringVar(&o.outDir, "out", "_output/test", "where the test binaries and each job's log go")
+	flag.StringVar(&o.durations, "durations", "", "the file with the last run's durations (default: in the component cache's logs)")
+	flag.StringVar(&o.only, "only", "", "run only the jobs whose name matches this pattern")
+	flag.Parse()
+	o.nodePkgs, o.matrixPkgs, o.majors = strings.Fields(nodePkgs), strings.Fields(matrixPkgs), strings.Fields(majors)
+	if o.durations == "" {
+		o.durations = filepath.Join(cacheDir(), "logs", "test-durations.json")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, o))
+}
+
+func cacheDir() string {
+	if d := os.Getenv("PPT_CACHE"); d != "" {
+		return d
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".cache", "provider-postgresql-tenant")
+}
+
+func say(format string, a ...any) {
+	fmt.Printf("[testrun %s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, a...))
+}
+
+func run(ctx context.Context, o options) int {
+	t0 := time.Now()
+	if err := os.MkdirAll(filepath.Join(o.outDir, "logs"), 0o750); err != nil {
+		say("%v", err)
+		return 1
+	}
+	jobs, err := plan(ctx, o)
+	if err != nil {
+		say("%v", err)
+		return 1
+	}
+	say("building %d test binaries", len(binaries(jobs)))
+	if err := build(ctx, o, jobs); err != nil {
+		say("building the test binaries failed: %v", err)
+		return 1
+	}
+	say("built in %s; running %d jobs: the node lane and %d at a time besides; logs in %s", since(t0), len(jobs), o.jobs, filepath.Join(o.outDir, "logs"))
+
+	last := readDurations(o.durations)
+	var node, pool []*job
+	for _, j := range jobs {
+		if j.node {
+			node = append(node, j)
+		} else {
+			pool = append(pool, j)
+		}
+	}
+	// Longest first (unknown ones first of all: they may be long).
+	sort.SliceStable(pool, func(a, b int) bool {
+		da, oka := last[pool[a].key()]
+		db, okb := last[pool[b].key()]
+		if oka != okb {
+			return !oka
+		}
+		return da > db
+	})
+
+	var mu sync.Mutex
+	running := map[*job]bool{}
+	var wg sync.WaitGroup
+	do := func(j *job) {
+		mu.Lock()
+		running[j] = true
+		mu.Unlock()
+		execute(ctx, o, j)
+		mu.Lock()
+		delete(running, j)
+		mu.Unlock()
+		status := "ok  "
+		if j.err != nil {
+			status = "FAIL"
+		}
+		say("%s %-60s %6.0fs", status, j.name, j.end.Sub(j.start).Seconds())
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for _, j := range node {
+			do(j)
+		}
+	}()
+	queue := make(chan *job)
+	for i := 0; i < o.jobs; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range queue {
+				do(j)
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(time.Minute)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				mu.Lock()
+				var names []string
+				for j := range running {
+					names = append(names, fmt.Sprintf("%s (%s)", j.name, since(j.start)))
+				}
+				mu.Unlock()
+				sort.Strings(names)
+				say("%s so far; running: %s", since(t0), strings.Join(names, ", "))
+			}
+		}
+	}()
+	for _, j := range pool {
+		queue <- j
+	}
+	close(queue)
+	wg.Wait()
+	close(done)
+
+	writeDurations(o.durations, last, jobs)
+	return report(jobs, t0)
+}
+
+// plan lists the jobs: every package with tests on the default major, and
+// the matrix packages (and the matrix's test/e2e tests) on each major.
+func plan(ctx context.Context, o options) ([]*job, error) {
+	all, err := listPackages(ctx, "./...")
+	if err != nil {
+		return nil, err
+	}
+	nodes, err := listPackages(ctx, o.nodePkgs...)
+	if err != nil {
+		return nil, err
+	}
+	isNode := map[string]bool{}
+	for _, p := range nodes {
+		isNode[p.ImportPath] = true
+	}
+	var matrix []pkg
+	if len(o.matrixPkgs) > 0 {
+		if matrix, err = listPackages(ctx, o.matrixPkgs...); err != nil {
+			return nil, err
+		}
+	}
+	var only *regexp.Regexp
+	if o.only != "" {
+		if only, err = regexp.Compile(o.only); err != nil {
+			return nil, err
+		}
+	}
+	var jobs []*job
+	add := func(p pkg, major, run string) {
+		j := &job{pkg: p.ImportPath, dir: p.Dir, major: major, run: run, node: isNode[p.ImportPath]}
+		j.name = strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, p.Module.Path), "/")
+		if j.name == "" {
+			j.name = "."
+		}
+		if major != "" {
+			j.name += " [PG " + major + "]"
+		}
+		j.binary = filepath.Join(o.outDir, "bin", strings.ReplaceAll(strings.TrimPrefix(p.ImportPath, p.Module.Path+"/"), "/", "_")+".test")
+		if only == nil || only.MatchString(j.name) {
+			jobs = append(jobs, j)
+		}
+	}
+	// The node lane in the order given, the default major first.
+	for _, p := range nodes {
+		if p.hasTests() {
+			add(p, "", "")
+		}
+	}
+	for _, p := range all {
+		if p.hasTests() && !isNode[p.ImportPath] {
+			add(p, "", "")
+		}
+	}
+	for _, m := range o.majors {
+		for _, p := range matrix {
+			if p.hasTests() && !isNode[p.ImportPath] {
+				add(p, m, "")
+			}
+		}
+		if o.matrixE2E != "" {
+			for _, p := range nodes {
+				if strings.HasSuffix(p.ImportPath, "/test/e2e") {
+					add(p, m, o.matrixE2E)
+				}
+			}
+		}
+	}
+	if len(jobs) == 0 {
+		return nil, errors.New("no test jobs")
+	}
+	return jobs, nil
+}
+
+type pkg struct {
+	ImportPath   string
+	Dir          string
+	TestGoFiles  []string
+	XTestGoFiles []string
+	Module       struct{ Path string }
+}
+
+func (p pkg) hasTests() bool { return len(p.TestGoFiles)+len(p.XTestGoFiles) > 0 }
+
+func listPackages(ctx context.Context, patterns ...string) ([]pkg, error) {
+	cmd := exec.CommandContext(ctx, "go", append([]string{"list", "-json"}, patterns...)...) //nolint:gosec // go list of the Makefile's patterns
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("go list %s: %w", strings.Join(patterns, " "), err)
+	}
+	var ps []pkg
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for dec.More() {
+		var p pkg
+		if err := dec.Decode(&p); err != nil {
+			return nil, err
+		}
+		ps = append(ps, p)
+	}
+	return ps, nil
+}
+
+func binaries(jobs []*job) map[string]*job {
+	m := map[string]*job{}
+	for _, j := range jobs {
+		if _, ok := m[j.binary]; !ok {
+			m[j.binary] = j
+		}
+	}
+	return m
+}
+
+// build compiles each package's test binary once (two at a time: a link
+// takes most of a core), whatever number of majors runs it.
+func build(ctx context.Context, o options, jobs []*job) error {
+	if err := os.MkdirAll(filepath.Join(o.outDir, "bin"), 0o750); err != nil {
+		return err
+	}
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, 2)
+	)
+	for bin, j := range binaries(jobs) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			cmd := exec.CommandContext(ctx, "go", "test", "-c", "-o", bin, j.pkg) //nolint:gosec // a package go list named
+			if out, err := cmd.CombinedOutput(); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("%s: %w\n%s", j.pkg, err, out))
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// execute runs one job's binary in its package's directory, as go test
+// does, its output to its log file.
+func execute(ctx context.Context, o options, j *job) {
+	j.start = time.Now()
+	defer func() { j.end = time.Now() }()
+	j.log = filepath.Join(o.outDir, "logs", strings.NewReplacer("/", "_", " ", "", "[", "-", "]", "").Replace(j.name)+".log")
+	f, err := os.Create(j.log)
+	if err != nil {
+		j.err = err
+		return
+	}
+	defer f.Close() //nolint:errcheck // written only
+	timeout := o.timeout
+	if j.node {
+		timeout = o.nodeTimeout
+	}
+	bin, err := filepath.Abs(j.binary)
+	if err != nil {
+		j.err = err
+		return
+	}
+	args := []string{"-test.v", "-test.count=1", "-test.timeout=" + timeout.String()}
+	if j.run != "" {
+		args = append(args, "-test.run="+j.run)
+	}
+	// A margin past the binary's own timeout, whose panic names the
+	// running tests: killed only when that did not end it.
+	cctx, cancel := context.WithTimeout(ctx, timeout+2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, bin, args...) //nolint:gosec // the test binary this run built
+	cmd.Dir = j.dir
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.Env = os.Environ()
+	if j.major != "" {
+		cmd.Env = append(cmd.Env, "PG_MAJOR="+j.major)
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	_, _ = fmt.Fprintf(f, "# %s: %s %s (in %s)\n", j.name, bin, strings.Join(args, " "), j.dir)
+	j.err = cmd.Run()
+}
+
+var failedTest = regexp.MustCompile(`^\s*--- FAIL: (\S+)`)
+
+// failures are the failed tests a log names, innermost last.
+func failures(log string) []string {
+	f, err := os.Open(log) //nolint:gosec // a log this run wrote
+	if err != nil {
+		return nil
+	}
+	defer f.Close() //nolint:errcheck // read only
+	var names []string
+	s := bufio.NewScanner(f)
+	s.Buffer(make([]byte, 1<<20), 1<<20)
+	for s.Scan() {
+		if m := failedTest.FindStringSubmatch(s.Text()); m != nil {
+			names = append(names, m[1])
+		}
+	}
+	return names
+}
+
+// failedBlocks are, for each top-level test that failed, its output from
+// its "=== RUN" line to its "--- FAIL" line (the last n lines of it).
+func failedBlocks(log string, n int) []string {
+	b, err := os.ReadFile(log) //nolint:gosec // a log this run wrote
+	if err != nil {
+		return nil
+	}
+	lines := strings.Split(string(b), "\n")
+	var blocks []string
+	start := -1
+	for i, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "=== RUN   ") && !strings.Contains(strings.TrimPrefix(l, "=== RUN   "), "/"):
+			start = i
+		case strings.HasPrefix(l, "--- FAIL: ") && start >= 0:
+			from := start
+			if i+1-from > n {
+				from = i + 1 - n
+			}
+			blocks = append(blocks, strings.Join(lines[from:i+1], "\n"))
+			start = -1
+		}
+	}
+	return blocks
+}
+
+func tail(file string, n int) string {
+	b, err := os.ReadFile(file) //nolint:gosec // a log this run wrote
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func report(jobs []*job, t0 time.Time) int {
+	fmt.Println()
+	say("every job (seconds):")
+	var failed []*job
+	for _, j := range jobs {
+		status := "ok"
+		if j.err != nil {
+			status = "FAIL"
+			failed = append(failed, j)
+		}
+		fmt.Printf("  %-4s %-60s %6.0f\n", status, j.name, j.end.Sub(j.start).Seconds())
+	}
+	if len(failed) == 0 {
+		say("PASS: %d jobs in %s", len(jobs), since(t0))
+		return 0
+	}
+	for _, j := range failed {
+		fmt.Printf("\n=== FAIL %s (%v)\n", j.name, j.err)
+		for _, b := range failedBlocks(j.log, 60) {
+			fmt.Println(b)
+		}
+		fmt.Printf("--- the end of %s:\n%s\n", j.log, tail(j.log, 15))
+	}
+	fmt.Println()
+	for _, j := range failed {
+		tests := failures(j.log)
+		what := "no test failed: the package itself (TestMain, a timeout or a crash); see its log"
+		if len(tests) > 0 {
+			what = strings.Join(tests, " ")
+		}
+		fmt.Printf("FAIL %s: %s (log: %s)\n", j.name, what, j.log)
+	}
+	say("FAIL: %d of %d jobs failed, in %s", len(failed), len(jobs), since(t0))
+	return 1
+}
+
+func since(t time.Time) string { return time.Since(t).Round(time.Second).String() }
+
+// measured are the durations of a run on a 2-core machine, for a cache
+// without any yet (a clean machine's first run): the longest jobs start
+// first then too.
+//
+//go:embed durations.json
+var measured []byte
+
+// readDurations are the last run's durations, over the measured ones.
+func readDurations(file string) map[string]float64 {
+	m := map[string]float64{}
+	_ = json.Unmarshal(measured, &m)
+	if b, err := os.ReadFile(file); err == nil { //nolint:gosec // the durations file of the component cache
+		_ = json.Unmarshal(b, &m)
+	}
+	return m
+}
+
+// writeDurations keeps each job's last duration (of a run that ended; a
+// cancelled run keeps the old ones).
+func writeDurations(file string, last map[string]float64, jobs []*job) {
+	for _, j := range jobs {
+		if !j.end.IsZero() {
+			last[j.key()] = j.end.Sub(j.start).Seconds()
+		}
+	}
+	b, err := json.MarshalIndent(last, "", "  ")
+	if err != nil {
+		return
+	}
+	_ = os.MkdirAll(filepath.Dir(file), 0o750)
+	_ = os.WriteFile(file, append(b, '\n'), 0o644) //nolint:gosec // timings, not secrets
+}
