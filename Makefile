@@ -55,10 +55,13 @@ tools: ## install every real component the tests need, PostgreSQL of the default
 tools-all: ## install every real component of the project (ESO, Crossplane CLI, functions, ...)
 	hack/install.sh all
 
-# Packages run at once besides the test node's lane (hack/testrun).
+# Packages run at once besides the test node's lane (hack/testrun), and
+# more flags of it (TESTRUN_FLAGS="-only database" runs the jobs whose name
+# matches).
 TEST_JOBS ?= 4
+TESTRUN_FLAGS ?=
 TESTRUN = $(GO) run ./hack/testrun -jobs $(TEST_JOBS) -node-pkgs "$(NODE_PKGS)" \
-  -majors "$(PG_MAJORS)" -matrix-pkgs "$(PG_MATRIX_PKGS)" -matrix-e2e '$(PG_MATRIX_E2E)'
+  -majors "$(PG_MAJORS)" -matrix-pkgs "$(PG_MATRIX_PKGS)" -matrix-e2e '$(PG_MATRIX_E2E)' $(TESTRUN_FLAGS)
 
 .PHONY: test
 test: tools ## run every test against real components, on the default PostgreSQL major and the PostgreSQL-facing ones on each of PG_MAJORS, several packages at once (hack/testrun)
