@@ -141,7 +141,31 @@ type ProviderConfigSpec struct {
 	// server get by default, and what a Database may ask instead.
 	// +optional
 	DatabaseOptions *DatabaseOptionsPolicy `json:"databaseOptions,omitempty"`
+
+	// UnhardenedTemplate1 is what the health check does with a server whose
+	// template1 lets every role create objects in it (PostgreSQL 14, and
+	// servers upgraded from it, as a managed service leaves them, where the
+	// admin role cannot change it): Refuse (the default) keeps the config
+	// not Ready (UnsafeTemplates); Warn makes it Ready with a warning in
+	// its Ready message. The provider copies its databases from template0
+	// only, so what a tenant plants in template1 reaches only databases
+	// others create from template1. A template0 that accepts connections
+	// is refused either way.
+	// +kubebuilder:default=Refuse
+	// +optional
+	UnhardenedTemplate1 Template1Policy `json:"unhardenedTemplate1,omitempty"`
 }
+
+// Template1Policy is what a config does with a template1 every role may
+// create objects in.
+// +kubebuilder:validation:Enum=Refuse;Warn
+type Template1Policy string
+
+// Template1 policies.
+const (
+	Template1Refuse Template1Policy = "Refuse"
+	Template1Warn   Template1Policy = "Warn"
+)
 
 // ConfigPhase is the lifecycle phase of a (Cluster)ProviderConfig.
 // +kubebuilder:validation:Enum=Pending;Validating;Ready;Deleting

@@ -113,8 +113,11 @@ type ConfigObservation struct {
 	// Privileges is the message of missing privileges, or "".
 	Privileges string
 	// Templates is why the server's template databases are unsafe
-	// (TemplateProblem), or "".
+	// (TemplateVerdict), or "".
 	Templates string
+	// TemplatesWarning is what the config's unhardenedTemplate1 Warn
+	// accepted about template1 (TemplateVerdict), or "".
+	TemplatesWarning string
 	// Superuser: the admin role is a superuser (accepted, with a warning).
 	Superuser bool
 	// Version is the server version read by the health check.
@@ -182,6 +185,9 @@ func DecideConfig(o ConfigObservation) ConfigVerdict {
 	}
 	if o.Warning != "" {
 		msg += "; WARNING: " + o.Warning
+	}
+	if o.TemplatesWarning != "" {
+		msg += "; WARNING: " + o.TemplatesWarning
 	}
 	if o.SecretMissing {
 		msg += fmt.Sprintf("; WARNING: %s, so the working connection pool is kept until it returns or the endpoint changes", o.SecretProblem)

@@ -102,6 +102,15 @@ func TestDecideConfig(t *testing.T) {
 			want: ConfigVerdict{Phase: v1alpha1.ConfigPhaseValidating, Reason: ReasonUnsafeTemplates},
 			msg:  target + ": template0 accepts connections",
 		},
+		"AcceptedTemplate1IsReadyWithAWarning": {
+			o: func() ConfigObservation {
+				o := healthy
+				o.TemplatesWarning = "unhardenedTemplate1 is Warn and PUBLIC may"
+				return o
+			}(),
+			want: ConfigVerdict{Phase: v1alpha1.ConfigPhaseReady, Ready: true, Reason: ReasonReady},
+			msg:  "; WARNING: unhardenedTemplate1 is Warn and PUBLIC may",
+		},
 		"SuperuserIsReadyWithAWarning": {
 			o:    func() ConfigObservation { o := healthy; o.Superuser = true; return o }(),
 			want: ConfigVerdict{Phase: v1alpha1.ConfigPhaseReady, Ready: true, Reason: ReasonReady},

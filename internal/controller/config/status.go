@@ -251,7 +251,7 @@ func (r *statusReconciler) observe(ctx context.Context, obj Object, ref string, 
 		o.CheckClass, o.CheckMessage = string(postgres.ClassOf(err)), "cannot check the template databases: "+err.Error()
 		return
 	}
-	o.Templates = tenancy.TemplateProblem(ts)
+	o.Templates, o.TemplatesWarning = tenancy.TemplateVerdict(ts, spec.UnhardenedTemplate1)
 	// The connection budget is a report: a failure to read it is logged,
 	// and the budget shown earlier is kept.
 	if b, err := pool.ConnectionBudget(ctx); err != nil {
