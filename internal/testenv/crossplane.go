@@ -327,16 +327,8 @@ func (x *Crossplane) InstallPackages(ctx context.Context, root, binDir, pkgDir s
 	if err := x.reg.push(ctx, binDir, filepath.Join(pkgDir, "configuration-postgresql-tenant.xpkg"), configurationRef); err != nil {
 		return err
 	}
-	for h := range hosts {
-		ic := &unstructured.Unstructured{}
-		ic.SetAPIVersion("pkg.crossplane.io/v1beta1")
-		ic.SetKind("ImageConfig")
-		ic.SetName("loopback-" + strings.ReplaceAll(h, ".", "-"))
-		_ = unstructured.SetNestedSlice(ic.Object, []any{map[string]any{"type": "Prefix", "prefix": h + "/"}}, "spec", "matchImages")
-		_ = unstructured.SetNestedField(ic.Object, x.reg.addr+"/"+h+"/", "spec", "rewriteImage", "prefix")
-		if err := k.Client.Create(ctx, ic); err != nil {
-			return fmt.Errorf("ImageConfig %s: %w", ic.GetName(), err)
-		}
+	if err := x.imageConfigs(ctx, k, hosts); err != nil {
+		return err
 	}
 
 	// The provider, with the examples' runtime config and activation policy.
@@ -477,6 +469,64 @@ func writeSecretFiles(ctx context.Context, k *Kube, name, dir string) error {
 		}
 	}
 	return nil
+}
+
+// imageConfigs makes Crossplane pull every package of hosts from the
+// loopback registry, where the packages keep their path: the admin's
+// ImageConfig of examples/provider, pointed at it, for its prefix's host;
+// one of the harness's for any other host.
+func (x *Crossplane) imageConfigs(ctx context.Context, k *Kube, hosts map[string]bool) error {
+	example, examplePrefix, err := exampleImageConfig()
+	if err != nil {
+		return err
+	}
+	for h := range hosts {
+		if example != nil && strings.HasPrefix(examplePrefix, h+"/") {
+			ic := example.DeepCopy()
+			_ = unstructured.SetNestedField(ic.Object, x.reg.addr+"/"+examplePrefix, "spec", "rewriteImage", "prefix")
+			if err := k.Client.Create(ctx, ic); err != nil {
+				return fmt.Errorf("examples/provider ImageConfig %s: %w", ic.GetName(), err)
+			}
+			continue
+		}
+		ic := &unstructured.Unstructured{}
+		ic.SetAPIVersion("pkg.crossplane.io/v1beta1")
+		ic.SetKind("ImageConfig")
+		ic.SetName("loopback-" + strings.ReplaceAll(h, ".", "-"))
+		_ = unstructured.SetNestedSlice(ic.Object, []any{map[string]any{"type": "Prefix", "prefix": h + "/"}}, "spec", "matchImages")
+		_ = unstructured.SetNestedField(ic.Object, x.reg.addr+"/"+h+"/", "spec", "rewriteImage", "prefix")
+		if err := k.Client.Create(ctx, ic); err != nil {
+			return fmt.Errorf("ImageConfig %s: %w", ic.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// exampleImageConfig is the ImageConfig of examples/provider (nil when
+// there is none) and the one prefix it matches, which must cover the
+// provider's and the Configuration's packages.
+func exampleImageConfig() (*unstructured.Unstructured, string, error) {
+	objs, err := ReadManifests(filepath.Join(RepoRoot(), "examples", "provider"))
+	if err != nil {
+		return nil, "", err
+	}
+	for _, o := range objs {
+		if o.GetKind() != "ImageConfig" {
+			continue
+		}
+		m, _, _ := unstructured.NestedSlice(o.Object, "spec", "matchImages")
+		if len(m) != 1 {
+			return nil, "", fmt.Errorf("examples/provider ImageConfig %s: want one matchImages entry, got %d", o.GetName(), len(m))
+		}
+		prefix, _, _ := unstructured.NestedString(m[0].(map[string]any), "prefix")
+		for _, p := range []string{ProviderPackageName, ConfigurationPackageName} {
+			if !strings.HasPrefix(p, prefix) {
+				return nil, "", fmt.Errorf("examples/provider ImageConfig %s: prefix %q does not cover %s", o.GetName(), prefix, p)
+			}
+		}
+		return o, prefix, nil
+	}
+	return nil, "", nil
 }
 
 func hostOf(pkg string) string {

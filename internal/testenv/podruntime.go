@@ -163,15 +163,8 @@ func (x *Crossplane) InstallProviderPod(ctx context.Context, pkgDir string, e *E
 	if err := x.reg.push(ctx, e.BinDir, filepath.Join(pkgDir, "provider-postgresql-tenant.xpkg"), providerRef); err != nil {
 		return err
 	}
-	h := hostOf(ProviderPackageName)
-	ic := &unstructured.Unstructured{}
-	ic.SetAPIVersion("pkg.crossplane.io/v1beta1")
-	ic.SetKind("ImageConfig")
-	ic.SetName("loopback-" + strings.ReplaceAll(h, ".", "-"))
-	_ = unstructured.SetNestedSlice(ic.Object, []any{map[string]any{"type": "Prefix", "prefix": h + "/"}}, "spec", "matchImages")
-	_ = unstructured.SetNestedField(ic.Object, x.reg.addr+"/"+h+"/", "spec", "rewriteImage", "prefix")
-	if err := k.Client.Create(ctx, ic); err != nil {
-		return fmt.Errorf("ImageConfig %s: %w", ic.GetName(), err)
+	if err := x.imageConfigs(ctx, k, map[string]bool{hostOf(ProviderPackageName): true}); err != nil {
+		return err
 	}
 	if err := k.Client.Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: CrossplaneNamespace, Name: ProviderCAConfigMap},
