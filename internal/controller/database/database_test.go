@@ -375,8 +375,58 @@ func TestFaultAfterEachStepConvergesToOnePassword(t *testing.T) {
 				t.Fatalf("the one password does not log in: %v", err)
 			}
 			_ = app.Close(context.Background())
+			// The extension asked for is installed, and the status shows
+			// what the role's session read back.
+			if s := readPG(t, name, name); !slices.Contains(s.Extensions, "pg_trgm") {
+				t.Errorf("extensions in the database after the fault before %s: %v, want pg_trgm", step, s.Extensions)
+			}
+			if !slices.Contains(d.Status.AtProvider.Extensions, "pg_trgm") {
+				t.Errorf("status extensions after the fault before %s: %v, want pg_trgm", step, d.Status.AtProvider.Extensions)
+			}
 		})
 	}
+}
+
+// TestDroppedExtensionIsReinstalledAndReadBack: an extension dropped behind
+// the provider's back (here as a superuser) is seen at the next login
+// check (--login-check-interval; every poll once the catalog changed),
+// installed again by the role's own session, and what the status shows is
+// what that session read back from pg_extension.
+func TestDroppedExtensionIsReinstalledAndReadBack(t *testing.T) {
+	testenv.Need(t)
+	ctx := context.Background()
+	d := newDB("extback")
+	apply(t, d)
+	waitDB(t, d, "Ready", ready)
+	if !slices.Contains(d.Status.AtProvider.Extensions, "pg_trgm") {
+		t.Fatalf("status extensions %v, want pg_trgm", d.Status.AtProvider.Extensions)
+	}
+	var oid uint32
+	if err := superConn(t, "extback").QueryRow(ctx, "SELECT oid FROM pg_extension WHERE extname = 'pg_trgm'").Scan(&oid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := superConn(t, "extback").Exec(ctx, "DROP EXTENSION pg_trgm"); err != nil {
+		t.Fatal(err)
+	}
+	waitDB(t, d, "the extension installed again", func(d *v1alpha1.Database) bool {
+		return ready(d) && slices.Contains(readPG(t, "extback", "extback").Extensions, "pg_trgm")
+	})
+	var again uint32
+	if err := superConn(t, "extback").QueryRow(ctx, "SELECT oid FROM pg_extension WHERE extname = 'pg_trgm'").Scan(&again); err != nil {
+		t.Fatal(err)
+	}
+	if again == oid {
+		t.Fatalf("pg_trgm has its old OID %d: it was never dropped, so this test proves nothing", oid)
+	}
+	// The installing session was the role's own: the extension belongs to
+	// it, not to the admin.
+	var owner string
+	if err := superConn(t, "extback").QueryRow(ctx, "SELECT pg_get_userbyid(extowner) FROM pg_extension WHERE extname = 'pg_trgm'").Scan(&owner); err != nil || owner != "extback" {
+		t.Errorf("pg_trgm's owner %q (%v), want the role extback", owner, err)
+	}
+	waitDB(t, d, "the status shows it", func(d *v1alpha1.Database) bool {
+		return slices.Contains(d.Status.AtProvider.Extensions, "pg_trgm")
+	})
 }
 
 func TestConflictsLeaveForeignObjectsUntouched(t *testing.T) {
