@@ -65,6 +65,22 @@ func config(name, hostaddr string) *v1alpha1.ClusterProviderConfig {
 	}
 }
 
+// database is a Database of that name on config, with the Delete reclaim
+// policy and every management action.
+func database(name, config string, exts ...string) *v1alpha1.Database {
+	return &v1alpha1.Database{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: v1alpha1.DatabaseSpec{
+			ClusterManagedResourceSpec: xpv2.ClusterManagedResourceSpec{
+				ProviderConfigReference: &xpv2.Reference{Name: config},
+				ManagementPolicies:      xpv2.ManagementPolicies{xpv2.ManagementActionAll},
+			},
+			ReclaimPolicy: v1alpha1.ReclaimDelete,
+			ForProvider:   v1alpha1.DatabaseParameters{Database: name, Extensions: exts},
+		},
+	}
+}
+
 func await[T client.Object](t *testing.T, obj T, what string, cond func(T) bool) {
 	t.Helper()
 	testenv.Await(t, env.Kube.Client, obj, 90*time.Second, what, cond, func(o T) string {
@@ -128,19 +144,7 @@ func TestDatabaseLifecycleOnAManagedLikeServer(t *testing.T) {
 		t.Errorf("config message %q", m)
 	}
 
-	newDB := func(name string, exts ...string) *v1alpha1.Database {
-		return &v1alpha1.Database{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: v1alpha1.DatabaseSpec{
-				ClusterManagedResourceSpec: xpv2.ClusterManagedResourceSpec{
-					ProviderConfigReference: &xpv2.Reference{Name: "managed"},
-					ManagementPolicies:      xpv2.ManagementPolicies{xpv2.ManagementActionAll},
-				},
-				ReclaimPolicy: v1alpha1.ReclaimDelete,
-				ForProvider:   v1alpha1.DatabaseParameters{Database: name, Extensions: exts},
-			},
-		}
-	}
+	newDB := func(name string, exts ...string) *v1alpha1.Database { return database(name, "managed", exts...) }
 	record := func(name string) string { return options.DefaultDatabaseBasePath + "/" + name }
 
 	// An extension outside the allow-list: refused before any write.

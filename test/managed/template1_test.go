@@ -9,7 +9,6 @@ import (
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 	"ddupan.top/provider-postgresql-tenant/internal/options"
@@ -79,17 +78,7 @@ func TestUnhardenedTemplate1WithoutASuperuser(t *testing.T) {
 	}
 
 	newDB := func(name string) *v1alpha1.Database {
-		d := &v1alpha1.Database{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: v1alpha1.DatabaseSpec{
-				ClusterManagedResourceSpec: xpv2.ClusterManagedResourceSpec{
-					ProviderConfigReference: &xpv2.Reference{Name: "unhardened"},
-					ManagementPolicies:      xpv2.ManagementPolicies{xpv2.ManagementActionAll},
-				},
-				ReclaimPolicy: v1alpha1.ReclaimDelete,
-				ForProvider:   v1alpha1.DatabaseParameters{Database: name},
-			},
-		}
+		d := database(name, "unhardened")
 		if err := c.Create(ctx, d); err != nil {
 			t.Fatal(err)
 		}
