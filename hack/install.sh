@@ -44,6 +44,9 @@ hack/install-k8s.sh "${k8s[@]}" > "$PPT_CACHE/logs/install-k8s-$set_.log" 2>&1 &
 # line; the time so far and the last full build's time; the logs.
 estimate=$PPT_CACHE/logs/build-seconds-$set_
 progress() {
+  # Never ends the loop: a queue's log with no line yet, or a date it
+  # cannot read, is shown as it is (set -e and pipefail would end it).
+  set +e +o pipefail
   local last="" q f step at
   [ -s "$estimate" ] && last=" (the last build of this set took $(cat "$estimate")s)"
   while sleep 30; do
