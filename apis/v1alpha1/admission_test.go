@@ -164,6 +164,7 @@ func TestClusterProviderConfigDefaults(t *testing.T) {
 			PasswordKey: "password",
 		},
 		DefaultReclaimPolicy: v1alpha1.ReclaimRetain,
+		UnhardenedTemplate1:  v1alpha1.Template1Refuse,
 	}
 	if diff := cmp.Diff(want, obj.Spec); diff != "" {
 		t.Errorf("defaults: -want +got:\n%s", diff)
@@ -224,6 +225,10 @@ func TestClusterProviderConfigRejectsBadInput(t *testing.T) {
 		"UnknownDefaultReclaimPolicy": {
 			mut:   func(c *v1alpha1.ClusterProviderConfig) { c.Spec.DefaultReclaimPolicy = "Recycle" },
 			field: "spec.defaultReclaimPolicy", msgs: []string{"Unsupported value", `"Retain"`, `"Delete"`},
+		},
+		"UnknownUnhardenedTemplate1": {
+			mut:   func(c *v1alpha1.ClusterProviderConfig) { c.Spec.UnhardenedTemplate1 = "Ignore" },
+			field: "spec.unhardenedTemplate1", msgs: []string{"Unsupported value", `"Refuse"`, `"Warn"`},
 		},
 	}
 	for name, tc := range cases {
