@@ -98,6 +98,18 @@ fi
 # files keep these, and nothing else changed.
 ESO_PROVIDERS="vault kubernetes fake"
 ESO_GENERATORS="vault password fake"
+# eso_module sets esodir to ESO's module in the module cache (downloaded
+# when missing); eso_crds copies its CRDs to $PPT_BIN/eso-crds.
+eso_module() {
+  esodir=$(cd "$d" && go mod download -json "github.com/external-secrets/external-secrets@$ESO_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$/\1/p')
+  [ -d "$esodir" ] || { log "cannot download external-secrets $ESO_VERSION"; exit 1; }
+}
+eso_crds() {
+  rm -rf "$PPT_BIN/eso-crds"; mkdir -p "$PPT_BIN/eso-crds"
+  cp "$esodir"/config/crds/bases/*.yaml "$PPT_BIN/eso-crds/"
+  rm -f "$PPT_BIN/eso-crds/kustomization.yaml"; chmod u+w "$PPT_BIN"/eso-crds/*.yaml
+  echo "$ESO_VERSION" > "$PPT_BIN/eso-crds/.version"
+}
 # eso-crds alone: ESO's CRDs without its binary (for `make build`, which
 # validates the examples against them).
 if wanted eso-crds && ! wanted external-secrets; then
@@ -105,12 +117,8 @@ if wanted eso-crds && ! wanted external-secrets; then
     log "external-secrets $ESO_VERSION CRDs present"
   else
     d=$PPT_BUILD/eso-$ESO_VERSION; mkdir -p "$d"
-    esodir=$(cd "$d" && go mod download -json "github.com/external-secrets/external-secrets@$ESO_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$/\1/p')
-    [ -d "$esodir" ] || { log "cannot download external-secrets $ESO_VERSION"; exit 1; }
-    rm -rf "$PPT_BIN/eso-crds"; mkdir -p "$PPT_BIN/eso-crds"
-    cp "$esodir"/config/crds/bases/*.yaml "$PPT_BIN/eso-crds/"
-    rm -f "$PPT_BIN/eso-crds/kustomization.yaml"; chmod u+w "$PPT_BIN"/eso-crds/*.yaml
-    echo "$ESO_VERSION" > "$PPT_BIN/eso-crds/.version"
+    eso_module
+    eso_crds
     log "copied external-secrets $ESO_VERSION CRDs to $PPT_BIN/eso-crds"
   fi
 fi
@@ -120,8 +128,7 @@ if wanted external-secrets; then
     log "external-secrets $ESO_VERSION and its CRDs present"
   else
     d=$PPT_BUILD/eso-$ESO_VERSION; mkdir -p "$d"
-    esodir=$(cd "$d" && go mod download -json "github.com/external-secrets/external-secrets@$ESO_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$/\1/p')
-    [ -d "$esodir" ] || { log "cannot download external-secrets $ESO_VERSION"; exit 1; }
+    eso_module
     # keep_only FILE PREFIX NAME...: of FILE's blank imports of PREFIX/*,
     # those of PREFIX/NAME only.
     keep_only() {
@@ -152,10 +159,7 @@ EOM
       cp "$esodir/go.sum" "$d/go.sum"; chmod u+w "$d/go.sum"
       (cd "$d" && go mod tidy)
     fi
-    rm -rf "$PPT_BIN/eso-crds"; mkdir -p "$PPT_BIN/eso-crds"
-    cp "$esodir"/config/crds/bases/*.yaml "$PPT_BIN/eso-crds/"
-    rm -f "$PPT_BIN/eso-crds/kustomization.yaml"; chmod u+w "$PPT_BIN"/eso-crds/*.yaml
-    echo "$ESO_VERSION" > "$PPT_BIN/eso-crds/.version"
+    eso_crds
     if ! stamp_ok external-secrets "$stamp"; then
       building external-secrets
       (cd "$d" && go build -trimpath -ldflags='-s -w' -o "$PPT_BIN/.external-secrets.tmp" github.com/external-secrets/external-secrets)
