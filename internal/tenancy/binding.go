@@ -333,7 +333,8 @@ type BindingObservation struct {
 	// Phase is the phase the binding's status shows.
 	Phase v1alpha1.DatabaseBindingPhase
 	// Readers are the ExternalSecrets of the binding's namespace that read
-	// its delivery copy (read on deletion only).
+	// its delivery copy (read only when the binding is being deleted or
+	// its Tenant is gone).
 	Readers []string
 }
 
@@ -586,18 +587,22 @@ func ReleasedStatus(claim v1alpha1.ClaimReference) v1alpha1.BindingStatus {
 
 // DecideBinding decides what the binder does with one DatabaseBinding.
 func DecideBinding(o BindingObservation) BindingDecision {
-	if o.Deleting {
+	if o.Deleting || o.Standing.Standing == StandingGone {
 		if len(o.Readers) > 0 {
 			// The Secret goes first: while an ExternalSecret still reads
 			// the delivery copy, nothing is released and the copy stays, so
 			// the app's Secret never outlives what it was made from nor
-			// points at a copy removed under it.
+			// points at a copy removed under it. This holds for a binding
+			// whose Tenant is gone too (the Tenant is deleted before the
+			// garbage collector deletes its binding and ExternalSecret).
 			return BindingDecision{
 				Action: ActionWait, Phase: o.Phase, Record: o.Recorded, Reason: ReasonWaitingForExternalSecret,
 				Message: fmt.Sprintf("waiting for %s of this namespace, which reads this binding's credential, to be deleted: only then is the Database released and the delivery copy removed", describeReaders(o.Readers)),
 			}
 		}
-		return decideRelease(o)
+		if o.Deleting {
+			return decideRelease(o)
+		}
 	}
 	s, d := o.Spec, o.Database
 	if msg := validateSpec(s); msg != "" {

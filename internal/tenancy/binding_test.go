@@ -661,6 +661,23 @@ func TestDecideBindingRelease(t *testing.T) {
 			}(), orphaned),
 			want: BindingDecision{Action: ActionRelease, Phase: v1alpha1.BindingPhaseReleased, Reason: ReasonTenantGone, Orphaned: true, Release: v1alpha1.ReclaimDelete, CheckCopy: true},
 		},
+		// Its Tenant is deleted before the garbage collector deletes the
+		// binding and the ExternalSecret: while one reads the copy, the
+		// orphan waits as a deleted binding would, Delete or Retain.
+		"AReaderHoldsAnOrphansDelete": {
+			o: obs(staticSpec(), func() ObservedDatabase {
+				d := boundDB()
+				d.ReclaimPolicy = v1alpha1.ReclaimDelete
+				return d
+			}(), recorded, orphaned, func(o *BindingObservation) {
+				o.Phase, o.Readers = v1alpha1.BindingPhaseReady, []string{"shop-postgresql"}
+			}),
+			want: BindingDecision{Action: ActionWait, Phase: v1alpha1.BindingPhaseReady, Reason: ReasonWaitingForExternalSecret, Record: BindingRecord{DatabaseName: "orders", DatabaseUID: "d-1"}},
+		},
+		"AReaderHoldsAnOrphansRetain": {
+			o:    obs(staticSpec(), boundDB(), recorded, orphaned, func(o *BindingObservation) { o.Readers = []string{"shop-postgresql"} }),
+			want: BindingDecision{Action: ActionWait, Reason: ReasonWaitingForExternalSecret, Record: BindingRecord{DatabaseName: "orders", DatabaseUID: "d-1"}},
+		},
 		"OrphanReleased": {
 			o:    obs(staticSpec(), retainDone, orphaned),
 			want: BindingDecision{Action: ActionNone, Phase: v1alpha1.BindingPhaseReleased, Reason: ReasonTenantGone, Orphaned: true, CheckCopy: true},

@@ -251,6 +251,15 @@ func (e *external) observe(ctx context.Context, b *v1alpha1.DatabaseBinding, cac
 		return o, err
 	}
 	o.Standing, e.standing = st, st
+	if st.Standing == tenancy.StandingGone && !o.Deleting {
+		// Its Tenant is gone (deleted before the garbage collector deletes
+		// this binding and its ExternalSecret): released exactly as a
+		// deletion would be, so after the ExternalSecrets that read the
+		// copy are gone, and nothing else is needed until then.
+		if o.Readers, err = e.readers(ctx, b.GetNamespace(), e.copyPath(), o.RecordedCopy); err != nil || len(o.Readers) > 0 {
+			return o, err
+		}
+	}
 	db := &v1alpha1.Database{}
 	err = e.kube.Get(ctx, types.NamespacedName{Name: e.spec.DatabaseName()}, db)
 	switch {

@@ -131,3 +131,59 @@ func TestReleaseWaitsForTheExternalSecret(t *testing.T) {
 		t.Errorf("the copy survived the binding: %s", ownerOnly(rec))
 	}
 }
+
+// A Tenant deleted with its dependents orphaned (or deleted before the
+// garbage collector reaches its binding) leaves a binding whose Tenant is
+// gone: it releases as its deletion would, so it too waits while an
+// ExternalSecret of its namespace reads the copy, even with reclaimPolicy
+// Delete, and says which one. Once that ExternalSecret is gone the
+// Database is deleted.
+func TestOrphanWaitsForTheExternalSecret(t *testing.T) {
+	testenv.Need(t)
+	ctx := context.Background()
+	ns := namespace(t)
+	inst := instance(t, v1alpha1.ReclaimRetain)
+	db := database(t, inst, nil, v1alpha1.ReclaimDelete, "orphan-reader-secret")
+	uid := tenant(t, ns, "app", "app-db")
+	b := staticBinding(ns, "app", uid, inst, db.GetName())
+	create(t, b)
+	awaitBinding(t, b, "the binding is Available", available)
+	reader := externalSecret(t, ns, "app-postgresql", copyPath(ns, "app"))
+
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(tenancy.TenantAPIVersion)
+	u.SetKind(tenancy.TenantKind)
+	u.SetNamespace(ns)
+	u.SetName("app")
+	if err := env.Kube.Client.Delete(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+		t.Fatal(err)
+	}
+	b.SetOwnerReferences(nil)
+	if err := env.Kube.Client.Update(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	awaitBinding(t, b, "the orphan waits for the ExternalSecret", func(b *v1alpha1.DatabaseBinding) bool {
+		c := b.GetCondition(xpv2.TypeReady)
+		return string(c.Reason) == tenancy.ReasonWaitingForExternalSecret && strings.Contains(c.Message, "waiting for ExternalSecret app-postgresql of this namespace")
+	})
+	// Give a release every chance to happen (several polls).
+	time.Sleep(3 * time.Second)
+	if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(db), db); err != nil {
+		t.Fatalf("the Database went while an ExternalSecret still read the copy: %v", err)
+	}
+	if db.GetDeletionTimestamp() != nil {
+		t.Fatal("the Database is being deleted while an ExternalSecret still reads the copy")
+	}
+	if rec := readKV(t, copyPath(ns, "app")); rec == nil {
+		t.Fatal("the delivery copy was removed while an ExternalSecret still read it")
+	}
+
+	if err := env.Kube.Client.Delete(ctx, reader); err != nil {
+		t.Fatal(err)
+	}
+	release(t, reader)
+	awaitGone(t, db, "the Database (reclaimPolicy Delete)")
+}
