@@ -18,7 +18,7 @@ OUTPUT ?= _output
 # The packages whose TestMain is testenv.NodeMain: one test node runs on a
 # machine at a time (the others wait for its lock), so `make test` runs
 # them one after another, after the rest.
-NODE_PKGS ?= ./test/pod/ ./test/upgrade/ ./test/e2e/
+NODE_PKGS ?= ./test/pod/ ./test/install/ ./test/upgrade/ ./test/e2e/
 MODULE := $(shell $(GO) list -m 2>/dev/null)
 
 # PostgreSQL majors (supported: 14-18). The whole suite runs on the default
@@ -70,6 +70,10 @@ test: tools ## run every test against real components, on the default PostgreSQL
 .PHONY: pod
 pod: tools ## run test/pod alone (make test runs it too): core's Deployment runtime runs the provider package as a Pod on a real node (kubelet, containerd), in a private network namespace
 	$(GO) test -count=1 -v -timeout 20m ./test/pod/
+
+.PHONY: install-drill
+install-drill: tools ## run test/install alone (make test runs it too): docs/install.md run as written on a cluster nobody prepared, to a Tenant whose Secret logs in
+	$(GO) test -count=1 -v -timeout 20m ./test/install/
 
 .PHONY: upgrade
 upgrade: tools ## run test/upgrade alone (make test runs it too): the packages of an earlier commit upgraded to this tree's and rolled back, on the test node

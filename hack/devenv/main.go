@@ -317,8 +317,13 @@ func applyExamples(ctx context.Context, env *testenv.Env, pod bool) (ex examples
 			fmt.Printf("    applied namespace %s\n", o.GetName())
 			continue
 		case "Secret":
-			if err := setStringData(o, env); err != nil {
-				return ex, err
+			// The admin Secret; OpenBao's token reviewer
+			// (examples/openbao) is applied as written and unused: the
+			// harness configured OpenBao.
+			if o.GetNamespace() == testenv.ProviderNamespace {
+				if err := setStringData(o, env); err != nil {
+					return ex, err
+				}
 			}
 		case v1alpha1.ClusterProviderConfigKind:
 			// A Pod reaches the server at the node's address.

@@ -88,7 +88,7 @@ type Crossplane struct {
 // CrossplaneCRDDir is where hack/install-tools.sh puts core's CRDs.
 func CrossplaneCRDDir(binDir string) string { return filepath.Join(binDir, "crossplane-crds") }
 
-func startCrossplane(ctx context.Context, root, binDir string, k *Kube, ca *CA, node bool) (*Crossplane, error) {
+func startCrossplane(ctx context.Context, root, binDir string, k *Kube, ca *CA, node, drill bool) (*Crossplane, error) {
 	for _, b := range []string{"crossplane-core", "kube-controller-manager", "crossplane", "crane"} {
 		if _, err := os.Stat(filepath.Join(binDir, b)); err != nil {
 			return nil, missing(b, filepath.Join(binDir, b), "make tools (hack/install.sh)")
@@ -130,21 +130,24 @@ func startCrossplane(ctx context.Context, root, binDir string, k *Kube, ca *CA, 
 	if err != nil {
 		return fail(err)
 	}
-	// What the docs tell an admin to apply with the packages.
-	rbacObjs, err := ReadManifests(filepath.Join(RepoRoot(), "package", "rbac"))
-	if err != nil {
-		return fail(err)
-	}
-	for _, o := range rbacObjs {
-		if err := k.Client.Create(ctx, o); err != nil {
-			return fail(fmt.Errorf("package/rbac %s %s: %w", o.GetKind(), o.GetName(), err))
+	// What the docs tell an admin to apply with the packages (an install
+	// drill applies them itself, from the docs).
+	if !drill {
+		rbacObjs, err := ReadManifests(filepath.Join(RepoRoot(), "package", "rbac"))
+		if err != nil {
+			return fail(err)
 		}
-	}
-	// The admission policy the docs tell an admin to install with the
-	// provider: only Crossplane's namespace and cluster admins write
-	// DatabaseBindings.
-	if err := k.InstallAdmissionPolicies(ctx); err != nil {
-		return fail(err)
+		for _, o := range rbacObjs {
+			if err := k.Client.Create(ctx, o); err != nil {
+				return fail(fmt.Errorf("package/rbac %s %s: %w", o.GetKind(), o.GetName(), err))
+			}
+		}
+		// The admission policy the docs tell an admin to install with the
+		// provider: only Crossplane's namespace and cluster admins write
+		// DatabaseBindings.
+		if err := k.InstallAdmissionPolicies(ctx); err != nil {
+			return fail(err)
+		}
 	}
 	kenv := append(os.Environ(), "KUBECONFIG="+coreKubeconfig)
 

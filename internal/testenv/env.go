@@ -74,6 +74,16 @@ type Options struct {
 	// package objects. The RBAC manager keeps running, to bind the roles
 	// of each new revision.
 	NodeUpgradeFrom string
+	// InstallDrill, with Node, Crossplane, OpenBao and ESO, leaves the
+	// environment as a platform admin finds a cluster before installing
+	// the product, for a drill that installs it from the docs alone:
+	// Crossplane core running (with its RBAC manager) and nothing
+	// installed; OpenBao initialised and unsealed with nothing enabled
+	// (no KV mount, no auth method, no policy); ESO running with its CRDs
+	// and no store; PostgreSQL with its superuser. The packages are built
+	// (Env.PackagesDir) and the loopback registry is empty
+	// (Crossplane.RegistryAddress); the node pulls from it.
+	InstallDrill bool
 	// NodeProvider, with Node and Crossplane, changes the runtime config
 	// of examples/provider/runtime-config.yaml before the provider is
 	// installed with it (ProviderPodOptions): for suites that drive the
@@ -105,6 +115,9 @@ type Env struct {
 	ESO        *ESO
 	Crossplane *Crossplane
 	Node       *Node
+	// PackagesDir holds the packages built from the tree (PackagesDir),
+	// with Crossplane.
+	PackagesDir string
 }
 
 // CacheDir returns where hack/install-*.sh cache the components:
@@ -222,10 +235,14 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 		}
 	}
 	if o.OpenBao {
-		if e.OpenBao, err = startOpenBao(ctx, dir, e.BinDir, e.CA, o.OpenBaoAudit, o.Node); err != nil {
+		if e.OpenBao, err = startOpenBao(ctx, dir, e.BinDir, e.CA, o.OpenBaoAudit, o.Node, !o.InstallDrill); err != nil {
 			return fail(err)
 		}
-		if e.Kube != nil {
+		if e.Kube != nil && o.InstallDrill && o.Node {
+			if err := e.OpenBao.exposeOnNode(ctx, e.Kube); err != nil {
+				return fail(err)
+			}
+		} else if e.Kube != nil {
 			if err := e.OpenBao.configureKubernetesAuth(ctx, e.Kube); err != nil {
 				return fail(err)
 			}
@@ -247,12 +264,19 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 		}
 	}
 	if o.Crossplane {
-		if e.Crossplane, err = startCrossplane(ctx, dir, e.BinDir, e.Kube, e.CA, o.Node); err != nil {
+		if e.Crossplane, err = startCrossplane(ctx, dir, e.BinDir, e.Kube, e.CA, o.Node, o.InstallDrill); err != nil {
 			return fail(err)
 		}
 		e.Crossplane.providerPod = o.NodeProvider
 		if o.Node {
-			if err := e.Node.AllowRegistry(e.Crossplane.reg.addr, hostOf(ProviderPackageName)); err != nil {
+			// The node pulls from the loopback registry; outside a drill,
+			// the packages' public host is mirrored there too (the images
+			// of packages installed under their public names).
+			var mirror []string
+			if !o.InstallDrill {
+				mirror = []string{hostOf(ProviderPackageName)}
+			}
+			if err := e.Node.AllowRegistry(e.Crossplane.reg.addr, mirror...); err != nil {
 				return fail(err)
 			}
 		}
@@ -260,7 +284,11 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 		if b.err != nil {
 			return fail(b.err)
 		}
+		e.PackagesDir = b.dir
 		switch {
+		case o.Node && o.InstallDrill:
+			// Nothing is installed: the drill does it.
+			e.Crossplane.keepRBACManager = true
 		case o.Node && o.NodeUpgradeFrom != "":
 			e.Crossplane.keepRBACManager = true
 			var old string

@@ -73,7 +73,7 @@ const (
 
 // startOpenBao starts OpenBao; for a node (Options.Node) it also listens
 // on NodeIP, in the certificate too.
-func startOpenBao(ctx context.Context, root, binDir string, ca *CA, audit, node bool) (*OpenBao, error) {
+func startOpenBao(ctx context.Context, root, binDir string, ca *CA, audit, node, mountKV bool) (*OpenBao, error) {
 	bin := filepath.Join(binDir, "bao")
 	if _, err := os.Stat(bin); err != nil {
 		return nil, missing("OpenBao server", bin, "make tools (hack/install-tools.sh bao)")
@@ -160,7 +160,7 @@ log_level     = "warn"
 	if err := b.start(ctx); err != nil {
 		return nil, err
 	}
-	if err := b.initialise(ctx); err != nil {
+	if err := b.initialise(ctx, mountKV); err != nil {
 		b.Stop()
 		return nil, err
 	}
@@ -190,7 +190,7 @@ func (b *OpenBao) start(ctx context.Context) error {
 	return nil
 }
 
-func (b *OpenBao) initialise(ctx context.Context) error {
+func (b *OpenBao) initialise(ctx context.Context, mountKV bool) error {
 	c, err := b.Client("")
 	if err != nil {
 		return err
@@ -214,6 +214,9 @@ func (b *OpenBao) initialise(ctx context.Context) error {
 	})
 	if err != nil {
 		return fmt.Errorf("openbao not active after unseal: %w", err)
+	}
+	if !mountKV {
+		return nil
 	}
 	if err := c.Sys().MountWithContext(ctx, b.KVMount, &api.MountInput{Type: "kv", Options: map[string]string{"version": "2"}}); err != nil {
 		return fmt.Errorf("cannot mount KV v2 at %s: %w", b.KVMount, err)
@@ -335,6 +338,10 @@ func (b *OpenBao) configureKubernetesAuth(ctx context.Context, k *Kube) error {
 const (
 	TenantReaderRole           = "eso-tenant-reader"
 	TenantReaderServiceAccount = "openbao-tenant-reader"
+	// TenantReaderAudience is the audience the tenant-reader role
+	// requires of ESO's tokens (the ClusterSecretStore's
+	// serviceAccountRef.audiences), the provider's too.
+	TenantReaderAudience = ProviderAudience
 )
 
 // TenantReaderPolicy is templated on the logging-in service account's
@@ -365,6 +372,7 @@ func (b *OpenBao) configureTenantReader(ctx context.Context) error {
 	if _, err := c.Logical().WriteWithContext(ctx, "auth/"+b.AuthMount+"/role/"+TenantReaderRole, map[string]any{
 		"bound_service_account_names":      []string{TenantReaderServiceAccount},
 		"bound_service_account_namespaces": []string{"*"},
+		"audience":                         TenantReaderAudience,
 		"token_policies":                   []string{TenantReaderRole},
 		"token_ttl":                        "10m",
 	}); err != nil {

@@ -79,6 +79,10 @@ func startRegistry(ctx context.Context, root, binDir string) (*registry, error) 
 	return r, nil
 }
 
+// RegistryAddress is the loopback registry's host:port (plain HTTP, which
+// Crossplane and crane use for a loopback address).
+func (x *Crossplane) RegistryAddress() string { return x.reg.addr }
+
 func (r *registry) stop() {
 	if r != nil {
 		r.proc.stop(os.Interrupt)

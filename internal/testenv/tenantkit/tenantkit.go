@@ -92,8 +92,9 @@ spec:
           # ExternalSecret's own namespace (referent authentication).
           serviceAccountRef:
             name: %s
+            audiences: [%s]
 `, Store, e.OpenBao.Address, e.OpenBao.KVMount, base64.StdEncoding.EncodeToString(e.CA.CertPEM),
-			e.OpenBao.AuthMount, testenv.TenantReaderRole, testenv.TenantReaderServiceAccount)),
+			e.OpenBao.AuthMount, testenv.TenantReaderRole, testenv.TenantReaderServiceAccount, testenv.TenantReaderAudience)),
 	}
 	for _, o := range objs {
 		if err := e.Kube.Client.Create(ctx, o); err != nil {
