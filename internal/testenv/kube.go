@@ -185,6 +185,17 @@ func (k *Kube) Stop() {
 	}
 }
 
+// UserClient is a client authenticated as the user name in groups (a
+// client certificate of the apiserver's CA), with only what RBAC grants
+// them: e.g. an app team's identity.
+func (k *Kube) UserClient(name string, groups ...string) (client.Client, error) {
+	u, err := k.env.AddUser(envtest.User{Name: name, Groups: groups}, k.Config)
+	if err != nil {
+		return nil, err
+	}
+	return client.New(u.Config(), client.Options{Scheme: k.env.Scheme})
+}
+
 // EnsureNamespace creates a namespace if it does not exist.
 func (k *Kube) EnsureNamespace(ctx context.Context, ns string) error {
 	err := k.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})

@@ -34,7 +34,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"ddupan.top/provider-postgresql-tenant/internal/testenv"
@@ -293,11 +295,19 @@ func TestInstallFromTheGuide(t *testing.T) {
 	if tenant == nil {
 		t.Fatal("docs/app-teams.md has no Tenant")
 	}
-	if err := env.Kube.Client.Create(ctx, tenant); err != nil {
+	// As a person of the team, with only what the guide granted it.
+	team, err := env.Kube.UserClient("alice", "my-team")
+	if err != nil {
 		t.Fatal(err)
+	}
+	if err := team.Create(ctx, tenant); err != nil {
+		t.Fatalf("the app team cannot create its Tenant: %v", err)
 	}
 	ready := tenantkit.WaitTenantReady(ctx, t, env, tenant.GetAPIVersion(), tenant.GetNamespace(), tenant.GetName())
 	secret, _, _ := unstructured.NestedString(ready.Object, "status", "credential", "secretRef", "name")
+	if err := team.Get(ctx, client.ObjectKey{Namespace: tenant.GetNamespace(), Name: secret}, &corev1.Secret{}); err != nil {
+		t.Errorf("the app team cannot read its Secret: %v", err)
+	}
 	tenantkit.CheckSecretLogsIn(ctx, t, env, tenant.GetNamespace(), secret)
 }
 
