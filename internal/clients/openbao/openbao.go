@@ -405,18 +405,14 @@ func (c *Client) SetOwner(ctx context.Context, path string, owner map[string]str
 }
 
 // patchMetadata merges cm into the custom_metadata of an existing entry
-// (404 when there is none).
+// (404 when there is none): the client's JSON merge PATCH of the metadata
+// endpoint with custom_metadata only.
 func (c *Client) patchMetadata(ctx context.Context, cl *api.Client, path string, cm map[string]any) error {
-	r := cl.NewRequest(http.MethodPatch, "/v1/"+c.opts.KVMount+"/metadata/"+path)
-	r.Headers.Set("Content-Type", "application/merge-patch+json")
-	if err := r.SetJSONBody(map[string]any{"custom_metadata": cm}); err != nil {
-		return err
+	if len(cm) == 0 {
+		// An empty map would be sent as null, which deletes every key.
+		return errors.New("no ownership keys to write")
 	}
-	resp, err := cl.RawRequestWithContext(ctx, r)
-	if resp != nil {
-		_ = resp.Body.Close()
-	}
-	return err
+	return cl.KVv2(c.opts.KVMount).PatchMetadata(ctx, path, api.KVMetadataPatchInput{CustomMetadata: cm})
 }
 
 // createMetadata creates the entry with custom_metadata cm only if none

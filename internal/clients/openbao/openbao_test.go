@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/openbao/openbao/api/v2"
 
 	"ddupan.top/provider-postgresql-tenant/internal/testenv"
 )
@@ -207,5 +208,43 @@ func TestConsumerURL(t *testing.T) {
 	got := ConsumerURL("https://bao.example:8200/", "kv", "postgresql-tenants/ns/app")
 	if want := "https://bao.example:8200/v1/kv/data/postgresql-tenants/ns/app"; got != want {
 		t.Errorf("ConsumerURL() = %q, want %q", got, want)
+	}
+}
+
+// A policy without "patch" on the metadata path refuses the ownership
+// write, and the error says which capability the provider's policy lacks.
+func TestOwnershipWithoutPatchSaysWhatThePolicyLacks(t *testing.T) {
+	testenv.Need(t)
+	ctx := context.Background()
+	root, err := env.OpenBao.Client(env.OpenBao.RootToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	noPatch := strings.ReplaceAll(env.OpenBao.ProviderPolicy(), `"patch", `, "")
+	if noPatch == env.OpenBao.ProviderPolicy() {
+		t.Fatal("the provider policy grants no patch to remove")
+	}
+	if err := root.Sys().PutPolicyWithContext(ctx, "provider-without-patch", noPatch); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := root.Auth().Token().CreateWithContext(ctx, &api.TokenCreateRequest{Policies: []string{"provider-without-patch"}, TTL: "10m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tf := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tf, []byte(tok.Auth.ClientToken), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(Options{Address: env.OpenBao.Address, CABundleFile: env.CA.CertFile, TokenFile: tf, KVMount: env.OpenBao.KVMount})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := path()
+	if _, err := c.Write(ctx, p, map[string]string{"password": "x"}, 0); err != nil {
+		t.Fatal(err)
+	}
+	err = c.SetOwner(ctx, p, map[string]string{"owner": "a"})
+	if err == nil || !strings.Contains(err.Error(), `must grant "patch"`) || !strings.Contains(err.Error(), "403") {
+		t.Errorf("SetOwner without patch = %v, want a 403 naming the missing \"patch\"", err)
 	}
 }
