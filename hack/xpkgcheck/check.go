@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,6 +14,7 @@ import (
 	"sort"
 	"strings"
 
+	k8syaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 )
 
@@ -182,12 +186,20 @@ func (d dependency) kindAndPackage() (string, string) {
 // parseStream parses a YAML stream of manifests.
 func parseStream(s string) ([]object, error) {
 	var out []object
-	for _, doc := range strings.Split("\n"+s, "\n---") {
-		if strings.TrimSpace(doc) == "" {
+	r := k8syaml.NewYAMLReader(bufio.NewReader(strings.NewReader(s)))
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(bytes.TrimSpace(doc)) == 0 {
 			continue
 		}
 		var o object
-		if err := yaml.Unmarshal([]byte(doc), &o); err != nil {
+		if err := yaml.Unmarshal(doc, &o); err != nil {
 			return nil, err
 		}
 		if o.Kind != "" {

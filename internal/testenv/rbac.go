@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"text/template"
 	"time"
 
@@ -72,9 +71,13 @@ func renderChartRBAC(dir string) ([]*unstructured.Unstructured, error) {
 		if err := t.Execute(&buf, values); err != nil {
 			return nil, fmt.Errorf("chart template %s: %w", f, err)
 		}
-		for _, doc := range strings.Split(buf.String(), "\n---") {
+		docs, err := SplitYAML(buf.Bytes())
+		if err != nil {
+			return nil, fmt.Errorf("chart template %s: %w", f, err)
+		}
+		for _, doc := range docs {
 			u := &unstructured.Unstructured{}
-			if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+			if err := yaml.Unmarshal(doc, &u.Object); err != nil {
 				return nil, fmt.Errorf("chart template %s: %w", f, err)
 			}
 			if len(u.Object) > 0 {

@@ -189,13 +189,13 @@ func (r *Renderer) Render(ctx context.Context, xr *unstructured.Unstructured, co
 		return nil, nil, fmt.Errorf("crossplane composition render: %w\n%s", err, stderr.String())
 	}
 	var objs []*unstructured.Unstructured
-	for _, doc := range strings.Split(stdout.String(), "\n---\n") {
-		doc = strings.TrimPrefix(strings.TrimSpace(doc), "---")
-		if strings.TrimSpace(doc) == "" {
-			continue
-		}
+	docs, err := SplitYAML(stdout.Bytes())
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot split render output: %w", err)
+	}
+	for _, doc := range docs {
 		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+		if err := yaml.Unmarshal(doc, &u.Object); err != nil {
 			return nil, nil, fmt.Errorf("cannot parse render output: %w\n%s", err, doc)
 		}
 		objs = append(objs, u)

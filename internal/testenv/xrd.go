@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
@@ -32,13 +31,13 @@ func ConvertXRDs(dir string) error {
 		if err := os.Remove(out); err != nil {
 			return err
 		}
-		for j, doc := range strings.Split(string(b), "\n---\n") {
-			doc = strings.TrimPrefix(strings.TrimSpace(doc), "---")
-			if strings.TrimSpace(doc) == "" {
-				continue
-			}
+		docs, err := SplitYAML(b)
+		if err != nil {
+			return err
+		}
+		for j, doc := range docs {
 			crd := map[string]any{}
-			if err := yaml.Unmarshal([]byte(doc), &crd); err != nil {
+			if err := yaml.Unmarshal(doc, &crd); err != nil {
 				return err
 			}
 			unstructured.RemoveNestedField(crd, "metadata", "ownerReferences")
