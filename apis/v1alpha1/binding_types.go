@@ -159,11 +159,12 @@ type DatabaseBindingStatus struct {
 // +kubebuilder:printcolumn:name="DATABASE-OBJECT",type="string",JSONPath=".status.atProvider.databaseName"
 // +kubebuilder:printcolumn:name="DATABASE",type="string",JSONPath=".status.atProvider.database"
 // +kubebuilder:printcolumn:name="PHASE",type="string",JSONPath=".status.atProvider.phase"
+// +kubebuilder:printcolumn:name="SYNCED",type="string",JSONPath=".status.conditions[?(@.type=='Synced')].status"
 // +kubebuilder:printcolumn:name="READY",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].status"
 // +kubebuilder:printcolumn:name="REASON",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].reason"
 // +kubebuilder:printcolumn:name="AGE",type="date",JSONPath=".metadata.creationTimestamp"
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:scope=Namespaced,categories={crossplane,managed,postgresql}
+// +kubebuilder:resource:scope=Namespaced,categories={crossplane,managed,postgresql},shortName=pgbinding
 type DatabaseBinding struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

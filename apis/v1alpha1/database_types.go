@@ -476,12 +476,13 @@ type DatabaseStatus struct {
 // +kubebuilder:printcolumn:name="RECLAIM",type="string",JSONPath=".spec.reclaimPolicy"
 // +kubebuilder:printcolumn:name="PHASE",type="string",JSONPath=".status.atProvider.phase"
 // +kubebuilder:printcolumn:name="SIZE",type="string",JSONPath=".status.atProvider.size.human"
+// +kubebuilder:printcolumn:name="SYNCED",type="string",JSONPath=".status.conditions[?(@.type=='Synced')].status"
 // +kubebuilder:printcolumn:name="READY",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].status"
 // +kubebuilder:printcolumn:name="REASON",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].reason",priority=1
 // +kubebuilder:printcolumn:name="OTHER-ACCESS",type="string",JSONPath=".status.conditions[?(@.type=='OtherAccess')].status",priority=1
 // +kubebuilder:printcolumn:name="AGE",type="date",JSONPath=".metadata.creationTimestamp"
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:scope=Cluster,categories={crossplane,managed,postgresql}
+// +kubebuilder:resource:scope=Cluster,categories={crossplane,managed,postgresql},shortName=pgdatabase
 type Database struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

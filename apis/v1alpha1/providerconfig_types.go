@@ -230,7 +230,7 @@ type ProviderConfigStatus struct {
 // +kubebuilder:printcolumn:name="SIZE",type="string",JSONPath=".status.sizes.total",priority=1
 // +kubebuilder:printcolumn:name="AGE",type="date",JSONPath=".metadata.creationTimestamp"
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:scope=Cluster,categories={crossplane,provider,postgresql}
+// +kubebuilder:resource:scope=Cluster,categories={crossplane,provider,postgresql},shortName=pgserver
 type ClusterProviderConfig struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -406,7 +406,7 @@ func anchors(t *testing.T, f string) map[string]bool {
 // The scan finds the commands it checks: a known command of each program.
 func TestCommandScanFindsKnownCommands(t *testing.T) {
 	cmds := documentedCommands(t)
-	want := map[string]string{"crossplane": "xpkg install", "kubectl": "patch database", "bao": "policy write", "make": "dev"}
+	want := map[string]string{"crossplane": "xpkg install", "kubectl": "patch pgdatabase", "bao": "policy write", "make": "dev"}
 	var progs []string
 	for p := range want {
 		progs = append(progs, p)
@@ -544,5 +544,46 @@ func checkProviderNameInFiles(t *testing.T) {
 	}
 	if uses == 0 {
 		t.Fatal("no file names the Provider")
+	}
+}
+
+// sharedPlurals are names of this project's kinds that other projects'
+// kinds share: CloudNativePG's and provider-sql's databases, Capsule's
+// tenants, every Crossplane provider's clusterproviderconfigs, and this
+// project's own legacy Tenant claim. kubectl resolves a bare one to
+// whichever group it prefers.
+var sharedPlurals = map[string]bool{
+	"tenant": true, "tenants": true, "database": true, "databases": true,
+	"databasebinding": true, "databasebindings": true,
+	"clusterproviderconfig": true, "clusterproviderconfigs": true,
+	"xtenant": true, "xtenants": true,
+}
+
+var kubectlResource = regexp.MustCompile(`kubectl(?:\s+-n\s+\S+)?\s+(?:get|describe|edit|patch|delete|annotate|label|wait)\s+(?:--for=\S+\s+)?(?:-n\s+\S+\s+)?(?:-A\s+)?([a-z][a-z.,]*)`)
+
+// Every kubectl command of the docs (in a block or inline) names this
+// provider's kinds by short name (pgtenant, pgdatabase, pgbinding,
+// pgserver) or with their group, never by a plural another project's kind
+// shares.
+func TestDocumentedKubectlNamesNoSharedPlural(t *testing.T) {
+	seen := 0
+	for _, f := range docFiles(t) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			for _, m := range kubectlResource.FindAllStringSubmatch(line, -1) {
+				seen++
+				for _, r := range strings.Split(m[1], ",") {
+					if sharedPlurals[r] {
+						t.Errorf("%s:%d: `%s` names %q, which kubectl may resolve to another project's kind: use its short name or %s.<group>", filepath.Base(f), i+1, strings.TrimSpace(m[0]), r, r)
+					}
+				}
+			}
+		}
+	}
+	if seen < 40 {
+		t.Fatalf("found %d kubectl commands naming a resource in the docs; the scan is broken", seen)
 	}
 }

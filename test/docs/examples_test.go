@@ -45,7 +45,7 @@ func TestSampleOutputShowsThePrinterColumns(t *testing.T) {
 				}
 			}
 			n := crd.Spec.Names
-			for _, k := range []string{n.Plural, n.Singular, n.Plural + "." + crd.Spec.Group, n.Singular + "." + crd.Spec.Group} {
+			for _, k := range append([]string{n.Plural, n.Singular, n.Plural + "." + crd.Spec.Group, n.Singular + "." + crd.Spec.Group}, n.ShortNames...) {
 				headers[k] = h
 			}
 		}

@@ -900,7 +900,7 @@ func TestOrphanedBindingReleases(t *testing.T) {
 			if rec := readKV(t, copyPath(ns, "app")); rec == nil {
 				t.Fatal("no delivery copy")
 			}
-			// kubectl delete tenant app --cascade=orphan: the garbage
+			// kubectl delete pgtenant app --cascade=orphan: the garbage
 			// collector removes the owner reference, then the Tenant goes.
 			u := &unstructured.Unstructured{}
 			u.SetAPIVersion(tenancy.TenantAPIVersion)
