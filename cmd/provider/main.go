@@ -5,9 +5,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"syscall"
 	"time"
@@ -209,7 +211,10 @@ func run(args []string) error {
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
-	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+	// Ready means the caches have synced: until then the reconcilers
+	// would decide from an empty cache, and the Pod is held out of Ready
+	// (and Crossplane's Provider out of Healthy).
+	if err := mgr.AddReadyzCheck("caches-synced", cachesSynced(mgr.GetCache())); err != nil {
 		return err
 	}
 
@@ -359,4 +364,18 @@ func arriving(o interface {
 	GetCondition(xpv2.ConditionType) xpv2.Condition
 }, now time.Time) bool {
 	return pace.Arriving(o.GetCreationTimestamp().Time, o.GetCondition(xpv2.TypeReady).Status == corev1.ConditionTrue, now)
+}
+
+// cachesSynced is the readiness check: ready once every informer the
+// provider has started has synced (a list and watch the apiserver
+// answered); it waits at most a second per probe.
+func cachesSynced(c interface{ WaitForCacheSync(context.Context) bool }) healthz.Checker {
+	return func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), time.Second)
+		defer cancel()
+		if !c.WaitForCacheSync(ctx) {
+			return errors.New("the provider's caches have not synced: it cannot read its resources from the API server yet")
+		}
+		return nil
+	}
 }

@@ -17,6 +17,7 @@ import (
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -620,4 +621,69 @@ func TestLeaderElectionNeedsItsNamespace(t *testing.T) {
 	if m, _ := p.metrics(ctx); strings.Contains(m, databaseController) {
 		t.Error("the provider started its controllers without holding the Lease")
 	}
+}
+
+// /readyz answers 200 only once the provider's caches have synced: started
+// as a user RBAC grants nothing, the provider is alive (/healthz 200) but
+// not ready (/readyz 500, naming the check) for as long as it cannot list its
+// resources; once the user may, it becomes ready without a restart.
+func TestReadyOnlyOnceTheCachesSync(t *testing.T) {
+	testenv.Need(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := env.Kube.UserKubeconfig(kc, "provider-without-rbac"); err != nil {
+		t.Fatal(err)
+	}
+	p := startProc(t, "unready", "--kubeconfig="+kc, "--namespace="+testenv.ProviderNamespace, "--leader-election=false")
+	probe := func(path string) (int, string, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d%s?verbose", p.healthPort, path), nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close() //nolint:errcheck // test
+		b, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), err
+	}
+	eventually(t, ctx, p.exited, "healthz answers 200", func() error {
+		code, _, err := probe("/healthz")
+		if err != nil {
+			return err
+		}
+		if code != http.StatusOK {
+			return fmt.Errorf("HTTP %d", code)
+		}
+		return nil
+	})
+	// Not ready, and it stays so while nothing changes.
+	for i := 0; i < 5; i++ {
+		code, body, err := probe("/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code != http.StatusInternalServerError || !strings.Contains(body, "[-]caches-synced failed") {
+			t.Fatalf("/readyz without RBAC: HTTP %d %q, want 500 naming the failed cache check", code, body)
+		}
+		time.Sleep(time.Second)
+	}
+	crb := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "provider-without-rbac-gets-it"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "provider-without-rbac"}},
+	}
+	if err := env.Kube.Client.Create(ctx, crb); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = env.Kube.Client.Delete(context.Background(), crb) }()
+	eventually(t, ctx, p.exited, "readyz answers 200 once the caches sync", func() error {
+		code, body, err := probe("/readyz")
+		if err != nil {
+			return err
+		}
+		if code != http.StatusOK {
+			return fmt.Errorf("HTTP %d %s", code, body)
+		}
+		return nil
+	})
 }

@@ -196,6 +196,20 @@ func (k *Kube) UserClient(name string, groups ...string) (client.Client, error) 
 	return client.New(u.Config(), client.Options{Scheme: k.env.Scheme})
 }
 
+// UserKubeconfig writes a kubeconfig of the user name in groups (as
+// UserClient) to file, for a process under test.
+func (k *Kube) UserKubeconfig(file, name string, groups ...string) error {
+	u, err := k.env.AddUser(envtest.User{Name: name, Groups: groups}, k.Config)
+	if err != nil {
+		return err
+	}
+	b, err := u.KubeConfig()
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(file, b, 0o600)
+}
+
 // EnsureNamespace creates a namespace if it does not exist.
 func (k *Kube) EnsureNamespace(ctx context.Context, ns string) error {
 	err := k.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
