@@ -332,3 +332,83 @@ func ctxT(t *testing.T) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// The ConfigMap for the Grafana sidecar holds exactly dashboard.json,
+// under the label the sidecar loads.
+func TestDashboardConfigMapIsTheDashboard(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(dir(), "dashboard-configmap.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm struct {
+		Kind     string `json:"kind"`
+		Metadata struct {
+			Labels map[string]string `json:"labels"`
+		} `json:"metadata"`
+		Data map[string]string `json:"data"`
+	}
+	if err := yaml.Unmarshal(b, &cm); err != nil {
+		t.Fatal(err)
+	}
+	if cm.Kind != "ConfigMap" || cm.Metadata.Labels["grafana_dashboard"] != "1" || len(cm.Data) != 1 {
+		t.Fatalf("dashboard-configmap.yaml: kind %q, labels %v, %d data keys; want a ConfigMap labelled grafana_dashboard: \"1\" with one dashboard", cm.Kind, cm.Metadata.Labels, len(cm.Data))
+	}
+	file, err := os.ReadFile(filepath.Join(dir(), dashboardFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want, got any
+	if err := json.Unmarshal(file, &want); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range cm.Data {
+		if err := json.Unmarshal([]byte(v), &got); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("dashboard-configmap.yaml differs from %s (make generate):\n%s", dashboardFile, d)
+	}
+}
+
+// The dashboard loads where Grafana provisions it (the sidecar, which does
+// not substitute import inputs) as well as by import: it declares no
+// __inputs, and every panel and query reads the data source of its
+// `datasource` variable.
+func TestDashboardReadsItsDataSourceVariable(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(dir(), dashboardFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d map[string]any
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := d["__inputs"]; ok {
+		t.Error("the dashboard declares __inputs, which a provisioned dashboard leaves unresolved")
+	}
+	var walk func(path string, v any)
+	n := 0
+	walk = func(path string, v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			if ds, ok := x["datasource"].(map[string]any); ok {
+				n++
+				if ds["uid"] != "${datasource}" {
+					t.Errorf("%s: datasource %v, want the ${datasource} variable", path, ds)
+				}
+			}
+			for k, c := range x {
+				walk(path+"."+k, c)
+			}
+		case []any:
+			for i, c := range x {
+				walk(fmt.Sprintf("%s[%d]", path, i), c)
+			}
+		}
+	}
+	walk("dashboard", d)
+	if n < 10 {
+		t.Fatalf("found %d data source references; the walk is broken", n)
+	}
+}
