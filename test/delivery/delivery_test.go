@@ -8,6 +8,7 @@ package delivery
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -143,6 +144,19 @@ func TestTenantEndToEnd(t *testing.T) {
 			t.Fatalf("Tenant not Ready: phases %v, status:\n%s\nExternalSecret Ready=%s %s; crossplane log:\n%s", phases, y, st, msg, testenv.Tail(env.Crossplane.LogFile(), 20))
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	// At the first moment the Tenant is Ready, its ExternalSecret is
+	// synced and the Secret it projects exists with the credential in it:
+	// read here from the ExternalSecret and the Secret themselves, not from
+	// what the Tenant's status says of them.
+	if st, msg := esReady(ns, "shared-shop-postgresql"); st != "True" {
+		t.Errorf("the Tenant is Ready while its ExternalSecret is not synced (Ready=%q %s)", st, msg)
+	}
+	first := &corev1.Secret{}
+	if err := env.Kube.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "shared-shop-postgresql"}, first); err != nil {
+		t.Errorf("the Tenant is Ready but its Secret cannot be read: %v", err)
+	} else if len(first.Data["password"]) == 0 || string(first.Data["username"]) != "shop" {
+		t.Errorf("the Tenant is Ready but its Secret holds keys %v without the credential", slices.Sorted(maps.Keys(first.Data)))
 	}
 	t.Logf("phases: %v", phases)
 	for _, want := range []string{"Ready"} {

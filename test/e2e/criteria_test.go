@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -249,8 +250,9 @@ func TestConfigReadyOverTLSAndRecoversAfterOutage(t *testing.T) {
 }
 
 // Delete, with the provider killed before each deletion step and restarted:
-// every time, the database, the role, every record version and the
-// finalizer end up gone.
+// while it is down the Database is there, being deleted, with its
+// finalizer; every time, the database, the role, every record version and
+// the finalizer end up gone, and another role's objects stay.
 func TestDeleteWithTheProviderKilledAtEveryStep(t *testing.T) {
 	testenv.Need(t)
 	steps := []string{database.StepBlockLogins, database.StepTerminate, database.StepDropDatabase, database.StepDropRole, database.StepDeleteKV}
@@ -263,6 +265,23 @@ func TestDeleteWithTheProviderKilledAtEveryStep(t *testing.T) {
 			dbName := dynDB(ctx, t, ns, name)
 			live := appConnTo(ctx, t, ns, tenantkit.InstanceSecretName(tenantkit.DeleteInstance, name)) // a session the deletion must end
 			defer live.Close(context.Background())                                                      //nolint:errcheck // ended by the provider
+			// Someone else's role, owning a table in another database:
+			// nothing of the Database's, so no step may touch it.
+			foreign := "delkill_foreign_" + fmt.Sprint(i)
+			super := env.Postgres.SuperConnT(t, "postgres")
+			for _, q := range []string{
+				"CREATE ROLE " + foreign + " NOLOGIN",
+				"CREATE TABLE public." + foreign + " (x int)",
+				"ALTER TABLE public." + foreign + " OWNER TO " + foreign,
+			} {
+				if _, err := super.Exec(ctx, q); err != nil {
+					t.Fatal(err)
+				}
+			}
+			defer func() {
+				_, _ = super.Exec(context.Background(), "DROP TABLE IF EXISTS public."+foreign)
+				_, _ = super.Exec(context.Background(), "DROP ROLE IF EXISTS "+foreign)
+			}()
 			prov.restart(ctx, t, "PPT_FAULT_KILL_BEFORE_STEP="+step)
 			tn, err := tenantkit.Get(ctx, env.Kube.Client, api, "Tenant", ns, name)
 			if err != nil {
@@ -276,6 +295,15 @@ func TestDeleteWithTheProviderKilledAtEveryStep(t *testing.T) {
 			cancelWait()
 			if err != nil {
 				t.Fatalf("%v\n%s", err, tenantkit.Describe(ctx, env, api, ns, name))
+			}
+			// Killed mid-deletion: the Database is there, being deleted,
+			// and keeps the finalizer that makes the next provider finish.
+			mid, err := tenantkit.Get(ctx, env.Kube.Client, api, "Database", "", dbName)
+			if err != nil {
+				t.Fatalf("killed before %s: the Database is gone: %v", step, err)
+			}
+			if mid.GetDeletionTimestamp() == nil || !slices.Contains(mid.GetFinalizers(), "finalizer.managedresource.crossplane.io") {
+				t.Errorf("killed before %s: the Database is deleted %v with finalizers %v, want being deleted with the managed-resource finalizer", step, mid.GetDeletionTimestamp() != nil, mid.GetFinalizers())
 			}
 			prov.restart(ctx, t)
 			for {
@@ -293,6 +321,10 @@ func TestDeleteWithTheProviderKilledAtEveryStep(t *testing.T) {
 			}
 			if v := tenantkit.RecordVersions(ctx, t, env, tenantkit.RecordPath(dbName)); v != 0 {
 				t.Errorf("after Delete: %d record versions left", v)
+			}
+			var owner string
+			if err := super.QueryRow(ctx, "SELECT tableowner FROM pg_tables WHERE schemaname = 'public' AND tablename = $1", foreign).Scan(&owner); err != nil || owner != foreign {
+				t.Errorf("after Delete: the foreign role's table: owner %q, %v; want it untouched", owner, err)
 			}
 		})
 	}
