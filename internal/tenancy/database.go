@@ -496,7 +496,23 @@ func decide(o Observation) Verdict {
 	}
 	if len(conflicts) > 0 {
 		v.Reason = ReasonConflict
-		v.Conflict = strings.Join(conflicts, "; ") + ". Nothing of it was changed. To manage an existing database, import it with a Database whose managementPolicies lack Create and whose spec.forProvider.credentialPath names its credential; to start over, remove what is listed (after checking nobody uses it)."
+		// What is proven this Database's, beside what is not: after an
+		// interrupted create, a human sees which steps completed.
+		var confirmed []string
+		if v.KVOurs {
+			confirmed = append(confirmed, "its credential record "+o.Path)
+		}
+		if o.R.Exists && v.RoleOurs {
+			confirmed = append(confirmed, fmt.Sprintf("the role %q (OID %d)", o.Role, o.R.OID))
+		}
+		if o.DB.Exists && v.DBOurs {
+			confirmed = append(confirmed, fmt.Sprintf("the database %q (OID %d)", o.Database, o.DB.OID))
+		}
+		proven := "Nothing is proven this Database's"
+		if len(confirmed) > 0 {
+			proven = "Proven this Database's: " + strings.Join(confirmed, ", ")
+		}
+		v.Conflict = "Not proven this Database's: " + strings.Join(conflicts, "; ") + ". " + proven + ". Nothing of it was changed. To manage an existing database, import it with a Database whose managementPolicies lack Create and whose spec.forProvider.credentialPath names its credential; to start over, remove what is listed (after checking nobody uses it)."
 		// Report existing and up to date so that Crossplane neither creates
 		// nor updates anything.
 		v.Exists, v.UpToDate = true, true

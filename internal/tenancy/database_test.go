@@ -250,12 +250,12 @@ func TestDecide(t *testing.T) {
 		"ExistingRoleWithoutOurCredential": {
 			o:    func(o *Observation) { o.KV, o.DB, o.Login = KVState{}, DBState{}, LoginNotTried },
 			want: out{Exists: true, UpToDate: true, Phase: v1alpha1.DatabasePhasePending, Reason: ReasonConflict},
-			msg:  `the role "shop" exists and this Database has no credential`,
+			msg:  `the role "shop" exists and this Database has no credential that proves it created it. Nothing is proven this Database's.`,
 		},
 		"ExistingRoleRefusesOurCredential": {
 			o:    func(o *Observation) { o.KV = ourKV(nil); o.DB, o.Login = DBState{}, LoginRefused },
 			want: out{Exists: true, UpToDate: true, Phase: v1alpha1.DatabasePhasePending, Reason: ReasonConflict, KVOurs: true},
-			msg:  "does not log in as it",
+			msg:  `Not proven this Database's: the role "shop" exists and this Database's credential does not log in as it. Proven this Database's: its credential record`,
 		},
 		"ExistingDatabaseOfSomeoneElse": {
 			o: func(o *Observation) {
@@ -268,7 +268,7 @@ func TestDecide(t *testing.T) {
 		"DatabaseOwnedByOurRoleButAnotherOID": {
 			o:    func(o *Observation) { o.DB.OID = 20000 },
 			want: out{Exists: true, UpToDate: true, Phase: v1alpha1.DatabasePhasePending, Reason: ReasonConflict, KVOurs: true, RoleOurs: true},
-			msg:  "dropped and re-created by someone else",
+			msg:  `dropped and re-created by someone else?). Proven this Database's: its credential record postgresql-databases/shop, the role "shop" (OID 16383).`,
 		},
 		"RetainedThenRequestedAgain (new UID)": {
 			o:    func(o *Observation) { o.Identity.UID = "uid-2" },

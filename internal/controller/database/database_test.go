@@ -490,6 +490,73 @@ func TestConflictsLeaveForeignObjectsUntouched(t *testing.T) {
 	}
 }
 
+// An interrupted create whose next step cannot be proven after the
+// restart: the provider stopped (here: failed) before creating the role,
+// and a role of that name was made by hand meanwhile. The Database is a
+// Conflict that names what is proven its own (the credential record it
+// wrote) and what is not (the role), and the hand-made role is left as it
+// was: no password, no LOGIN, no database.
+func TestUncertainCreateNamesWhatIsProven(t *testing.T) {
+	testenv.Need(t)
+	ctx := context.Background()
+	const name = "uncertain"
+	p := pauseNext(database.StepRole)
+	inject(database.StepRole, 1)
+	d := newDB(name)
+	apply(t, d)
+	select {
+	case <-p.reached:
+	case <-time.After(90 * time.Second):
+		t.Fatal("the create never reached the role step")
+	}
+	su := superConn(t, "postgres")
+	if _, err := su.Exec(ctx, "CREATE ROLE "+name+" NOLOGIN"); err != nil {
+		close(p.release)
+		t.Fatal(err)
+	}
+	close(p.release)
+	waitDB(t, d, "Conflict", reason("Conflict"))
+	msg := d.GetCondition(xpv2.TypeReady).Message
+	for _, want := range []string{
+		`Not proven this Database's: the role "uncertain" exists`,
+		"Proven this Database's: its credential record " + dbPath(name),
+		"Nothing of it was changed",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("Conflict message %q lacks %q", msg, want)
+		}
+	}
+	time.Sleep(4 * poll)
+	var canLogin, noPassword bool
+	if err := su.QueryRow(ctx, "SELECT rolcanlogin, rolpassword IS NULL FROM pg_authid WHERE rolname = $1", name).Scan(&canLogin, &noPassword); err != nil {
+		t.Fatal(err)
+	}
+	if canLogin || !noPassword {
+		t.Errorf("the hand-made role was changed: LOGIN %v, a password %v", canLogin, !noPassword)
+	}
+	if s := readPG(t, name, name); s.DBExists {
+		t.Error("a database was created beside an unproven role")
+	}
+	// Deleted, it drops nothing it cannot prove its own.
+	if err := env.Kube.Client.Delete(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if err := testenv.WaitFor(ctx, 90*time.Second, func(ctx context.Context) error {
+		if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(d), &v1alpha1.Database{}); !kerrors.IsNotFound(err) {
+			return fmt.Errorf("the Database is still there (%v)", err)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if s := readPG(t, "postgres", name); !s.RoleExists {
+		t.Error("deleting the Database dropped the hand-made role")
+	}
+	if _, err := su.Exec(ctx, "DROP ROLE "+name); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestTwoDatabasesSameDatabaseNameFirstWins(t *testing.T) {
 	testenv.Need(t)
 	first := newDB("app-a", func(d *v1alpha1.Database) { d.Spec.ForProvider.Database = "contested" })
