@@ -543,7 +543,7 @@ func TestUncertainCreateNamesWhatIsProven(t *testing.T) {
 	}
 	if err := testenv.WaitFor(ctx, 90*time.Second, func(ctx context.Context) error {
 		if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(d), &v1alpha1.Database{}); !kerrors.IsNotFound(err) {
-			return fmt.Errorf("the Database is still there (%v)", err)
+			return fmt.Errorf("the Database is still there (%w)", err)
 		}
 		return nil
 	}); err != nil {
