@@ -97,7 +97,7 @@ func TestComposeStatusAndGate(t *testing.T) {
 		// not Ready and no ExternalSecret yet: nothing is composed but the
 		// binding, and the phase shown is the binding's.
 		"ForgedTenantPhaseOpensNothing": {
-			o: Observed{Tenant: func() Tenant { t := dynamic(); t.Phase = "Ready"; return t }(), Binding: &Binding{Phase: "Bound", CredentialPath: "postgresql-tenants/shop/shop-api"}},
+			o:         Observed{Tenant: func() Tenant { t := dynamic(); t.Phase = "Ready"; return t }(), Binding: &Binding{Phase: "Bound", CredentialPath: "postgresql-tenants/shop/shop-api"}},
 			want:      Status{Phase: "Bound", Instance: "pg1", Database: "shop_api", LoginRole: "shop_api"},
 			resources: []string{NameBinding},
 		},
