@@ -173,13 +173,15 @@ func Compose(o Observed) Desired {
 	if key == "" && o.ExternalSecret != nil {
 		key = o.ExternalSecret.Key
 	}
-	// The gate: the ExternalSecret is composed once the binding is Ready,
-	// and then always: an existing ExternalSecret keeps it open, so a
-	// render that sees the binding briefly not Ready never removes the
-	// Secret. Only what is observed opens it, never the Tenant's own
-	// status, which its namespace may write: a phase forged Ready skips
-	// nothing.
-	open := (o.Binding != nil && o.Binding.Phase == PhaseReady) || o.ExternalSecret != nil
+	// The gate: the ExternalSecret is composed once the
+	// binding is Ready, and then always: the Tenant's own recorded progress
+	// and an existing ExternalSecret keep it open, so a render that sees
+	// the binding briefly not Ready (and the ExternalSecret not yet) never
+	// removes the Secret. The Tenant's phase alone opens nothing: what is
+	// composed reads the delivery path the binding records only once it
+	// has been Ready (or an existing ExternalSecret's), so a phase forged
+	// Ready before that composes no ExternalSecret.
+	open := (o.Binding != nil && o.Binding.Phase == PhaseReady) || t.Phase == PhaseExternalSecretCreated || t.Phase == PhaseReady || o.ExternalSecret != nil
 	composed := open && (key != "" || o.ExternalSecret != nil)
 	if composed {
 		es := externalSecretObject(o.Input, t, esName, key)

@@ -93,17 +93,18 @@ func TestComposeStatusAndGate(t *testing.T) {
 			resources:  []string{NameBinding, NameExternalSecret},
 			secretName: "pg1-shop-api-postgresql",
 		},
-		// A Tenant whose own status was forged Ready, with its binding
-		// not Ready and no ExternalSecret yet: nothing is composed but the
-		// binding, and the phase shown is the binding's.
+		// A Tenant whose own status was forged Ready, its binding never
+		// Ready (so it records no delivery path) and no ExternalSecret:
+		// nothing is composed but the binding, and the phase shown is the
+		// binding's.
 		"ForgedTenantPhaseOpensNothing": {
-			o:         Observed{Tenant: func() Tenant { t := dynamic(); t.Phase = "Ready"; return t }(), Binding: &Binding{Phase: "Bound", CredentialPath: "postgresql-tenants/shop/shop-api"}},
+			o:         Observed{Tenant: func() Tenant { t := dynamic(); t.Phase = "Ready"; return t }(), Binding: &Binding{Phase: "Bound"}},
 			want:      Status{Phase: "Bound", Instance: "pg1", Database: "shop_api", LoginRole: "shop_api"},
 			resources: []string{NameBinding},
 		},
 		// Once the Secret was made, a binding briefly not Ready (or not seen
-		// yet) never removes it: the existing ExternalSecret keeps the gate
-		// open, its key kept.
+		// yet) never removes it: the Tenant's recorded phase and the
+		// existing ExternalSecret keep the gate open, its key kept.
 		"GateStaysOpen": {
 			o: Observed{Tenant: func() Tenant { t := dynamic(); t.Phase = "Ready"; return t }(), ExternalSecret: syncedES()},
 			want: Status{Phase: "Ready", Instance: "pg1", Database: "shop_api", LoginRole: "shop_api",
