@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"ddupan.top/provider-postgresql-tenant/internal/controller/binding"
 	"ddupan.top/provider-postgresql-tenant/internal/controller/database"
 	"ddupan.top/provider-postgresql-tenant/internal/testenv"
 	"ddupan.top/provider-postgresql-tenant/internal/testenv/tenantkit"
@@ -96,7 +97,8 @@ func endState(ctx context.Context, t *testing.T, ns, name, db string) string {
 func TestKillProviderAfterEachExternalWrite(t *testing.T) {
 	testenv.Need(t)
 	steps := []string{database.StepOwnerMetadata, database.StepCredential, database.StepRole, database.StepDatabase,
-		database.StepRecordOID, database.StepConnect, database.StepExtensions, database.StepCreated}
+		database.StepRecordOID, database.StepConnect, database.StepExtensions, database.StepCreated,
+		binding.StepCopyCredential, binding.StepCopyOwner}
 	for i, step := range steps {
 		t.Run(step, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

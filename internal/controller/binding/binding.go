@@ -80,6 +80,15 @@ type Deps struct {
 // one-sided record that the next reconcile must complete.
 const StepRecordBinding = "RecordBinding"
 
+// The steps of the delivery copy's write: a fault before StepCopyCredential
+// leaves no copy (or the previous version), before StepCopyOwner a copy
+// whose ownership keys are those written when the path was claimed; the
+// next reconcile finishes either.
+const (
+	StepCopyCredential = "CopyCredential" //nolint:gosec // a step name, not a credential
+	StepCopyOwner      = "CopyOwner"
+)
+
 // SetupGated registers the DatabaseBinding controller once its CRDs exist.
 func SetupGated(mgr ctrl.Manager, o controller.Options, d Deps) error {
 	o.Gate.Register(func() {

@@ -532,11 +532,21 @@ func (e *external) Update(ctx context.Context, b *v1alpha1.DatabaseBinding) (man
 				return managed.ExternalUpdate{}, e.projectionFailed(b, err)
 			}
 		}
+		if h := e.hook; h != nil {
+			if err := h(StepCopyCredential); err != nil {
+				return managed.ExternalUpdate{}, err
+			}
+		}
 		if _, err := e.kv.Write(ctx, p, v.Data, v.CAS); err != nil {
 			if errors.Is(err, openbao.ErrCASMismatch) {
 				err = fmt.Errorf("the delivery copy %s changed since it was read", p)
 			}
 			return managed.ExternalUpdate{}, e.projectionFailed(b, err)
+		}
+		if h := e.hook; h != nil {
+			if err := h(StepCopyOwner); err != nil {
+				return managed.ExternalUpdate{}, err
+			}
 		}
 		if err := e.kv.SetOwner(ctx, p, v.Owner); err != nil {
 			return managed.ExternalUpdate{}, e.projectionFailed(b, err)
