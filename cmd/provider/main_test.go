@@ -238,16 +238,7 @@ func TestProviderStartsAndGuardsConfigsInUse(t *testing.T) {
 		}
 	}()
 
-	get := func(port int, path string) (int, string, error) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d%s", port, path), nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return 0, "", err
-		}
-		defer resp.Body.Close() //nolint:errcheck // test
-		b, err := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b), err
-	}
+	get := func(port int, path string) (int, string, error) { return httpGet(ctx, port, path) }
 	eventually(t, ctx, exited, "healthz and readyz answer 200", func() error {
 		for _, p := range []string{"/healthz", "/readyz"} {
 			code, _, err := get(healthPort, p)
@@ -636,16 +627,7 @@ func TestReadyOnlyOnceTheCachesSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := startProc(t, "unready", "--kubeconfig="+kc, "--namespace="+testenv.ProviderNamespace, "--leader-election=false")
-	probe := func(path string) (int, string, error) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d%s?verbose", p.healthPort, path), nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return 0, "", err
-		}
-		defer resp.Body.Close() //nolint:errcheck // test
-		b, err := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b), err
-	}
+	probe := func(path string) (int, string, error) { return httpGet(ctx, p.healthPort, path+"?verbose") }
 	eventually(t, ctx, p.exited, "healthz answers 200", func() error {
 		code, _, err := probe("/healthz")
 		if err != nil {
@@ -686,4 +668,17 @@ func TestReadyOnlyOnceTheCachesSync(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// httpGet GETs http://127.0.0.1:<port><path> and returns the status code
+// and body.
+func httpGet(ctx context.Context, port int, path string) (int, string, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d%s", port, path), nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close() //nolint:errcheck // test
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
 }

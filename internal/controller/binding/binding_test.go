@@ -900,23 +900,7 @@ func TestOrphanedBindingReleases(t *testing.T) {
 			if rec := readKV(t, copyPath(ns, "app")); rec == nil {
 				t.Fatal("no delivery copy")
 			}
-			// kubectl delete pgtenant app --cascade=orphan: the garbage
-			// collector removes the owner reference, then the Tenant goes.
-			u := &unstructured.Unstructured{}
-			u.SetAPIVersion(tenancy.TenantAPIVersion)
-			u.SetKind(tenancy.TenantKind)
-			u.SetNamespace(ns)
-			u.SetName("app")
-			if err := env.Kube.Client.Delete(ctx, u); err != nil {
-				t.Fatal(err)
-			}
-			if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
-				t.Fatal(err)
-			}
-			b.SetOwnerReferences(nil)
-			if err := env.Kube.Client.Update(ctx, b); err != nil {
-				t.Fatal(err)
-			}
+			orphan(ctx, t, ns, "app", b)
 			awaitBinding(t, b, "the binding says its Tenant is gone", readyReason(tenancy.ReasonTenantGone))
 			if msg := b.GetCondition(xpv2.TypeReady).Message; !strings.Contains(msg, "delete this DatabaseBinding") {
 				t.Errorf("message %q does not say what to do", msg)
@@ -1070,4 +1054,26 @@ func availableStatic(t *testing.T, tenantName, password string) (ns string, db *
 	create(t, b)
 	awaitBinding(t, b, "the binding is Available", available)
 	return ns, db, b, tenantUID
+}
+
+// orphan plays `kubectl delete pgtenant <name> --cascade=orphan`: the
+// Tenant goes and the garbage collector removes the binding's owner
+// reference.
+func orphan(ctx context.Context, t *testing.T, ns, name string, b *v1alpha1.DatabaseBinding) {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(tenancy.TenantAPIVersion)
+	u.SetKind(tenancy.TenantKind)
+	u.SetNamespace(ns)
+	u.SetName(name)
+	if err := env.Kube.Client.Delete(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+		t.Fatal(err)
+	}
+	b.SetOwnerReferences(nil)
+	if err := env.Kube.Client.Update(ctx, b); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -149,22 +149,7 @@ func TestOrphanWaitsForTheExternalSecret(t *testing.T) {
 	create(t, b)
 	awaitBinding(t, b, "the binding is Available", available)
 	reader := externalSecret(t, ns, "app-postgresql", copyPath(ns, "app"))
-
-	u := &unstructured.Unstructured{}
-	u.SetAPIVersion(tenancy.TenantAPIVersion)
-	u.SetKind(tenancy.TenantKind)
-	u.SetNamespace(ns)
-	u.SetName("app")
-	if err := env.Kube.Client.Delete(ctx, u); err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
-		t.Fatal(err)
-	}
-	b.SetOwnerReferences(nil)
-	if err := env.Kube.Client.Update(ctx, b); err != nil {
-		t.Fatal(err)
-	}
+	orphan(ctx, t, ns, "app", b)
 	awaitBinding(t, b, "the orphan waits for the ExternalSecret", func(b *v1alpha1.DatabaseBinding) bool {
 		c := b.GetCondition(xpv2.TypeReady)
 		return string(c.Reason) == tenancy.ReasonWaitingForExternalSecret && strings.Contains(c.Message, "waiting for ExternalSecret app-postgresql of this namespace")
