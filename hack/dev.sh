@@ -144,7 +144,7 @@ $where
   export KUBECONFIG=$kc
   export PATH=$PPT_BIN:\$PATH        # kubectl $K8S_VERSION built by hack/install-k8s.sh
   kubectl get pgserver
-  kubectl get pgdatabase               # cluster-scoped: BINDING, CLAIM, RECLAIM at a glance
+  kubectl get databases.database.ayatori.ddupan.top               # cluster-scoped: BINDING, CLAIM, RECLAIM at a glance
 
   What happened:
   - the admin's Database $db (examples/database) was reserved for tenant $sns/$stn,
@@ -153,7 +153,7 @@ $where
     $rel stayed, Released, with its data;
   - the admin reserved $rel for tenant $tns/$tn, which bound it and got the
     Secret $tsec.
-  kubectl get pgtenant,pgbinding,externalsecrets -A
+  kubectl get tenants.database.ayatori.ddupan.top,databasebindings.database.ayatori.ddupan.top,externalsecrets -A
   $PPT_BIN/crossplane resource trace tenant.database.ayatori.ddupan.top/$tn -n $tns   # the Tenant's tree
   kubectl describe secret -n $tns $tsec      # its keys, no values
   Log in with nothing but the Secret (and the local CA):

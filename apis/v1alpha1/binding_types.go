@@ -164,7 +164,7 @@ type DatabaseBindingStatus struct {
 // +kubebuilder:printcolumn:name="REASON",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].reason"
 // +kubebuilder:printcolumn:name="AGE",type="date",JSONPath=".metadata.creationTimestamp"
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:scope=Namespaced,categories={crossplane,managed,postgresql},shortName=pgbinding
+// +kubebuilder:resource:scope=Namespaced,categories={crossplane,managed,postgresql}
 type DatabaseBinding struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

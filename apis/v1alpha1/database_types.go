@@ -482,7 +482,7 @@ type DatabaseStatus struct {
 // +kubebuilder:printcolumn:name="OTHER-ACCESS",type="string",JSONPath=".status.conditions[?(@.type=='OtherAccess')].status",priority=1
 // +kubebuilder:printcolumn:name="AGE",type="date",JSONPath=".metadata.creationTimestamp"
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:scope=Cluster,categories={crossplane,managed,postgresql},shortName=pgdatabase
+// +kubebuilder:resource:scope=Cluster,categories={crossplane,managed,postgresql}
 type Database struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -406,7 +406,7 @@ func anchors(t *testing.T, f string) map[string]bool {
 // The scan finds the commands it checks: a known command of each program.
 func TestCommandScanFindsKnownCommands(t *testing.T) {
 	cmds := documentedCommands(t)
-	want := map[string]string{"crossplane": "xpkg install", "kubectl": "patch pgdatabase", "bao": "policy write", "make": "dev"}
+	want := map[string]string{"crossplane": "xpkg install", "kubectl": "get pgserver", "bao": "policy write", "make": "dev"}
 	var progs []string
 	for p := range want {
 		progs = append(progs, p)
@@ -562,9 +562,8 @@ var sharedPlurals = map[string]bool{
 var kubectlResource = regexp.MustCompile(`kubectl(?:\s+-n\s+\S+)?\s+(?:get|describe|edit|patch|delete|annotate|label|wait)\s+(?:--for=\S+\s+)?(?:-n\s+\S+\s+)?(?:-A\s+)?([a-z][a-z.,]*)`)
 
 // Every kubectl command of the docs (in a block or inline) names this
-// provider's kinds by short name (pgtenant, pgdatabase, pgbinding,
-// pgserver) or with their group, never by a plural another project's kind
-// shares.
+// provider's kinds by short name (pgserver) or with their group, never by
+// a plural another project's kind shares.
 func TestDocumentedKubectlNamesNoSharedPlural(t *testing.T) {
 	seen := 0
 	for _, f := range docFiles(t) {

@@ -1056,7 +1056,7 @@ func availableStatic(t *testing.T, tenantName, password string) (ns string, db *
 	return ns, db, b, tenantUID
 }
 
-// orphan plays `kubectl delete pgtenant <name> --cascade=orphan`: the
+// orphan plays `kubectl delete tenants.database.ayatori.ddupan.top <name> --cascade=orphan`: the
 // Tenant goes and the garbage collector removes the binding's owner
 // reference.
 func orphan(ctx context.Context, t *testing.T, ns, name string, b *v1alpha1.DatabaseBinding) {
