@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -68,6 +69,8 @@ type flags struct {
 	connectTimeout              time.Duration
 	metricsAddr, healthAddr     string
 	pprofAddr                   string
+	enableChangeLogs            bool
+	changeLogsSocket            string
 	opts                        options.Options
 }
 
@@ -90,7 +93,11 @@ func parse(args []string) (*flags, error) {
 	fs.StringVar(&f.healthAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz endpoints bind to.")
 	fs.StringVar(&f.pprofAddr, "pprof-bind-address", "", "Address Go's /debug/pprof endpoints bind to, for profiling (empty: off). Bind it to localhost and port-forward: it is unauthenticated.")
 
+	fs.BoolVar(&f.enableChangeLogs, "enable-changelogs", false, "Send an entry for every create, update and delete of a Database or DatabaseBinding to Crossplane's change logs sidecar (alpha; see docs/operations.md). Each entry waits up to 10 s for the sidecar.")
+	fs.StringVar(&f.changeLogsSocket, "changelogs-socket", pctrl.DefaultChangeLogsSocket, "Unix socket of the change logs sidecar (with --enable-changelogs).")
+
 	o := &f.opts
+	fs.DurationVar(&o.MinPollInterval, "min-poll-interval", options.DefaultMinPollInterval, "The shortest poll interval a resource may ask for with the crossplane.io/poll-interval annotation; shorter values are raised to it.")
 	fs.StringVar(&o.Namespace, "namespace", options.DefaultNamespaceFromEnv(), "The provider's own namespace (default $POD_NAMESPACE); ClusterProviderConfig admin Secrets must live here.")
 	fs.DurationVar(&o.SizeRefreshInterval, "size-refresh-interval", 5*time.Minute, "How often, at most, the sizes of one ClusterProviderConfig's databases are measured (one pg_database_size statement over them all) for the Databases' and the config's status.")
 	fs.DurationVar(&o.LoginCheckInterval, "login-check-interval", options.DefaultLoginCheckInterval, "How often a Ready Database reads its credential record from OpenBao and proves it by logging in as its role while nothing the catalog shows has changed (a dropped role or database, revoked CONNECT, changed attributes or expiry, and, where the admin may read pg_authid, a changed password are seen at every poll and make it read and log in at once; a record edited or deleted by hand is noticed at this check). A bound Tenant's delivery copy is read on the same schedule, and whenever the Database's proven record version moves. 0 reads the records and logs in at every poll.")
@@ -129,6 +136,9 @@ func parse(args []string) (*flags, error) {
 	}
 	if f.maxPoolConns < 1 || f.maxPoolConns > 1000 {
 		return nil, fmt.Errorf("--max-pool-conns must be between 1 and 1000")
+	}
+	if f.enableChangeLogs && !filepath.IsAbs(f.changeLogsSocket) {
+		return nil, fmt.Errorf("--changelogs-socket must be an absolute path")
 	}
 	if f.connectTimeout <= 0 {
 		return nil, fmt.Errorf("--connect-timeout must be positive")
@@ -295,6 +305,15 @@ func run(args []string) error {
 	})
 	if err != nil {
 		return fmt.Errorf("cannot configure the OpenBao client: %w", err)
+	}
+	if f.enableChangeLogs {
+		clo, closeChangeLogs, err := pctrl.ChangeLogs(f.changeLogsSocket, pctrl.ProviderVersion())
+		if err != nil {
+			return err
+		}
+		defer closeChangeLogs() //nolint:errcheck // the process ends
+		o.ChangeLogOptions = clo
+		log.Info("Change logs are on", "socket", f.changeLogsSocket)
 	}
 	if err := pctrl.SetupGated(mgr, o, f.opts, pools, kv, faultHook(log)); err != nil {
 		return fmt.Errorf("cannot set up the controllers: %w", err)

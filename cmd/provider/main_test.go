@@ -42,16 +42,18 @@ func TestParseRejectsBadFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		"NoOpenBao":      {args: nil, want: "--openbao-address is required"},
-		"BadBasePath":    {args: []string{"--openbao-address=https://bao:8200", "--openbao-auth-role=r", "--openbao-tenant-base-path=/abs"}, want: "--openbao-tenant-base-path"},
-		"BadRate":        {args: []string{"--openbao-address=https://bao:8200", "--openbao-auth-role=r", "--max-reconcile-rate=0"}, want: "--max-reconcile-rate"},
-		"BadConcurrency": {args: []string{"--openbao-address=https://bao:8200", "--openbao-auth-role=r", "--max-concurrent-reconciles=-1"}, want: "--max-concurrent-reconciles"},
-		"StrayArgument":  {args: []string{"--openbao-address=https://bao:8200", "--openbao-auth-role=r", "extra"}, want: "unexpected arguments"},
-		"UnknownFlag":    {args: []string{"--no-such-flag"}, want: "no-such-flag"},
-		"EmptyNamespace": {args: []string{"--openbao-address=https://bao:8200", "--openbao-auth-role=r", "--namespace="}, want: "--namespace"},
-		"HTTPOpenBao":    {args: []string{"--openbao-address=http://bao:8200", "--openbao-auth-role=r"}, want: "--openbao-allow-insecure-http allows http for local development only"},
-		"HTTPConsumer":   {args: []string{"--openbao-address=https://bao:8200", "--openbao-consumer-address=http://bao:8200", "--openbao-auth-role=r"}, want: "--openbao-consumer-address"},
-		"NoSATokenFile":  {args: []string{"--openbao-address=https://bao:8200", "--openbao-auth-role=r", "--openbao-sa-token-file="}, want: "--openbao-sa-token-file"},
+		"NoOpenBao":       {args: nil, want: "--openbao-address is required"},
+		"BadBasePath":     {args: []string{"--openbao-address=https://bao:8200", "--openbao-auth-role=r", "--openbao-tenant-base-path=/abs"}, want: "--openbao-tenant-base-path"},
+		"BadRate":         {args: []string{"--openbao-address=https://bao:8200", "--openbao-auth-role=r", "--max-reconcile-rate=0"}, want: "--max-reconcile-rate"},
+		"BadConcurrency":  {args: []string{"--openbao-address=https://bao:8200", "--openbao-auth-role=r", "--max-concurrent-reconciles=-1"}, want: "--max-concurrent-reconciles"},
+		"StrayArgument":   {args: []string{"--openbao-address=https://bao:8200", "--openbao-auth-role=r", "extra"}, want: "unexpected arguments"},
+		"UnknownFlag":     {args: []string{"--no-such-flag"}, want: "no-such-flag"},
+		"EmptyNamespace":  {args: []string{"--openbao-address=https://bao:8200", "--openbao-auth-role=r", "--namespace="}, want: "--namespace"},
+		"HTTPOpenBao":     {args: []string{"--openbao-address=http://bao:8200", "--openbao-auth-role=r"}, want: "--openbao-allow-insecure-http allows http for local development only"},
+		"HTTPConsumer":    {args: []string{"--openbao-address=https://bao:8200", "--openbao-consumer-address=http://bao:8200", "--openbao-auth-role=r"}, want: "--openbao-consumer-address"},
+		"NegativeMinPoll": {args: []string{"--openbao-address=https://bao:8200", "--openbao-auth-role=r", "--min-poll-interval=-1s"}, want: "--min-poll-interval"},
+		"RelativeSocket":  {args: []string{"--openbao-address=https://bao:8200", "--openbao-auth-role=r", "--enable-changelogs", "--changelogs-socket=changelogs.sock"}, want: "--changelogs-socket"},
+		"NoSATokenFile":   {args: []string{"--openbao-address=https://bao:8200", "--openbao-auth-role=r", "--openbao-sa-token-file="}, want: "--openbao-sa-token-file"},
 		"OverlappingBasePaths": {args: []string{"--openbao-address=https://bao:8200", "--openbao-auth-role=r", "--openbao-tenant-base-path=kv-paths", "--openbao-database-base-path=kv-paths/databases"},
 			want: `--openbao-database-base-path "kv-paths/databases" lies under --openbao-tenant-base-path "kv-paths"`},
 	}
@@ -84,6 +86,14 @@ func TestParseRejectsBadFlags(t *testing.T) {
 	}
 	if f.opts.OpenBao.AllowInsecureHTTP {
 		t.Error("--openbao-allow-insecure-http defaults to true")
+	}
+	// Change logs are off unless asked for; a poll-interval annotation has
+	// a floor.
+	if f.enableChangeLogs || f.changeLogsSocket != "/var/run/changelogs/changelogs.sock" {
+		t.Errorf("change logs default to %v on %q, want off on the sidecar's socket", f.enableChangeLogs, f.changeLogsSocket)
+	}
+	if f.opts.MinPollInterval != 10*time.Second {
+		t.Errorf("--min-poll-interval defaults to %s, want 10s", f.opts.MinPollInterval)
 	}
 	f, err = parse([]string{"--openbao-address=http://127.0.0.1:8200", "--openbao-auth-role=r", "--openbao-allow-insecure-http", "--leader-election=false"})
 	if err != nil {

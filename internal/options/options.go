@@ -66,7 +66,14 @@ type Options struct {
 	// config's databases are measured (one statement per config); 0 is
 	// the default, 5 minutes.
 	SizeRefreshInterval time.Duration
+	// MinPollInterval is the shortest poll interval a resource may ask
+	// for with the crossplane.io/poll-interval annotation; shorter values
+	// are raised to it (0: no floor).
+	MinPollInterval time.Duration
 }
+
+// DefaultMinPollInterval is MinPollInterval's default.
+const DefaultMinPollInterval = 10 * time.Second
 
 // DefaultLoginCheckInterval is LoginCheckInterval's default: one login per
 // Database per hour, where logging in at every poll made 60.
@@ -112,6 +119,9 @@ func (o *Options) Complete() {
 // flag to fix.
 func (o *Options) Validate() error {
 	var errs []error
+	if o.MinPollInterval < 0 {
+		errs = append(errs, errors.New("--min-poll-interval must not be negative"))
+	}
 	if o.LoginCheckInterval < 0 {
 		errs = append(errs, errors.New("--login-check-interval must not be negative (0: log in at every poll)"))
 	}

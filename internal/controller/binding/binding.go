@@ -152,6 +152,14 @@ func Setup(mgr ctrl.Manager, o controller.Options, d Deps) error {
 		// render its Tenant again.
 		managed.WithCriticalAnnotationUpdater(managed.CriticalAnnotationUpdateFn(func(context.Context, client.Object) error { return nil })),
 	}
+	// A crossplane.io/poll-interval annotation shorter than this is
+	// raised to it: one resource must not poll a shared server at will.
+	ro = append(ro, managed.WithMinPollInterval(d.Options.MinPollInterval))
+	// Crossplane's change logs (--enable-changelogs): an entry for every
+	// external create, update and delete.
+	if o.ChangeLogOptions != nil && o.ChangeLogOptions.ChangeLogger != nil {
+		ro = append(ro, managed.WithChangeLogger(o.ChangeLogOptions.ChangeLogger))
+	}
 	mo, err := metrics.ManagedOptions(mgr, o, "DatabaseBinding", &v1alpha1.DatabaseBindingList{})
 	if err != nil {
 		return err

@@ -95,6 +95,11 @@ type Deps struct {
 	// (tenants.NewCache): a reader that may be behind the API server
 	// (fault injection for tests).
 	Tenants client.Reader
+	// PollObserver, when set, is told each Database's poll interval as
+	// crossplane-runtime hands it to the poll hook (its
+	// crossplane.io/poll-interval annotation, within the floor, or the
+	// controller's): for tests.
+	PollObserver func(name string, poll time.Duration)
 }
 
 func (d Deps) logins() *Logins {
@@ -155,7 +160,12 @@ func Setup(mgr ctrl.Manager, o controller.Options, d Deps) error {
 		}),
 		managed.WithLogger(o.Logger.WithValues("controller", name)),
 		managed.WithPollInterval(o.PollInterval),
-		managed.WithPollIntervalHook(confirm.PollInterval),
+		managed.WithPollIntervalHook(func(mg resource.Managed, poll time.Duration) time.Duration {
+			if d.PollObserver != nil {
+				d.PollObserver(mg.GetName(), poll)
+			}
+			return confirm.PollInterval(mg, poll)
+		}),
 		managed.WithRecorder(recorder),
 		managed.WithManagementPolicies(),
 		// The database name is deterministic (spec.forProvider.database),
@@ -168,6 +178,14 @@ func Setup(mgr ctrl.Manager, o controller.Options, d Deps) error {
 		// No initializer: the names come from the spec only; the
 		// external-name annotation is not used.
 		managed.WithInitializers(),
+	}
+	// A crossplane.io/poll-interval annotation shorter than this is
+	// raised to it: one resource must not poll a shared server at will.
+	ro = append(ro, managed.WithMinPollInterval(d.Options.MinPollInterval))
+	// Crossplane's change logs (--enable-changelogs): an entry for every
+	// external create, update and delete.
+	if o.ChangeLogOptions != nil && o.ChangeLogOptions.ChangeLogger != nil {
+		ro = append(ro, managed.WithChangeLogger(o.ChangeLogOptions.ChangeLogger))
 	}
 	mo, err := metrics.ManagedOptions(mgr, o, "Database", &v1alpha1.DatabaseList{})
 	if err != nil {

@@ -87,11 +87,18 @@ func TestMain(m *testing.M) {
 
 func start(e *testenv.Env) (func(), error) {
 	ctx := context.Background()
-	_, stop, err := inproc.Start(e, inproc.Options{Poll: poll, ConfigInterval: 5 * time.Second, ConfigRetry: time.Second, StepHook: hook, PoolHook: hook, Logs: logs,
-		LoginCheckInterval: loginCheck, SizeInterval: 2 * time.Second, WrapKV: func(kv database.KV) database.KV { kvCounter.KV = kv; return kvCounter }})
+	cl, clo, stopChangeLogs, err := startChangeLogs()
 	if err != nil {
 		return nil, err
 	}
+	changes = cl
+	_, stopControllers, err := inproc.Start(e, inproc.Options{ChangeLogs: clo, MinPollInterval: minPoll, PollObserver: polls.observe, Poll: poll, ConfigInterval: 5 * time.Second, ConfigRetry: time.Second, StepHook: hook, PoolHook: hook, Logs: logs,
+		LoginCheckInterval: loginCheck, SizeInterval: 2 * time.Second, WrapKV: func(kv database.KV) database.KV { kvCounter.KV = kv; return kvCounter }})
+	if err != nil {
+		stopChangeLogs()
+		return nil, err
+	}
+	stop := func() { stopControllers(); stopChangeLogs() }
 
 	// The shared server, registered as the platform admin would.
 	pg := e.Postgres

@@ -52,6 +52,15 @@ type Options struct {
 	// WrapKV, when set, wraps the real OpenBao client the Database
 	// controller uses (to count or fail its calls).
 	WrapKV func(database.KV) database.KV
+	// MinPollInterval is the floor of a crossplane.io/poll-interval
+	// annotation (0: none).
+	MinPollInterval time.Duration
+	// PollObserver is told each Database's poll interval
+	// (database.Deps.PollObserver).
+	PollObserver func(name string, poll time.Duration)
+	// ChangeLogs, when set, receive the Database and binding controllers'
+	// change log entries (--enable-changelogs).
+	ChangeLogs *controller.ChangeLogOptions
 }
 
 // Controllers are the provider's controllers running in this process
@@ -89,6 +98,7 @@ func Start(e *testenv.Env, co Options) (*Controllers, func(), error) {
 		PollInterval:            co.Poll,
 		GlobalRateLimiter:       ratelimiter.NewGlobal(1000),
 		Features:                &feature.Flags{},
+		ChangeLogOptions:        co.ChangeLogs,
 	}
 	o.Features.Enable(feature.EnableBetaManagementPolicies)
 	if co.CABundleFile == "" {
@@ -106,7 +116,7 @@ func Start(e *testenv.Env, co Options) (*Controllers, func(), error) {
 	opts := options.Options{Namespace: testenv.ProviderNamespace, CABundle: e.CA.CertFile, OpenBao: options.OpenBao{
 		Address: e.OpenBao.Address, ConsumerAddress: e.OpenBao.Address, KVMount: e.OpenBao.KVMount, TenantBasePath: e.OpenBao.TenantBasePath,
 		DatabaseBasePath: options.DefaultDatabaseBasePath,
-	}, LoginCheckInterval: options.DefaultLoginCheckInterval}
+	}, LoginCheckInterval: options.DefaultLoginCheckInterval, MinPollInterval: co.MinPollInterval}
 	if co.LoginCheckInterval != 0 {
 		opts.LoginCheckInterval = max(co.LoginCheckInterval, 0)
 	}
@@ -122,7 +132,7 @@ func Start(e *testenv.Env, co Options) (*Controllers, func(), error) {
 	if co.WrapKV != nil {
 		dkv = co.WrapKV(kv)
 	}
-	if err := database.Setup(mgr, o, database.Deps{Options: opts, Pools: pools, KV: dkv, StepHook: co.StepHook, Logins: logins, Sizes: sizes}); err != nil {
+	if err := database.Setup(mgr, o, database.Deps{Options: opts, Pools: pools, KV: dkv, StepHook: co.StepHook, Logins: logins, Sizes: sizes, PollObserver: co.PollObserver}); err != nil {
 		return nil, nil, err
 	}
 	if err := binding.Setup(mgr, o, binding.Deps{Options: opts, KV: kv, Records: logins}); err != nil {
