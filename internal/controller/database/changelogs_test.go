@@ -60,7 +60,7 @@ func startChangeLogs() (*changeLogs, *controller.ChangeLogOptions, func(), error
 		return nil, nil, nil, err
 	}
 	socket := filepath.Join(dir, "changelogs.sock")
-	l, err := net.Listen("unix", socket)
+	l, err := (&net.ListenConfig{}).Listen(context.Background(), "unix", socket)
 	if err != nil {
 		return nil, nil, nil, err
 	}
