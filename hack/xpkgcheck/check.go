@@ -156,6 +156,11 @@ type object struct {
 	Spec struct {
 		Capabilities []string     `json:"capabilities"`
 		DependsOn    []dependency `json:"dependsOn"`
+		// Group and Names.Kind of a CRD or an XRD.
+		Group string `json:"group"`
+		Names struct {
+			Kind string `json:"kind"`
+		} `json:"names"`
 	} `json:"spec"`
 }
 
@@ -234,6 +239,38 @@ func crdNames(dir string) ([]string, error) {
 	return names, nil
 }
 
+var (
+	// repositoryURL is the URL of a git repository.
+	repositoryURL = regexp.MustCompile(`^https://([^/\s]+/\S+\.git|(github\.com|gitlab\.com|codeberg\.org)/[^/\s]+/[^/\s]+/?)$`)
+	// maintainerContact is a name followed by a mail address in brackets.
+	maintainerContact = regexp.MustCompile(`\S\s+<[^<>@\s]+@[^<>@\s]+\.[^<>@\s]+>$`)
+)
+
+// friendlyNames checks that the metadata m names every API group and kind
+// of the definitions (CRDs or XRDs) defs for people:
+// friendly-group-name.meta.crossplane.io/<group> and
+// friendly-kind-name.meta.crossplane.io/<kind, lower case>.<group>.
+func friendlyNames(m object, defs []object) []string {
+	var problems []string
+	seen := map[string]bool{}
+	for _, d := range defs {
+		if d.Spec.Group == "" || d.Spec.Names.Kind == "" {
+			problems = append(problems, fmt.Sprintf("%s %s has no group or kind", d.Kind, d.Metadata.Name))
+			continue
+		}
+		for _, a := range []string{
+			"friendly-group-name.meta.crossplane.io/" + d.Spec.Group,
+			"friendly-kind-name.meta.crossplane.io/" + strings.ToLower(d.Spec.Names.Kind) + "." + d.Spec.Group,
+		} {
+			if !seen[a] && strings.TrimSpace(m.Metadata.Annotations[a]) == "" {
+				problems = append(problems, "no "+a+" annotation")
+			}
+			seen[a] = true
+		}
+	}
+	return problems
+}
+
 // checkMeta checks the package's metadata object: its kind, name and
 // annotations.
 func checkMeta(objs []object, kind, name string) (object, []string) {
@@ -255,6 +292,11 @@ func checkMeta(objs []object, kind, name string) (object, []string) {
 	}
 	if s := m.Metadata.Annotations["meta.crossplane.io/source"]; s != "" && !strings.HasPrefix(s, "https://") {
 		problems = append(problems, fmt.Sprintf("meta.crossplane.io/source %q is not an https:// URL", s))
+	} else if s != "" && !repositoryURL.MatchString(s) {
+		problems = append(problems, fmt.Sprintf("meta.crossplane.io/source %q is not a repository: want the URL git clones (ending in .git) or github.com/gitlab.com/codeberg.org/<owner>/<name>", s))
+	}
+	if mt := m.Metadata.Annotations["meta.crossplane.io/maintainer"]; mt != "" && !maintainerContact.MatchString(mt) {
+		problems = append(problems, fmt.Sprintf("meta.crossplane.io/maintainer %q names no contact: want \"Name <address@domain>\"", mt))
 	}
 	if l := m.Metadata.Annotations["meta.crossplane.io/license"]; l != "" && l != spdxApache {
 		problems = append(problems, fmt.Sprintf("meta.crossplane.io/license %q, want %s (the LICENSE file)", l, spdxApache))
@@ -277,10 +319,12 @@ func checkProvider(img image, platform string, crds []string, license []byte) []
 		add("the Provider lacks the safe-start capability")
 	}
 	var have []string
+	var defs []object
 	for _, o := range objs {
 		switch o.Kind {
 		case "CustomResourceDefinition":
 			have = append(have, o.Metadata.Name)
+			defs = append(defs, o)
 		case "CompositeResourceDefinition", "Composition", "ClusterRole":
 			add("the provider package holds a %s (it belongs to the Configuration)", o.Kind)
 		}
@@ -289,6 +333,9 @@ func checkProvider(img image, platform string, crds []string, license []byte) []
 		if !slices.Contains(have, n) {
 			add("package.yaml lacks the CRD %s", n)
 		}
+	}
+	if m.Kind != "" {
+		problems = append(problems, friendlyNames(m, defs)...)
 	}
 	if !strings.Contains(string(img.contents[".up/examples.yaml"]), "kind: Database\n") {
 		add("no examples layer with a Database")
@@ -435,10 +482,17 @@ func checkConfiguration(img image, configDir string) []string {
 	if err != nil {
 		return append(problems, err.Error())
 	}
+	var xrds []object
 	for _, o := range objs {
 		if o.Kind == "Composition" || o.Kind == "CompositeResourceDefinition" {
 			have = append(have, o.Kind+" "+o.Metadata.Name)
 		}
+		if o.Kind == "CompositeResourceDefinition" {
+			xrds = append(xrds, o)
+		}
+	}
+	if m.Kind != "" {
+		problems = append(problems, friendlyNames(m, xrds)...)
 	}
 	sort.Strings(want)
 	sort.Strings(have)

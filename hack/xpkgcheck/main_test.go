@@ -41,8 +41,10 @@ metadata:
   name: provider-postgresql-tenant
   annotations:
     friendly-name.meta.crossplane.io: Provider PostgreSQL Tenant
-    meta.crossplane.io/maintainer: The Authors
-    meta.crossplane.io/source: https://example.org/provider-postgresql-tenant
+    friendly-group-name.meta.crossplane.io/example.org: Example Databases
+    friendly-kind-name.meta.crossplane.io/database.example.org: Database
+    meta.crossplane.io/maintainer: The Authors <authors@example.org>
+    meta.crossplane.io/source: https://example.org/provider-postgresql-tenant.git
     meta.crossplane.io/license: Apache-2.0
     meta.crossplane.io/description: Databases.
     meta.crossplane.io/readme: |
@@ -58,8 +60,12 @@ metadata:
   name: configuration-postgresql-tenant
   annotations:
     friendly-name.meta.crossplane.io: Configuration PostgreSQL Tenant
-    meta.crossplane.io/maintainer: The Authors
-    meta.crossplane.io/source: https://example.org/provider-postgresql-tenant
+    friendly-group-name.meta.crossplane.io/example.org: Example Tenants
+    friendly-kind-name.meta.crossplane.io/tenant.example.org: Tenant
+    friendly-group-name.meta.crossplane.io/legacy.example.org: Example Tenants (legacy claims)
+    friendly-kind-name.meta.crossplane.io/xtenant.legacy.example.org: Tenant (legacy)
+    meta.crossplane.io/maintainer: The Authors <authors@example.org>
+    meta.crossplane.io/source: https://example.org/provider-postgresql-tenant.git
     meta.crossplane.io/license: Apache-2.0
     meta.crossplane.io/description: Tenants.
     meta.crossplane.io/readme: Longer.
@@ -81,8 +87,8 @@ metadata:
   name: function-postgresql-tenant
   annotations:
     friendly-name.meta.crossplane.io: Function PostgreSQL Tenant
-    meta.crossplane.io/maintainer: The Authors
-    meta.crossplane.io/source: https://example.org/provider-postgresql-tenant
+    meta.crossplane.io/maintainer: The Authors <authors@example.org>
+    meta.crossplane.io/source: https://example.org/provider-postgresql-tenant.git
     meta.crossplane.io/license: Apache-2.0
     meta.crossplane.io/description: Composes tenants.
     meta.crossplane.io/readme: Longer.
@@ -98,13 +104,16 @@ const crd = `apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata:
   name: databases.example.org
+spec:
+  group: example.org
+  names: {kind: Database, plural: databases}
 `
 
 func configObjects() map[string]string {
 	return map[string]string{
-		"xrd.yaml":                "apiVersion: apiextensions.crossplane.io/v2\nkind: CompositeResourceDefinition\nmetadata:\n  name: tenants.example.org\n",
+		"xrd.yaml":                "apiVersion: apiextensions.crossplane.io/v2\nkind: CompositeResourceDefinition\nmetadata:\n  name: tenants.example.org\nspec:\n  group: example.org\n  names: {kind: Tenant}\n",
 		"composition.yaml":        "apiVersion: apiextensions.crossplane.io/v1\nkind: Composition\nmetadata:\n  name: tenants.example.org\n",
-		"legacy/xrd.yaml":         "apiVersion: apiextensions.crossplane.io/v1\nkind: CompositeResourceDefinition\nmetadata:\n  name: xtenants.legacy.example.org\n",
+		"legacy/xrd.yaml":         "apiVersion: apiextensions.crossplane.io/v1\nkind: CompositeResourceDefinition\nmetadata:\n  name: xtenants.legacy.example.org\nspec:\n  group: legacy.example.org\n  names: {kind: XTenant}\n",
 		"legacy/composition.yaml": "apiVersion: apiextensions.crossplane.io/v1\nkind: Composition\nmetadata:\n  name: xtenants.legacy.example.org\n",
 	}
 }
@@ -352,7 +361,33 @@ func TestDefectsAreReported(t *testing.T) {
 			func(f *fixture) {
 				f.providerMeta = strings.Replace(f.providerMeta, "https://example.org/", "example.org/", 1)
 			},
-			`meta.crossplane.io/source "example.org/provider-postgresql-tenant" is not an https:// URL`,
+			`meta.crossplane.io/source "example.org/provider-postgresql-tenant.git" is not an https:// URL`,
+		},
+		"source is a web page, not a repository": {
+			func(f *fixture) {
+				f.functionMeta = strings.Replace(f.functionMeta, "provider-postgresql-tenant.git", "provider-postgresql-tenant", 1)
+			},
+			`meta.crossplane.io/source "https://example.org/provider-postgresql-tenant" is not a repository`,
+		},
+		"maintainer without a contact": {
+			func(f *fixture) {
+				f.configMeta = strings.Replace(f.configMeta, " <authors@example.org>", "", 1)
+				f.sourceMeta = f.configMeta
+			},
+			`meta.crossplane.io/maintainer "The Authors" names no contact`,
+		},
+		"a CRD's kind without a friendly name": {
+			func(f *fixture) {
+				f.providerMeta = strings.Replace(f.providerMeta, "friendly-kind-name.meta.crossplane.io/database.example.org", "x-kind", 1)
+			},
+			"no friendly-kind-name.meta.crossplane.io/database.example.org annotation",
+		},
+		"an XRD's group without a friendly name": {
+			func(f *fixture) {
+				f.configMeta = strings.Replace(f.configMeta, "friendly-group-name.meta.crossplane.io/legacy.example.org", "x-group", 1)
+				f.sourceMeta = f.configMeta
+			},
+			"no friendly-group-name.meta.crossplane.io/legacy.example.org annotation",
 		},
 		"another license declared": {
 			func(f *fixture) {
