@@ -4,8 +4,6 @@ package docs
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -24,18 +22,9 @@ func TestMain(m *testing.M) {
 // block returns the fenced block of doc whose info string is "<lang> <name>".
 func block(t *testing.T, doc, lang, name string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "docs", doc))
+	body, err := testenv.DocBlock(doc, lang, name)
 	if err != nil {
 		t.Fatal(err)
-	}
-	open := "```" + lang + " " + name + "\n"
-	_, rest, ok := strings.Cut(string(b), open)
-	if !ok {
-		t.Fatalf("docs/%s has no block %q", doc, strings.TrimSpace(open))
-	}
-	body, _, ok := strings.Cut(rest, "```")
-	if !ok {
-		t.Fatalf("docs/%s: block %s is not closed", doc, name)
 	}
 	return body
 }

@@ -1,27 +1,36 @@
-// Package migration drills docs/migration.md: an existing database with data
-// and an extension on an old PostgreSQL server (the oldest supported major)
-// moves into a provider-managed database on the shared server (the suite's
-// major), with pg_dump and pg_restore run as the runbook says; row counts,
-// extensions and indexes match; and rollback (the old service) still works.
+// Package migration drills docs/migration.md as an app team runs it: an app
+// whose database (with data and an extension) lives on an old PostgreSQL
+// server (the oldest supported major) and whose connection settings come
+// from a Secret moves into a Tenant on the shared server (the suite's
+// major). The Tenant is composed by Crossplane core and the project's
+// function, its Secret projected by the real ESO from the real OpenBao; the
+// runbook's sh blocks run as written (psql, pg_dump, pg_restore, kubectl);
+// row counts and contents, extensions and indexes match; the app switches
+// to the Tenant's Secret, and rolls back by switching to its old one.
 package migration
 
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
-	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
-	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 	"ddupan.top/provider-postgresql-tenant/internal/testenv"
 	"ddupan.top/provider-postgresql-tenant/internal/testenv/inproc"
 	"ddupan.top/provider-postgresql-tenant/internal/testenv/tenantkit"
@@ -30,7 +39,7 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	testenv.Main(m, testenv.Options{Kube: true, Postgres: true, OpenBao: true, ESO: true}, &env, func(e *testenv.Env) (func(), error) {
+	testenv.Main(m, testenv.Options{Kube: true, Postgres: true, OpenBao: true, ESO: true, Crossplane: true}, &env, func(e *testenv.Env) (func(), error) {
 		_, stop, err := inproc.Start(e, inproc.Options{Poll: time.Second, ConfigInterval: 5 * time.Second, ConfigRetry: time.Second, Logs: &testenv.LogBuffer{}})
 		if err != nil {
 			return nil, err
@@ -43,17 +52,27 @@ func TestMain(m *testing.M) {
 	})
 }
 
-// snapshot is what must survive the move: exact row counts per table, the
-// extensions, the indexes.
+// oldSecret is the Secret the app read its old database's settings from
+// before the migration: the seven keys of a Tenant's Secret.
+const oldSecret = "legacy-db"
+
+// snapshot is what must survive the move: exact row counts and an md5 of
+// the rows per table, the extensions, the indexes.
 type snapshot struct {
 	Rows       map[string]int64
+	Sums       map[string]string
 	Extensions []string
 	Indexes    []string
 }
 
-func take(ctx context.Context, t *testing.T, c *pgx.Conn) snapshot {
+// take reads a snapshot, leaving out the rows of skip (table -> ids).
+func take(ctx context.Context, t *testing.T, c *pgx.Conn, skip map[string][]int64) snapshot {
 	t.Helper()
-	s := snapshot{Rows: map[string]int64{}}
+	s := snapshot{Rows: map[string]int64{}, Sums: map[string]string{}}
+	// Row text (timestamptz) in one time zone on both servers.
+	if _, err := c.Exec(ctx, "SET TimeZone = 'UTC'"); err != nil {
+		t.Fatal(err)
+	}
 	rows, err := c.Query(ctx, "SELECT schemaname, relname FROM pg_stat_user_tables ORDER BY 1, 2")
 	if err != nil {
 		t.Fatal(err)
@@ -66,11 +85,15 @@ func take(ctx context.Context, t *testing.T, c *pgx.Conn) snapshot {
 		t.Fatal(err)
 	}
 	for _, tb := range tables {
+		name := tb[0] + "." + tb[1]
 		var n int64
-		if err := c.QueryRow(ctx, "SELECT count(*) FROM "+tb.Sanitize()).Scan(&n); err != nil {
+		var sum string
+		// A nil slice would be NULL, and id <> ALL(NULL) no row.
+		if err := c.QueryRow(ctx, "SELECT count(*), md5(coalesce(string_agg(r::text, E'\\n' ORDER BY r.id), '')) FROM "+tb.Sanitize()+" r WHERE r.id <> ALL($1)",
+			append([]int64{}, skip[name]...)).Scan(&n, &sum); err != nil {
 			t.Fatal(err)
 		}
-		s.Rows[tb[0]+"."+tb[1]] = n
+		s.Rows[name], s.Sums[name] = n, sum
 	}
 	for q, into := range map[string]*[]string{
 		"SELECT extname FROM pg_extension WHERE extname <> 'plpgsql' ORDER BY 1":  &s.Extensions,
@@ -87,28 +110,114 @@ func take(ctx context.Context, t *testing.T, c *pgx.Conn) snapshot {
 	return s
 }
 
-// tool runs a PostgreSQL client program with the password in PGPASSWORD.
-func tool(ctx context.Context, t *testing.T, password, name string, args ...string) {
+// secretData reads a Secret of the app namespace through the Kubernetes
+// API, as kubectl shows it to the team.
+func secretData(ctx context.Context, t *testing.T, ns, name string) map[string]string {
 	t.Helper()
-	dir, err := testenv.PostgresClientBinDir()
+	s := &corev1.Secret{}
+	if err := env.Kube.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s); err != nil {
+		t.Fatalf("Secret %s/%s: %v", ns, name, err)
+	}
+	d := map[string]string{}
+	for k, v := range s.Data {
+		d[k] = string(v)
+	}
+	return d
+}
+
+// appWrite is the app: it takes its connection settings from the Secret
+// it is pointed at, key by key into libpq's variables as app-teams.md's
+// Deployment does, with the platform's CA, and writes one page. It returns
+// the page's id and title.
+func appWrite(ctx context.Context, t *testing.T, ns, secret string) (int64, string) {
+	t.Helper()
+	d := secretData(ctx, t, ns, secret)
+	bin, err := testenv.PostgresClientBinDir()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.CommandContext(ctx, filepath.Join(dir, name), args...)
-	cmd.Env = append(os.Environ(), "PGPASSWORD="+password, "PGCONNECT_TIMEOUT=10")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", name, err, out)
+	title := testenv.RandomSecret("written by the app via " + secret + " ")
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-Atc",
+		"INSERT INTO pages (title) VALUES ('"+title+"') RETURNING id")
+	cmd.Env = []string{
+		"PGHOST=" + d["host"], "PGHOSTADDR=" + d["hostaddr"], "PGPORT=" + d["port"], "PGDATABASE=" + d["database"],
+		"PGUSER=" + d["username"], "PGPASSWORD=" + d["password"], "PGSSLMODE=" + d["sslmode"],
+		"PGSSLROOTCERT=" + env.CA.CertFile, "PGCONNECT_TIMEOUT=10",
 	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the app, on Secret %s: %v\n%s", secret, err, out)
+	}
+	id, err := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
+	if err != nil {
+		t.Fatalf("the app's write returned %q", out)
+	}
+	return id, title
 }
 
-func dsn(host, hostaddr string, port int, db, user string) string {
-	return fmt.Sprintf("host=%s hostaddr=%s port=%d dbname=%s user=%s sslmode=verify-full sslrootcert=%s", host, hostaddr, port, db, user, env.CA.CertFile)
+// has reports whether the database on c has the page the app wrote.
+func has(ctx context.Context, t *testing.T, c *pgx.Conn, id int64, title string) bool {
+	t.Helper()
+	var n int
+	if err := c.QueryRow(ctx, "SELECT count(*) FROM pages WHERE id = $1 AND title = $2", id, title).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n == 1
+}
+
+// runBlock runs the sh block name of docs/migration.md as written, in bash
+// in dir, and returns its standard output.
+func runBlock(ctx context.Context, t *testing.T, dir, name string, vars ...string) string {
+	t.Helper()
+	body, err := testenv.DocBlock("migration.md", "sh", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, err := testenv.PostgresClientBinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, "bash", "-c", "set -euo pipefail\n"+body)
+	cmd.Dir = dir
+	cmd.Env = append([]string{
+		"PATH=" + bin + ":" + env.BinDir + ":" + os.Getenv("PATH"),
+		"HOME=" + dir,
+		"KUBECONFIG=" + env.Kube.KubeconfigFile,
+		"PGCONNECT_TIMEOUT=10",
+	}, vars...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("docs/migration.md block %s: %v\n%s%s", name, err, out, stderr.String())
+	}
+	return string(out)
 }
 
 func TestMigrationRunbookDrill(t *testing.T) {
 	testenv.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
+	work := t.TempDir()
+
+	// The Tenant of step 2, as the runbook writes it: it names the app
+	// namespace, the instance and the extensions.
+	y, err := testenv.DocBlock("migration.md", "yaml", "tenant")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tn := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(y), &tn.Object); err != nil {
+		t.Fatalf("docs/migration.md, the Tenant: %v", err)
+	}
+	ns, name := tn.GetNamespace(), tn.GetName()
+	if tn.GetAPIVersion() != tenantkit.TenantAPI || tn.GetKind() != "Tenant" || ns == "" {
+		t.Fatalf("docs/migration.md's step 2 is not a namespaced Tenant: %s %s %s/%s", tn.GetAPIVersion(), tn.GetKind(), ns, name)
+	}
+	if ref, _, _ := unstructured.NestedString(tn.Object, "spec", "instanceRef"); ref != tenantkit.Instance {
+		t.Fatalf("docs/migration.md's Tenant is on %q; the drill's instance (Retain) is %q", ref, tenantkit.Instance)
+	}
+	docExtensions, _, _ := unstructured.NestedStringSlice(tn.Object, "spec", "extensions")
 
 	// The old service: its own server, an app role owning a database with
 	// data, a trigram index and the extension it needs. The server runs the
@@ -143,11 +252,11 @@ func TestMigrationRunbookDrill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	app, err := pgx.ConnectConfig(ctx, cfg)
+	oc, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer app.Close(ctx) //nolint:errcheck // test connection
+	defer oc.Close(ctx) //nolint:errcheck // test connection
 	for _, q := range []string{
 		"CREATE EXTENSION pg_trgm",
 		"CREATE TABLE pages (id bigserial PRIMARY KEY, title text NOT NULL, body text)",
@@ -157,63 +266,78 @@ func TestMigrationRunbookDrill(t *testing.T) {
 		"CREATE INDEX pages_title_trgm ON pages USING gin (title gin_trgm_ops)",
 		"ANALYZE",
 	} {
-		if _, err := app.Exec(ctx, q); err != nil {
+		if _, err := oc.Exec(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	before := take(ctx, t, app)
-	if before.Rows["public.pages"] != 1500 || !slices.Contains(before.Extensions, "pg_trgm") {
+	// The app namespace (with the reader service account install.md asks
+	// for) and the app's Secret for its old database.
+	if err := env.Kube.EnsureServiceAccount(ctx, ns, testenv.TenantReaderServiceAccount); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Kube.Client.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: oldSecret},
+		StringData: map[string]string{
+			"host": old.Host, "hostaddr": old.Hostaddr, "port": strconv.Itoa(old.Port), "database": "legacy",
+			"username": "legacy_app", "password": oldPassword, "sslmode": "verify-full",
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The app at work before the migration.
+	if id, title := appWrite(ctx, t, ns, oldSecret); !has(ctx, t, oc, id, title) {
+		t.Fatal("the app's write before the migration is not in the old database")
+	}
+	before := take(ctx, t, oc, nil)
+	if before.Rows["public.pages"] != 1501 || !slices.Contains(before.Extensions, "pg_trgm") {
 		t.Fatalf("the old database is not what the drill needs: %+v", before)
 	}
+	// What the runbook's commands take: the old database as its owner
+	// (the password in PGPASSWORD), the platform's CA.
+	oldDSN := fmt.Sprintf("OLD=host=%s hostaddr=%s port=%d dbname=legacy user=legacy_app sslmode=verify-full sslrootcert=%s",
+		old.Host, old.Hostaddr, old.Port, env.CA.CertFile)
+	vars := []string{oldDSN, "PGPASSWORD=" + oldPassword, "CA=" + env.CA.CertFile}
 
-	// Step 2: the new database with the same extensions (a Database here;
-	// a Tenant's binding provisions exactly this one).
-	d := &v1alpha1.Database{
-		ObjectMeta: metav1.ObjectMeta{Name: "legacy"},
-		Spec: v1alpha1.DatabaseSpec{
-			ClusterManagedResourceSpec: xpv2.ClusterManagedResourceSpec{ProviderConfigReference: &xpv2.Reference{Name: tenantkit.Instance}},
-			ForProvider:                v1alpha1.DatabaseParameters{Database: "legacy", Extensions: before.Extensions},
-		},
-	}
-	if err := env.Kube.Client.Create(ctx, d); err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
-			t.Fatal(err)
+	// Step 1: the inventory lists the extensions and every table.
+	var invExtensions, invTables []string
+	for _, l := range strings.Split(strings.TrimSpace(runBlock(ctx, t, work, "inventory", vars...)), "\n") {
+		if table, _, ok := strings.Cut(l, "|"); ok {
+			invTables = append(invTables, table)
+		} else {
+			invExtensions = append(invExtensions, l)
 		}
-		if d.GetCondition(xpv2.TypeReady).Status == "True" {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("the new Database is not Ready: %+v", d.Status)
-		}
-		time.Sleep(200 * time.Millisecond)
 	}
-	// The credential, as the Tenant's Secret would carry it.
-	root, err := env.OpenBao.Client(env.OpenBao.RootToken)
-	if err != nil {
-		t.Fatal(err)
+	if diff := cmp.Diff(before.Extensions, invExtensions); diff != "" {
+		t.Errorf("step 1's extensions: -old database +inventory:\n%s", diff)
 	}
-	rec, err := root.KVv2(env.OpenBao.KVMount).Get(ctx, d.Status.AtProvider.Credential.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := func(k string) string { v, _ := rec.Data[k].(string); return v }
-	var newPort int
-	if _, err := fmt.Sscan(r("port"), &newPort); err != nil {
-		t.Fatal(err)
+	if diff := cmp.Diff(slices.Sorted(maps.Keys(before.Rows)), invTables); diff != "" {
+		t.Errorf("step 1's tables: -old database +inventory:\n%s", diff)
 	}
 
-	// Step 4: dump as the old owner, restore as the tenant.
-	dump := filepath.Join(t.TempDir(), "legacy.dump")
-	tool(ctx, t, oldPassword, "pg_dump", "--format=custom", "--no-owner", "--no-privileges", "--file="+dump,
-		dsn(old.Host, old.Hostaddr, old.Port, "legacy", "legacy_app"))
-	tool(ctx, t, r("password"), "pg_restore", "--no-owner", "--no-privileges", "--exit-on-error",
-		"--dbname="+dsn(r("host"), r("hostaddr"), newPort, r("database"), r("username")), dump)
+	// Step 2: the Tenant, with the inventory's extensions, Ready; its
+	// Secret (projected by ESO) has the seven keys and logs in.
+	if diff := cmp.Diff(invExtensions, docExtensions); diff != "" {
+		t.Fatalf("docs/migration.md's Tenant asks other extensions than the inventory's: -inventory +Tenant:\n%s", diff)
+	}
+	if err := env.Kube.Client.Create(ctx, tn); err != nil {
+		t.Fatal(err)
+	}
+	ready := tenantkit.WaitTenantReady(ctx, t, env, tn.GetAPIVersion(), ns, name)
+	newSecret, _, _ := unstructured.NestedString(ready.Object, "status", "credential", "secretRef", "name")
+	if newSecret != tenantkit.SecretName(name) {
+		t.Fatalf("the Tenant's Secret is %q, want %q (the runbook's)", newSecret, tenantkit.SecretName(name))
+	}
+	tenantkit.CheckSecretLogsIn(ctx, t, env, ns, newSecret)
+	database := tenantkit.DatabaseName(ctx, env, ns, name)
 
-	// Step 5: verify, connected as the tenant.
-	ncfg, err := env.Postgres.ConnConfig(r("username"), r("password"), r("database"))
+	// Step 3: the app is stopped (it writes only when the drill calls it).
+	// Step 4: dump as the old owner, restore as the tenant with the
+	// connection read from the Tenant's Secret, as the runbook writes it.
+	runBlock(ctx, t, work, "dump-restore", vars...)
+
+	// Step 5: verify, connected as the tenant with the Secret's credential.
+	nd := secretData(ctx, t, ns, newSecret)
+	ncfg, err := env.Postgres.ConnConfig(nd["username"], nd["password"], nd["database"])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,19 +349,76 @@ func TestMigrationRunbookDrill(t *testing.T) {
 	if _, err := nc.Exec(ctx, "ANALYZE"); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(before, take(ctx, t, nc)); diff != "" {
+	if diff := cmp.Diff(before, take(ctx, t, nc, nil)); diff != "" {
 		t.Errorf("after the restore: -old +new:\n%s", diff)
 	}
-	var owner string
-	if err := nc.QueryRow(ctx, "SELECT tableowner FROM pg_tables WHERE tablename = 'pages'").Scan(&owner); err != nil || owner != r("username") {
-		t.Errorf("pages owned by %q (%v), want the tenant role", owner, err)
+	var notOwned []string
+	rows, err := nc.Query(ctx, "SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tableowner <> $1 ORDER BY 1", nd["username"])
+	if err != nil {
+		t.Fatal(err)
 	}
-
-	// Rollback: the old service is untouched and still takes writes.
-	if diff := cmp.Diff(before, take(ctx, t, app)); diff != "" {
+	if notOwned, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil || len(notOwned) > 0 {
+		t.Errorf("tables not owned by the tenant role %s: %v (%v)", nd["username"], notOwned, err)
+	}
+	// The old database was only read.
+	if diff := cmp.Diff(before, take(ctx, t, oc, nil)); diff != "" {
 		t.Errorf("the old database changed: -before +after:\n%s", diff)
 	}
-	if _, err := app.Exec(ctx, "INSERT INTO pages (title) VALUES ('after rollback')"); err != nil {
-		t.Errorf("the old service does not take writes after the drill: %v", err)
+
+	// Step 6: the app on the Tenant's Secret writes to the new database.
+	newID, newTitle := appWrite(ctx, t, ns, newSecret)
+	if !has(ctx, t, nc, newID, newTitle) || has(ctx, t, oc, newID, newTitle) {
+		t.Errorf("after the switch the app's write is in the new database %v, in the old one %v; want only the new",
+			has(ctx, t, nc, newID, newTitle), has(ctx, t, oc, newID, newTitle))
+	}
+	_ = nc.Close(ctx)
+
+	// Rollback: the app on its old Secret again writes to the old
+	// database, which has every row it had before and the app's write,
+	// nothing else.
+	backID, backTitle := appWrite(ctx, t, ns, oldSecret)
+	if !has(ctx, t, oc, backID, backTitle) {
+		t.Error("after the rollback the app's write is not in the old database")
+	}
+	// Then the Tenant goes: with Retain its Database stays Released, with
+	// the database (the restored copy and the app's write), the role and
+	// the record; its Secret goes, the app's old Secret stays.
+	tenantkit.DeleteTenant(ctx, t, env, tn.GetAPIVersion(), ns, name)
+	for {
+		err := env.Kube.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: newSecret}, &corev1.Secret{})
+		if apierrors.IsNotFound(err) {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the Tenant's Secret outlives the Tenant: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	d, err := tenantkit.Get(ctx, env.Kube.Client, tenantkit.TenantAPI, "Database", "", database)
+	if err != nil {
+		t.Fatalf("Retain: the Database %s is gone: %v", database, err)
+	}
+	if p, _, _ := unstructured.NestedString(d.Object, "status", "binding", "phase"); p != "Released" {
+		t.Errorf("Retain: the Database is %q, want Released", p)
+	}
+	if db, role := tenantkit.ServerHas(ctx, t, env, nd["database"], nd["username"]); !db || !role {
+		t.Errorf("Retain: database kept %v, role kept %v", db, role)
+	}
+	if tenantkit.RecordVersions(ctx, t, env, tenantkit.RecordPath(database)) == 0 {
+		t.Error("Retain: the credential record is gone")
+	}
+	kept, err := env.Postgres.SuperConn(ctx, nd["database"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !has(ctx, t, kept, newID, newTitle) {
+		t.Error("Retain: the kept database lost the app's write")
+	}
+	_ = kept.Close(ctx)
+	if diff := cmp.Diff(before, take(ctx, t, oc, map[string][]int64{"public.pages": {backID}})); diff != "" {
+		t.Errorf("the old database, but for the app's write after the rollback: -before +after:\n%s", diff)
+	}
+	if id, title := appWrite(ctx, t, ns, oldSecret); !has(ctx, t, oc, id, title) {
+		t.Error("the app's old Secret does not work after the Tenant went")
 	}
 }
