@@ -7,6 +7,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -89,6 +91,11 @@ func startKube(ctx context.Context, root, binDir string, crdDirs []string, audit
 		CRDDirectoryPaths:     crdDirs,
 		ErrorIfCRDPathMissing: true,
 		Scheme:                Scheme(),
+		// envtest waits 20 s for each component, then starts it again,
+		// five times: on two busy cores (four other environments and a
+		// package build) a node's apiserver, with its admission plugins,
+		// took longer every time. A slow start is not a failure.
+		ControlPlaneStartTimeout: 2 * time.Minute,
 	}
 	auditLog := ""
 	if audit {
@@ -143,9 +150,12 @@ func startKube(ctx context.Context, root, binDir string, crdDirs []string, audit
 		args.Set("service-cluster-ip-range", ServiceCIDR)
 		args.Disable("disable-admission-plugins")
 	}
+	// What the apiserver last wrote, for a start that fails.
+	apiOut := &tailWriter{max: 4096}
+	env.ControlPlane.GetAPIServer().Err = apiOut
 	cfg, err := env.Start()
 	if err != nil {
-		return nil, fmt.Errorf("cannot start kube-apiserver and etcd: %w", err)
+		return nil, fmt.Errorf("cannot start kube-apiserver and etcd: %w\nthe apiserver's last output:\n%s", err, apiOut.String())
 	}
 	k := &Kube{Config: cfg, env: env, AuditLog: auditLog, serviceAccountKey: saKey}
 	fail := func(err error) (*Kube, error) { k.Stop(); return nil, err }
@@ -268,4 +278,27 @@ func (k *Kube) reviewerToken(ctx context.Context) (string, error) {
 		return "", err
 	}
 	return k.ServiceAccountToken(ctx, ns, name)
+}
+
+// tailWriter keeps the last max bytes written to it.
+type tailWriter struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (w *tailWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	if over := len(w.buf) - w.max; over > 0 {
+		w.buf = append(w.buf[:0], w.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (w *tailWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return string(w.buf)
 }

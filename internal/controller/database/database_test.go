@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -735,10 +736,16 @@ func TestStatusWipedIsRebuilt(t *testing.T) {
 	k := readKV(t, dbPath("wipe"))
 	// Wipe and forge: a status claiming Ready with nonsense must not skip
 	// any verification.
-	d.Status = v1alpha1.DatabaseStatus{}
-	d.Status.AtProvider.Phase = v1alpha1.DatabasePhaseReady
-	d.Status.AtProvider.Owner = "forged"
-	if err := env.Kube.Client.Status().Update(ctx, d); err != nil {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
+			return err
+		}
+		d.Status = v1alpha1.DatabaseStatus{}
+		d.Status.AtProvider.Phase = v1alpha1.DatabasePhaseReady
+		d.Status.AtProvider.Owner = "forged"
+		return env.Kube.Client.Status().Update(ctx, d)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	waitDB(t, d, "rebuilt", func(d *v1alpha1.Database) bool {

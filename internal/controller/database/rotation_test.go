@@ -138,8 +138,16 @@ func TestRotationInterruptedAfterTheKVWriteFinishesWithTheNewPassword(t *testing
 
 			// Status lost: rebuilt from the record, and nothing rotates
 			// again.
-			d.Status = v1alpha1.DatabaseStatus{}
-			if err := env.Kube.Client.Status().Update(ctx, d); err != nil {
+			// The controller may write the status at the same time:
+			// wipe the latest one.
+			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
+					return err
+				}
+				d.Status = v1alpha1.DatabaseStatus{}
+				return env.Kube.Client.Status().Update(ctx, d)
+			})
+			if err != nil {
 				t.Fatal(err)
 			}
 			waitDB(t, d, "status rebuilt", rotated("r1"))
