@@ -840,3 +840,135 @@ WHERE a.datname OPERATOR(pg_catalog.=) $1::pg_catalog.name
   AND u.oid OPERATOR(pg_catalog.<>) adm.oid
 GROUP BY u.rolname, u.rolsuper
 ORDER BY 1`
+
+// Access roles (Pool.GrantAccess, Pool.ObserveAccess): login roles beside a
+// database's owner that may use its data but own nothing. The statements
+// run in one admin session on the tenant's database, started with
+// PinnedSettings and then SET ROLE to the owner (qSetRole): every grant is
+// the owner's, on the owner's objects, so the admin needs no privilege on
+// them. Names are quoted in Go (pgx.Identifier.Sanitize).
+
+// qAccessSchemaFilter selects (on pg_namespace n) the schemas whose
+// objects the owner's grants cover: those the current role (the owner)
+// owns or whose owning role it has the privileges of (public, owned by
+// pg_database_owner from 15 on), and those it owns a table, sequence or
+// routine in (public before 15, owned by the bootstrap superuser), leaving
+// out the system schemas.
+const qAccessSchemaFilter = `(pg_catalog.pg_has_role(CURRENT_USER, n.nspowner, 'USAGE'::pg_catalog.text)
+    OR EXISTS (SELECT FROM pg_catalog.pg_class c
+      WHERE c.relnamespace OPERATOR(pg_catalog.=) n.oid
+        AND c.relowner OPERATOR(pg_catalog.=) (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER))
+    OR EXISTS (SELECT FROM pg_catalog.pg_proc f
+      WHERE f.pronamespace OPERATOR(pg_catalog.=) n.oid
+        AND f.proowner OPERATOR(pg_catalog.=) (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER)))
+  AND n.nspname OPERATOR(pg_catalog.!~) '^pg_'::pg_catalog.text
+  AND n.nspname OPERATOR(pg_catalog.<>) 'information_schema'::pg_catalog.name`
+
+// qAccessSchemas lists the schemas qAccessSchemaFilter selects.
+const qAccessSchemas = `SELECT n.nspname::pg_catalog.text
+FROM pg_catalog.pg_namespace n
+WHERE ` + qAccessSchemaFilter + `
+ORDER BY 1`
+
+// qAccessPublicCreate lists the schemas qAccessSchemaFilter selects where
+// PUBLIC may CREATE (a database copied from template0 on 14 and before, or
+// a grant of the owner's), and whether the owner (the current role) may
+// change that: an access role must create nothing, and PUBLIC's
+// privileges are every role's.
+const qAccessPublicCreate = `SELECT n.nspname::pg_catalog.text,
+  pg_catalog.pg_has_role(CURRENT_USER, n.nspowner, 'USAGE'::pg_catalog.text)
+FROM pg_catalog.pg_namespace n
+WHERE ` + qAccessSchemaFilter + `
+  AND EXISTS (SELECT FROM pg_catalog.aclexplode(n.nspacl) x
+    WHERE x.grantee OPERATOR(pg_catalog.=) 0::pg_catalog.oid
+      AND x.privilege_type OPERATOR(pg_catalog.=) 'CREATE'::pg_catalog.text)
+ORDER BY 1`
+
+// qAccessRevokePublicCreate takes CREATE on a schema (quoted) from PUBLIC.
+const qAccessRevokePublicCreate = `REVOKE CREATE ON SCHEMA %s FROM PUBLIC`
+
+// qAccessOwnerCreate gives the owner (quoted) CREATE on a schema (quoted)
+// it does not own, before PUBLIC loses it: on 14 and before, the owner of
+// a database creates in its public schema only through PUBLIC.
+const qAccessOwnerCreate = `GRANT USAGE, CREATE ON SCHEMA %s TO %s`
+
+// qResetRole ends a SET ROLE: the session acts as the admin again.
+const qResetRole = `RESET ROLE`
+
+// Grants to an access role (privileges from Access.privileges; schema,
+// role and database quoted). ON ALL ... IN SCHEMA covers what exists now;
+// the default privileges FOR ROLE the owner (in no particular schema)
+// cover what the owner creates later anywhere, schemas included.
+const (
+	qAccessConnect          = `GRANT CONNECT ON DATABASE %s TO %s`
+	qAccessSchemaUsage      = `GRANT USAGE ON SCHEMA %s TO %s`
+	qAccessTables           = `GRANT %s ON ALL TABLES IN SCHEMA %s TO %s`
+	qAccessSequences        = `GRANT %s ON ALL SEQUENCES IN SCHEMA %s TO %s`
+	qAccessRoutines         = `GRANT %s ON ALL ROUTINES IN SCHEMA %s TO %s`
+	qAccessDefaultTables    = `ALTER DEFAULT PRIVILEGES FOR ROLE %s GRANT %s ON TABLES TO %s`
+	qAccessDefaultSequences = `ALTER DEFAULT PRIVILEGES FOR ROLE %s GRANT %s ON SEQUENCES TO %s`
+	qAccessDefaultRoutines  = `ALTER DEFAULT PRIVILEGES FOR ROLE %s GRANT %s ON FUNCTIONS TO %s`
+	qAccessDefaultSchemas   = `ALTER DEFAULT PRIVILEGES FOR ROLE %s GRANT USAGE ON SCHEMAS TO %s`
+)
+
+// qAccessMissing lists what the access role $1 lacks of what its access
+// grants, one line per missing privilege: CONNECT on the database, USAGE
+// on the owner's schemas (qAccessSchemas), the table ($2), sequence ($3)
+// and routine ($4) privileges on the objects the owner owns in them, and
+// the owner's default privileges for each kind (table 'r', sequence 'S',
+// function 'f', schema 'n'), and CREATE it holds on any of those schemas
+// (through PUBLIC, as on 14). It runs as the owner, in its database.
+const qAccessMissing = `WITH me AS (
+  SELECT r.oid AS owner, a.oid AS grantee FROM pg_catalog.pg_roles r, pg_catalog.pg_roles a
+  WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER AND a.rolname OPERATOR(pg_catalog.=) $1::pg_catalog.name
+), schemas AS (
+  SELECT n.oid, n.nspname FROM pg_catalog.pg_namespace n
+  WHERE ` + qAccessSchemaFilter + `
+), wanted(kind, privilege) AS (
+  SELECT 'r'::pg_catalog.text, p FROM pg_catalog.unnest($2::pg_catalog.text[]) p
+  UNION ALL SELECT 'S'::pg_catalog.text, p FROM pg_catalog.unnest($3::pg_catalog.text[]) p
+  UNION ALL SELECT 'f'::pg_catalog.text, p FROM pg_catalog.unnest($4::pg_catalog.text[]) p
+  UNION ALL SELECT 'n'::pg_catalog.text, 'USAGE'::pg_catalog.text
+)
+SELECT 'database: CONNECT'::pg_catalog.text
+WHERE NOT pg_catalog.has_database_privilege($1::pg_catalog.name, pg_catalog.current_database(), 'CONNECT'::pg_catalog.text)
+UNION ALL
+SELECT pg_catalog.format('schema %I: USAGE'::pg_catalog.text, s.nspname)
+FROM schemas s WHERE NOT pg_catalog.has_schema_privilege($1::pg_catalog.name, s.oid, 'USAGE'::pg_catalog.text)
+UNION ALL
+SELECT pg_catalog.format('%s %I.%I: %s'::pg_catalog.text,
+  CASE WHEN c.relkind OPERATOR(pg_catalog.=) 'S'::pg_catalog."char" THEN 'sequence'::pg_catalog.text ELSE 'table'::pg_catalog.text END,
+  s.nspname, c.relname, w.privilege)
+FROM pg_catalog.pg_class c
+JOIN schemas s ON s.oid OPERATOR(pg_catalog.=) c.relnamespace
+JOIN me ON me.owner OPERATOR(pg_catalog.=) c.relowner
+JOIN wanted w ON w.kind OPERATOR(pg_catalog.=) CASE WHEN c.relkind OPERATOR(pg_catalog.=) 'S'::pg_catalog."char" THEN 'S'::pg_catalog.text ELSE 'r'::pg_catalog.text END
+WHERE c.relkind OPERATOR(pg_catalog.=) ANY ('{r,p,v,m,f,S}'::pg_catalog."char"[])
+  AND NOT CASE WHEN c.relkind OPERATOR(pg_catalog.=) 'S'::pg_catalog."char"
+    THEN pg_catalog.has_sequence_privilege($1::pg_catalog.name, c.oid, w.privilege)
+    ELSE pg_catalog.has_table_privilege($1::pg_catalog.name, c.oid, w.privilege) END
+UNION ALL
+SELECT pg_catalog.format('routine %I.%I: %s'::pg_catalog.text, s.nspname, f.proname, w.privilege)
+FROM pg_catalog.pg_proc f
+JOIN schemas s ON s.oid OPERATOR(pg_catalog.=) f.pronamespace
+JOIN me ON me.owner OPERATOR(pg_catalog.=) f.proowner
+JOIN wanted w ON w.kind OPERATOR(pg_catalog.=) 'f'::pg_catalog.text
+WHERE NOT pg_catalog.has_function_privilege($1::pg_catalog.name, f.oid, w.privilege)
+UNION ALL
+SELECT pg_catalog.format('schema %I: CREATE must not be held'::pg_catalog.text, s.nspname)
+FROM schemas s WHERE pg_catalog.has_schema_privilege($1::pg_catalog.name, s.oid, 'CREATE'::pg_catalog.text)
+UNION ALL
+SELECT pg_catalog.format('default privileges on %s: %s'::pg_catalog.text,
+  CASE WHEN w.kind OPERATOR(pg_catalog.=) 'r'::pg_catalog.text THEN 'tables'::pg_catalog.text
+    WHEN w.kind OPERATOR(pg_catalog.=) 'S'::pg_catalog.text THEN 'sequences'::pg_catalog.text
+    WHEN w.kind OPERATOR(pg_catalog.=) 'f'::pg_catalog.text THEN 'functions'::pg_catalog.text
+    ELSE 'schemas'::pg_catalog.text END, w.privilege)
+FROM wanted w, me
+WHERE NOT EXISTS (
+  SELECT FROM pg_catalog.pg_default_acl d CROSS JOIN pg_catalog.aclexplode(d.defaclacl) x
+  WHERE d.defaclrole OPERATOR(pg_catalog.=) me.owner
+    AND d.defaclnamespace OPERATOR(pg_catalog.=) 0::pg_catalog.oid
+    AND d.defaclobjtype::pg_catalog.text OPERATOR(pg_catalog.=) w.kind
+    AND x.grantee OPERATOR(pg_catalog.=) me.grantee
+    AND x.privilege_type OPERATOR(pg_catalog.=) w.privilege)
+ORDER BY 1`
