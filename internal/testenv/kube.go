@@ -92,10 +92,12 @@ func startKube(ctx context.Context, root, binDir string, crdDirs []string, audit
 		ErrorIfCRDPathMissing: true,
 		Scheme:                Scheme(),
 		// envtest waits 20 s for each component, then starts it again,
-		// five times: on two busy cores (four other environments and a
-		// package build) a node's apiserver, with its admission plugins,
-		// took longer every time. A slow start is not a failure.
+		// five times, and 10 s for the CRDs to be served: on two busy
+		// cores (four other environments and a package build) a node's
+		// apiserver, with its admission plugins and Crossplane's and
+		// ESO's CRDs, took longer. A slow start is not a failure.
 		ControlPlaneStartTimeout: 2 * time.Minute,
+		CRDInstallOptions:        envtest.CRDInstallOptions{MaxTime: 3 * time.Minute},
 	}
 	auditLog := ""
 	if audit {
