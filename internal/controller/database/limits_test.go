@@ -143,10 +143,9 @@ func TestLimitsAppliedRepairedAndShown(t *testing.T) {
 	if !slices.Contains(settings, "search_path=app") || until != "infinity" {
 		t.Errorf("the repair changed what it does not manage: defaults %v, valid until %q", settings, until)
 	}
-	if err := env.Kube.Client.Get(ctx, types.NamespacedName{Name: name}, d); err != nil {
-		t.Fatal(err)
-	}
-	if got := d.Status.AtProvider.Limits.OtherSettings; !slices.Equal(got, []string{"search_path"}) {
-		t.Errorf("status.atProvider.limits.otherSettings = %v, want [search_path]", got)
-	}
+	// The status shows it at the Observe after the repair.
+	waitDB(t, d, "status.atProvider.limits.otherSettings [search_path]", func(d *v1alpha1.Database) bool {
+		l := d.Status.AtProvider.Limits
+		return l != nil && slices.Equal(l.OtherSettings, []string{"search_path"})
+	})
 }

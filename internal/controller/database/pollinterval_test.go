@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/meta"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"ddupan.top/provider-postgresql-tenant/internal/testenv"
@@ -52,11 +53,16 @@ func TestPollIntervalAnnotationHasAFloor(t *testing.T) {
 		{annotation: 3 * time.Minute, want: 3 * time.Minute},
 		{annotation: time.Millisecond, want: minPoll},
 	} {
-		if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
-			t.Fatal(err)
-		}
-		meta.AddAnnotations(d, map[string]string{meta.AnnotationKeyPollInterval: tc.annotation.String()})
-		if err := env.Kube.Client.Update(ctx, d); err != nil {
+		// The controller may write the Database meanwhile: annotate the
+		// latest one.
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
+				return err
+			}
+			meta.AddAnnotations(d, map[string]string{meta.AnnotationKeyPollInterval: tc.annotation.String()})
+			return env.Kube.Client.Update(ctx, d)
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
 		if err := testenv.WaitFor(ctx, 60*time.Second, func(context.Context) error {
