@@ -130,6 +130,56 @@ func (p *Pool) GrantAccess(ctx context.Context, database, owner, role string, a 
 	return p.classify(err)
 }
 
+// RevokeAccess takes from role everything owner granted it in database
+// (GrantAccess's grants, and any other grant of the owner's to it), in one
+// transaction of an admin session acting as owner: after it, the role can
+// be dropped. It is idempotent.
+func (p *Pool) RevokeAccess(ctx context.Context, database, owner, role string) error {
+	if _, _, err := dbAndRole(database, owner); err != nil {
+		return err
+	}
+	if _, err := ident("role", role); err != nil {
+		return err
+	}
+	major, err := p.Major(ctx)
+	if err != nil {
+		return err
+	}
+	c, err := p.connectInside(ctx, database, owner, major)
+	if err != nil {
+		return err
+	}
+	defer c.Close(context.Background()) //nolint:errcheck // a session of its own
+	ctx, cancel := p.withTimeout(ctx)
+	defer cancel()
+	d, o, r := pgx.Identifier{database}.Sanitize(), pgx.Identifier{owner}.Sanitize(), pgx.Identifier{role}.Sanitize()
+	err = pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, qAccessSchemas)
+		if err != nil {
+			return err
+		}
+		schemas, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		stmts := []string{fmt.Sprintf(qRevokeConnect, d, r)}
+		for _, s := range schemas {
+			sq := pgx.Identifier{s}.Sanitize()
+			stmts = append(stmts, fmt.Sprintf(qRevokeSchema, sq, r), fmt.Sprintf(qRevokeTables, sq, r),
+				fmt.Sprintf(qRevokeSequences, sq, r), fmt.Sprintf(qRevokeRoutines, sq, r))
+		}
+		stmts = append(stmts, fmt.Sprintf(qRevokeDefaultTables, o, r), fmt.Sprintf(qRevokeDefaultSequences, o, r),
+			fmt.Sprintf(qRevokeDefaultRoutines, o, r), fmt.Sprintf(qRevokeDefaultSchemas, o, r))
+		for _, s := range stmts {
+			if _, err := tx.Exec(ctx, s); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return p.classify(err)
+}
+
 // ObserveAccess lists what role lacks of access a to the objects owner
 // owns in database, one line per missing privilege ("table public.t:
 // INSERT", "default privileges on tables: SELECT"); none when it has it

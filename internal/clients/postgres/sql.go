@@ -870,15 +870,16 @@ FROM pg_catalog.pg_namespace n
 WHERE ` + qAccessSchemaFilter + `
 ORDER BY 1`
 
-// qAccessPublicCreate lists the schemas qAccessSchemaFilter selects where
-// PUBLIC may CREATE (a database copied from template0 on 14 and before, or
-// a grant of the owner's), and whether the owner (the current role) may
-// change that: an access role must create nothing, and PUBLIC's
-// privileges are every role's.
+// qAccessPublicCreate lists the schemas of the database (but the system
+// ones) where PUBLIC may CREATE (public in a database copied from
+// template0 on 14 and before, or a grant of the owner's), and whether the
+// owner (the current role) may change that: an access role must create
+// nothing, and PUBLIC's privileges are every role's.
 const qAccessPublicCreate = `SELECT n.nspname::pg_catalog.text,
   pg_catalog.pg_has_role(CURRENT_USER, n.nspowner, 'USAGE'::pg_catalog.text)
 FROM pg_catalog.pg_namespace n
-WHERE ` + qAccessSchemaFilter + `
+WHERE n.nspname OPERATOR(pg_catalog.!~) '^pg_'::pg_catalog.text
+  AND n.nspname OPERATOR(pg_catalog.<>) 'information_schema'::pg_catalog.name
   AND EXISTS (SELECT FROM pg_catalog.aclexplode(n.nspacl) x
     WHERE x.grantee OPERATOR(pg_catalog.=) 0::pg_catalog.oid
       AND x.privilege_type OPERATOR(pg_catalog.=) 'CREATE'::pg_catalog.text)
@@ -911,13 +912,29 @@ const (
 	qAccessDefaultSchemas   = `ALTER DEFAULT PRIVILEGES FOR ROLE %s GRANT USAGE ON SCHEMAS TO %s`
 )
 
+// Revokes from a data role being removed (Pool.RevokeAccess): everything
+// the owner granted it, on the database, in each schema and in the
+// owner's default privileges, so that DROP ROLE finds nothing that depends
+// on it. CASCADE takes along what the role granted on from a grant option.
+const (
+	qRevokeConnect          = `REVOKE ALL ON DATABASE %s FROM %s CASCADE`
+	qRevokeTables           = `REVOKE ALL ON ALL TABLES IN SCHEMA %s FROM %s CASCADE`
+	qRevokeSequences        = `REVOKE ALL ON ALL SEQUENCES IN SCHEMA %s FROM %s CASCADE`
+	qRevokeRoutines         = `REVOKE ALL ON ALL ROUTINES IN SCHEMA %s FROM %s CASCADE`
+	qRevokeDefaultTables    = `ALTER DEFAULT PRIVILEGES FOR ROLE %s REVOKE ALL ON TABLES FROM %s CASCADE`
+	qRevokeDefaultSequences = `ALTER DEFAULT PRIVILEGES FOR ROLE %s REVOKE ALL ON SEQUENCES FROM %s CASCADE`
+	qRevokeDefaultRoutines  = `ALTER DEFAULT PRIVILEGES FOR ROLE %s REVOKE ALL ON FUNCTIONS FROM %s CASCADE`
+	qRevokeDefaultSchemas   = `ALTER DEFAULT PRIVILEGES FOR ROLE %s REVOKE ALL ON SCHEMAS FROM %s CASCADE`
+)
+
 // qAccessMissing lists what the access role $1 lacks of what its access
 // grants, one line per missing privilege: CONNECT on the database, USAGE
 // on the owner's schemas (qAccessSchemas), the table ($2), sequence ($3)
 // and routine ($4) privileges on the objects the owner owns in them, and
 // the owner's default privileges for each kind (table 'r', sequence 'S',
-// function 'f', schema 'n'), and CREATE it holds on any of those schemas
-// (through PUBLIC, as on 14). It runs as the owner, in its database.
+// function 'f', schema 'n'), and CREATE it holds on any schema of the
+// database (through PUBLIC, as on 14). It runs as the owner, in its
+// database.
 const qAccessMissing = `WITH me AS (
   SELECT r.oid AS owner, a.oid AS grantee FROM pg_catalog.pg_roles r, pg_catalog.pg_roles a
   WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER AND a.rolname OPERATOR(pg_catalog.=) $1::pg_catalog.name
@@ -955,8 +972,11 @@ JOIN me ON me.owner OPERATOR(pg_catalog.=) f.proowner
 JOIN wanted w ON w.kind OPERATOR(pg_catalog.=) 'f'::pg_catalog.text
 WHERE NOT pg_catalog.has_function_privilege($1::pg_catalog.name, f.oid, w.privilege)
 UNION ALL
-SELECT pg_catalog.format('schema %I: CREATE must not be held'::pg_catalog.text, s.nspname)
-FROM schemas s WHERE pg_catalog.has_schema_privilege($1::pg_catalog.name, s.oid, 'CREATE'::pg_catalog.text)
+SELECT pg_catalog.format('schema %I: CREATE must not be held'::pg_catalog.text, n.nspname)
+FROM pg_catalog.pg_namespace n
+WHERE n.nspname OPERATOR(pg_catalog.!~) '^pg_'::pg_catalog.text
+  AND n.nspname OPERATOR(pg_catalog.<>) 'information_schema'::pg_catalog.name
+  AND pg_catalog.has_schema_privilege($1::pg_catalog.name, n.oid, 'CREATE'::pg_catalog.text)
 UNION ALL
 SELECT pg_catalog.format('default privileges on %s: %s'::pg_catalog.text,
   CASE WHEN w.kind OPERATOR(pg_catalog.=) 'r'::pg_catalog.text THEN 'tables'::pg_catalog.text
