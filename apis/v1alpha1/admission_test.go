@@ -305,6 +305,17 @@ func TestDatabaseAcceptsValidInput(t *testing.T) {
 		"CredentialRotationLongestID": func(d *v1alpha1.Database) {
 			d.Spec.CredentialRotation = &v1alpha1.CredentialRotation{ID: strings.Repeat("r", 63)}
 		},
+		"DataRoles": func(d *v1alpha1.Database) {
+			d.Spec.ForProvider.DataRoles = []v1alpha1.DataRole{
+				{Name: "app", Access: v1alpha1.DataReadWrite, Limits: &v1alpha1.TenantLimits{ConnectionLimit: ptr.To[int32](20)}},
+				{Name: "report", Access: v1alpha1.DataReadOnly},
+			}
+		},
+		// <loginRole>_<name> is exactly 63 characters.
+		"DataRoleLongestName": func(d *v1alpha1.Database) {
+			d.Spec.ForProvider.LoginRole = ptr.To(strings.Repeat("o", 47))
+			d.Spec.ForProvider.DataRoles = []v1alpha1.DataRole{{Name: strings.Repeat("n", 15), Access: v1alpha1.DataReadOnly}}
+		},
 	}
 	for name, mut := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -510,6 +521,37 @@ func TestDatabaseRejectsBadInput(t *testing.T) {
 			},
 			field: "spec.credentialRotation.id", msgs: []string{"may not be more than 63"},
 		},
+		"DataRoleNameNotAName": {
+			mut: func(d *v1alpha1.Database) {
+				d.Spec.ForProvider.DataRoles = []v1alpha1.DataRole{{Name: "app_rw", Access: v1alpha1.DataReadWrite}}
+			},
+			field: "spec.forProvider.dataRoles[0].name", msgs: []string{"should match"},
+		},
+		"DataRoleNameTooLong": {
+			mut: func(d *v1alpha1.Database) {
+				d.Spec.ForProvider.DataRoles = []v1alpha1.DataRole{{Name: strings.Repeat("n", 16), Access: v1alpha1.DataReadWrite}}
+			},
+			field: "spec.forProvider.dataRoles[0].name", msgs: []string{"may not be more than 15"},
+		},
+		"DataRoleUnknownAccess": {
+			mut: func(d *v1alpha1.Database) {
+				d.Spec.ForProvider.DataRoles = []v1alpha1.DataRole{{Name: "app", Access: "admin"}}
+			},
+			field: "spec.forProvider.dataRoles[0].access", msgs: []string{"readWrite", "readOnly"},
+		},
+		"DataRoleTwice": {
+			mut: func(d *v1alpha1.Database) {
+				d.Spec.ForProvider.DataRoles = []v1alpha1.DataRole{{Name: "app", Access: v1alpha1.DataReadWrite}, {Name: "app", Access: v1alpha1.DataReadOnly}}
+			},
+			field: "spec.forProvider.dataRoles[1]", msgs: []string{"Duplicate value"},
+		},
+		"DataRoleLoginRoleTooLong": {
+			mut: func(d *v1alpha1.Database) {
+				d.Spec.ForProvider.LoginRole = ptr.To(strings.Repeat("o", 48))
+				d.Spec.ForProvider.DataRoles = []v1alpha1.DataRole{{Name: strings.Repeat("n", 15), Access: v1alpha1.DataReadOnly}}
+			},
+			field: "spec.forProvider.dataRoles", msgs: []string{"must fit PostgreSQL's 63 characters"},
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -583,6 +625,13 @@ func TestDatabaseRejectsUpdates(t *testing.T) {
 			initial: func(d *v1alpha1.Database) { d.Spec.ForProvider.CredentialPath = ptr.To("legacy/app") },
 			change:  func(d *v1alpha1.Database) { d.Spec.ForProvider.CredentialPath = nil },
 			field:   "spec.forProvider.credentialPath", msg: "immutable once set",
+		},
+		"DataRoleAccess": {
+			initial: func(d *v1alpha1.Database) {
+				d.Spec.ForProvider.DataRoles = []v1alpha1.DataRole{{Name: "app", Access: v1alpha1.DataReadOnly}}
+			},
+			change: func(d *v1alpha1.Database) { d.Spec.ForProvider.DataRoles[0].Access = v1alpha1.DataReadWrite },
+			field:  "spec.forProvider.dataRoles[0].access", msg: "access is fixed",
 		},
 		"Options": {
 			initial: func(d *v1alpha1.Database) { d.Spec.ForProvider.Options = &v1alpha1.DatabaseOptions{Locale: "C"} },

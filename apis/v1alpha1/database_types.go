@@ -17,6 +17,7 @@ const IdentifierPattern = `^[a-z][a-z0-9_]{0,62}$`
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.credentialPath) || (has(self.credentialPath) && self.credentialPath == oldSelf.credentialPath)",message="spec.forProvider.credentialPath is immutable once set",fieldPath=".credentialPath",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="has(self.options) == has(oldSelf.options) && (!has(self.options) || self.options == oldSelf.options)",message="spec.forProvider.options is immutable: the encoding and locale are fixed when the Database is created",fieldPath=".options",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.extensions) || (has(self.extensions) && oldSelf.extensions.all(e, e in self.extensions))",message="spec.forProvider.extensions is append-only: an extension cannot be removed (the provider never runs DROP EXTENSION)",fieldPath=".extensions",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="!has(self.dataRoles) || self.dataRoles.all(r, size(has(self.loginRole) ? self.loginRole : self.database) + 1 + size(r.name) <= 63)",message="a data role's login role, <loginRole>_<name>, must fit PostgreSQL's 63 characters: shorten the role's name",fieldPath=".dataRoles"
 type DatabaseParameters struct {
 	// Database is the PostgreSQL database name. Immutable.
 	// +kubebuilder:validation:MinLength=1
@@ -62,6 +63,18 @@ type DatabaseParameters struct {
 	// +optional
 	Limits *TenantLimits `json:"limits,omitempty"`
 
+	// DataRoles are login roles beside the owner that use the owner's data
+	// and own nothing: the identity a running app uses (readWrite) and
+	// one for reporting and backup tools (readOnly). Each gets its own
+	// credential record (<the Database's record>/roles/<name>) and the
+	// login role <loginRole>_<name>. Removing one drops its role. None by
+	// default: the owner only.
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	DataRoles []DataRole `json:"dataRoles,omitempty"`
+
 	// Options are the encoding and locale the database is created with,
 	// within what the ClusterProviderConfig allows
 	// (spec.databaseOptions). Immutable. For an import, they are what the
@@ -69,6 +82,38 @@ type DatabaseParameters struct {
 	// (status.atProvider.options, condition OptionsDiffer), never changed.
 	// +optional
 	Options *DatabaseOptions `json:"options,omitempty"`
+}
+
+// DataAccess is what a data role may do with the owner's data.
+// +kubebuilder:validation:Enum=readWrite;readOnly
+type DataAccess string
+
+// Data accesses.
+const (
+	// DataReadWrite reads and writes rows of the owner's tables, uses its
+	// sequences and calls its routines: no DDL, no TRUNCATE, no CREATE.
+	DataReadWrite DataAccess = "readWrite"
+	// DataReadOnly reads rows of the owner's tables and its sequences'
+	// values.
+	DataReadOnly DataAccess = "readOnly"
+)
+
+// DataRole is a login role beside a database's owner.
+// +kubebuilder:validation:XValidation:rule="self.access == oldSelf.access",message="a data role's access is fixed: remove the role and add one under another name",fieldPath=".access",reason=FieldValueForbidden
+type DataRole struct {
+	// Name tells the role apart: its login role is <loginRole>_<name>.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=15
+	// +kubebuilder:validation:Pattern=`^[a-z][a-z0-9]{0,14}$`
+	Name string `json:"name"`
+
+	// Access is what the role may do: readWrite or readOnly.
+	Access DataAccess `json:"access"`
+
+	// Limits override, field by field, the ClusterProviderConfig's
+	// spec.tenantLimits for this role. Written by a platform admin.
+	// +optional
+	Limits *TenantLimits `json:"limits,omitempty"`
 }
 
 // CredentialRotation asks the provider to replace a Database's password.
@@ -343,10 +388,49 @@ type DatabaseObservation struct {
 	// +optional
 	Options *DatabaseOptionsObservation `json:"options,omitempty"`
 
+	// DataRoles are the data roles (spec.forProvider.dataRoles) as the
+	// server and OpenBao show them.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	DataRoles []DataRoleObservation `json:"dataRoles,omitempty"`
+
 	// Size of the database, from the config's last size refresh; written
 	// only when it changed by more than a tenth (or crossed 1 MiB).
 	// +optional
 	Size *DatabaseSize `json:"size,omitempty"`
+}
+
+// DataRoleObservation is one data role as observed.
+type DataRoleObservation struct {
+	// Name is the entry's name in spec.forProvider.dataRoles.
+	Name string `json:"name"`
+
+	// Role is its login role.
+	// +optional
+	Role string `json:"role,omitempty"`
+
+	// Access it was granted.
+	// +optional
+	Access DataAccess `json:"access,omitempty"`
+
+	// CredentialPath is its credential record's KV v2 path, relative to
+	// the provider's KV mount.
+	// +optional
+	CredentialPath string `json:"credentialPath,omitempty"`
+
+	// Ready: the role exists, its record's password logs in and it holds
+	// every privilege its access grants, and no CREATE.
+	Ready bool `json:"ready"`
+
+	// Missing are the privileges the last check found missing (put back
+	// at the next update), at most ten.
+	// +optional
+	Missing []string `json:"missing,omitempty"`
+
+	// Message says what is not ready, when it is not.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // OtherAccessObservation is the access roles other than the owner have to

@@ -60,6 +60,9 @@ type OtherAccessInput struct {
 	Database, Role string
 	Grants         []DatabaseGrant
 	Members        []RoleMembership
+	// DataRoles are the Database's own data roles: their CONNECT is what
+	// the provider granted, not other access (anything more is).
+	DataRoles []string
 }
 
 // OtherAccessVerdict is what a Database shows about other access.
@@ -77,6 +80,9 @@ type OtherAccessVerdict struct {
 // by role, at most MaxOtherAccessShown of each listed, and a message that
 // says how to see all of it and how to remove what is not intended.
 func DecideOtherAccess(in OtherAccessInput) OtherAccessVerdict {
+	in.Grants = slices.DeleteFunc(slices.Clone(in.Grants), func(g DatabaseGrant) bool {
+		return slices.Contains(in.DataRoles, g.Role) && slices.Equal(g.Privileges, []string{"CONNECT"}) && len(g.Grantable) == 0
+	})
 	if len(in.Grants) == 0 && len(in.Members) == 0 {
 		return OtherAccessVerdict{Reason: ReasonOwnerOnly, Message: fmt.Sprintf("no role other than the owner holds a privilege on the database %q or is a member of the role %q", in.Database, in.Role)}
 	}

@@ -37,6 +37,19 @@ func TestDecideOtherAccess(t *testing.T) {
 			want: OtherAccessVerdict{Reason: ReasonOwnerOnly},
 			msg:  []string{`no role other than the owner holds a privilege on the database "shop" or is a member of the role "shop"`},
 		},
+		"DataRolesConnectIsNotOtherAccess": {
+			in: OtherAccessInput{Database: "shop", Role: "shop", DataRoles: []string{"shop_app", "shop_report"},
+				Grants: []DatabaseGrant{{Role: "shop_app", Privileges: []string{"CONNECT"}}, {Role: "shop_report", Privileges: []string{"CONNECT"}}}},
+			want: OtherAccessVerdict{Reason: ReasonOwnerOnly},
+		},
+		"DataRoleWithMoreThanConnect": {
+			in: OtherAccessInput{Database: "shop", Role: "shop", DataRoles: []string{"shop_app"},
+				Grants: []DatabaseGrant{{Role: "shop_app", Privileges: []string{"CONNECT", "CREATE"}}}},
+			want: OtherAccessVerdict{Present: true, Reason: ReasonOtherRolesHaveAccess, Status: &v1alpha1.OtherAccessObservation{
+				Grantees: []v1alpha1.DatabaseGrantee{{Role: "shop_app", Privileges: []string{"CONNECT", "CREATE"}}},
+			}},
+			msg: []string{`"shop_app" holds CONNECT, CREATE on the database`},
+		},
 		"GrantAndMembershipBefore16": {
 			in: OtherAccessInput{Database: "shop", Role: "shop",
 				Grants:  []DatabaseGrant{{Role: "erp", Privileges: []string{"TEMPORARY", "CONNECT"}, Grantable: []string{"CONNECT"}}},

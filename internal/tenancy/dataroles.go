@@ -1,0 +1,275 @@
+package tenancy
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
+)
+
+// DataRoleName is the login role of the data role name of a database whose
+// owner is owner.
+func DataRoleName(owner, name string) string { return owner + "_" + name }
+
+// DataRolePath is the credential record of the data role name of a
+// Database whose own record is record.
+func DataRolePath(record, name string) string { return record + "/roles/" + name }
+
+// MetaDataRole names, in a data role's record, the entry of
+// spec.forProvider.dataRoles it was written for; MetaDataAccess its access.
+const (
+	MetaDataRole   = "data-role"
+	MetaDataAccess = "data-access"
+)
+
+// DataRoleMetadata is the custom_metadata of a data role's record: the
+// Database's ownership metadata and the entry's name and access.
+func DataRoleMetadata(id Identity, name string, access v1alpha1.DataAccess) map[string]string {
+	m := OwnerMetadata(id)
+	m[MetaDataRole] = name
+	m[MetaDataAccess] = string(access)
+	return m
+}
+
+// DataRoleObservation is what the provider found of one data role: one the
+// spec lists (Wanted), or one whose record this Database wrote and the
+// spec no longer lists.
+type DataRoleObservation struct {
+	// Name is the entry's name; Role and Path its login role and record.
+	Name, Role, Path string
+	// Wanted: the spec lists it, with Access.
+	Wanted bool
+	Access v1alpha1.DataAccess
+
+	KV    KVState
+	R     RoleState
+	Login Login
+	// Checked: the owner's check of the role's privileges ran; Missing is
+	// what it found missing (or held and must not be).
+	Checked bool
+	Missing []string
+	// LimitsDrifted: its connection limit or session defaults differ from
+	// the limits in effect for it.
+	LimitsDrifted bool
+}
+
+// DataRoleAction is one step on a data role, in the order they are taken.
+type DataRoleAction string
+
+// Data role actions.
+const (
+	// DataRoleWriteRecord: write the record (a new random password, the
+	// role's name, the database and the endpoint) with its ownership
+	// metadata, before the role exists: a role is never created without
+	// its password on record.
+	DataRoleWriteRecord DataRoleAction = "write its credential record"
+	// DataRoleCreate: create the login role with the record's password (a
+	// SCRAM verifier), owning nothing.
+	DataRoleCreate DataRoleAction = "create its login role"
+	// DataRoleRecordOID: write the role's OID into the record's metadata:
+	// from then on the role is provably this Database's.
+	DataRoleRecordOID DataRoleAction = "record its role's OID"
+	// DataRoleRepairAttributes: reset LOGIN NOSUPERUSER NOCREATEDB
+	// NOCREATEROLE NOREPLICATION NOBYPASSRLS and its limits.
+	DataRoleRepairAttributes DataRoleAction = "reset its role's attributes"
+	// DataRoleRepairPassword: the record's password was refused: the role
+	// gets it back (the record is the truth).
+	DataRoleRepairPassword DataRoleAction = "set its role's password back to the record's" //nolint:gosec // the name of an action, not a credential
+	// DataRoleGrant: grant its access as the owner (idempotent: it puts
+	// back what was revoked).
+	DataRoleGrant DataRoleAction = "grant its access"
+	// DataRoleDrop: end the role's sessions and drop it (it owns nothing;
+	// what was granted to it goes with it).
+	DataRoleDrop DataRoleAction = "end its sessions and drop its role"
+	// DataRoleDeleteRecord: delete its record, every version.
+	DataRoleDeleteRecord DataRoleAction = "delete its credential record"
+)
+
+// DataRoleVerdict is what to do with one data role and what to show.
+type DataRoleVerdict struct {
+	// Wanted: the spec lists the role.
+	Wanted  bool
+	Actions []DataRoleAction
+	// Ready: a wanted role that exists, is provably ours, logs in with its
+	// record and lacks nothing.
+	Ready bool
+	// Conflict names what exists without proof of ownership; nothing of
+	// the role is changed.
+	Conflict string
+	// Message says what is not ready, or what waits.
+	Message string
+}
+
+// DecideDataRole decides one data role of the Database id.
+func DecideDataRole(o DataRoleObservation, id Identity) DataRoleVerdict {
+	v := decideDataRole(o, id)
+	v.Wanted = o.Wanted
+	if v.Wanted && !v.Ready && v.Conflict == "" && v.Message == "" {
+		v.Message = fmt.Sprintf("the data role %q is not ready", o.Name)
+	}
+	return v
+}
+
+func decideDataRole(o DataRoleObservation, id Identity) DataRoleVerdict {
+	ours := KVOurs(o.KV, id) && o.KV.Owner[MetaDataRole] == o.Name
+	recordedOID := ""
+	if ours {
+		recordedOID = o.KV.Owner[MetaRoleOID]
+	}
+	// The role is ours when our record names its OID, or, before the OID
+	// is recorded (a create interrupted), when our record's password logs
+	// in as it.
+	roleOurs := o.R.Exists && ours &&
+		((recordedOID != "" && recordedOID == fmt.Sprint(o.R.OID)) ||
+			(recordedOID == "" && o.KV.Data["password"] != "" && passwordAccepted(o.Login)))
+
+	if !o.Wanted {
+		return decideDataRoleRemoval(o, ours, roleOurs)
+	}
+	if o.KV.Present && !ours {
+		return DataRoleVerdict{Conflict: fmt.Sprintf("the data role %q: the KV record %s exists and belongs to %s; nothing of it was changed", o.Name, o.Path, describeOwner(o.KV.Owner))}
+	}
+	if o.R.Exists && !roleOurs {
+		switch {
+		case !ours:
+			return DataRoleVerdict{Conflict: fmt.Sprintf("the data role %q: the role %q exists and this Database has no record of creating it; nothing of it was changed (drop it, or choose another name)", o.Name, o.Role)}
+		case recordedOID != "":
+			return DataRoleVerdict{Conflict: fmt.Sprintf("the data role %q: the role %q exists with OID %d, but this Database created OID %s (dropped and re-created by someone else?); nothing of it was changed", o.Name, o.Role, o.R.OID, recordedOID)}
+		case o.Login == LoginUnavailable || o.Login == LoginNotTried:
+			return DataRoleVerdict{Message: fmt.Sprintf("the data role %q: cannot tell yet whether the role %q is this Database's: its credential could not be tried", o.Name, o.Role)}
+		default:
+			return DataRoleVerdict{Conflict: fmt.Sprintf("the data role %q: the role %q exists, this Database's record does not name its OID and the record's password does not log in as it; nothing of it was changed", o.Name, o.Role)}
+		}
+	}
+	if !ours {
+		return DataRoleVerdict{Actions: []DataRoleAction{DataRoleWriteRecord, DataRoleCreate, DataRoleRecordOID, DataRoleGrant},
+			Message: fmt.Sprintf("the data role %q is being created", o.Name)}
+	}
+	if !o.R.Exists {
+		msg := fmt.Sprintf("the data role %q is being created", o.Name)
+		if recordedOID != "" {
+			// It owns nothing and its password is on record: creating it
+			// again loses nothing, and the new OID is recorded.
+			msg = fmt.Sprintf("the data role %q: its role %q (OID %s) is gone; it is created again with the recorded password", o.Name, o.Role, recordedOID)
+		}
+		return DataRoleVerdict{Actions: []DataRoleAction{DataRoleCreate, DataRoleRecordOID, DataRoleGrant}, Message: msg}
+	}
+	var v DataRoleVerdict
+	var why []string
+	if recordedOID == "" {
+		v.Actions = append(v.Actions, DataRoleRecordOID)
+	}
+	if !o.R.AttributesOK || o.LimitsDrifted {
+		v.Actions = append(v.Actions, DataRoleRepairAttributes)
+		why = append(why, "its attributes or limits changed")
+	}
+	if o.Login == LoginRefused {
+		v.Actions = append(v.Actions, DataRoleRepairPassword)
+		why = append(why, "its record's password was refused")
+	}
+	if !o.Checked || len(o.Missing) > 0 {
+		v.Actions = append(v.Actions, DataRoleGrant)
+		if len(o.Missing) > 0 {
+			why = append(why, "it lacks "+strings.Join(firstN(o.Missing, 3), ", "))
+		}
+	}
+	switch {
+	case len(why) > 0:
+		v.Message = fmt.Sprintf("the data role %q is repaired: %s", o.Name, strings.Join(why, "; "))
+	case !passwordAccepted(o.Login):
+		v.Message = fmt.Sprintf("the data role %q: its credential is not proven yet", o.Name)
+	case !o.Checked:
+		v.Message = fmt.Sprintf("the data role %q: its privileges are not checked yet", o.Name)
+	}
+	v.Ready = v.Message == "" && !slices.Contains(v.Actions, DataRoleRecordOID)
+	return v
+}
+
+// decideDataRoleRemoval decides a data role the spec no longer lists: its
+// sessions and its role go, then its record. What is not provably this
+// Database's is left alone.
+func decideDataRoleRemoval(o DataRoleObservation, ours, roleOurs bool) DataRoleVerdict {
+	if !ours {
+		return DataRoleVerdict{}
+	}
+	if o.R.Exists && roleOurs {
+		return DataRoleVerdict{Actions: []DataRoleAction{DataRoleDrop, DataRoleDeleteRecord}, Message: fmt.Sprintf("the data role %q is being removed", o.Name)}
+	}
+	if o.R.Exists && !roleOurs && o.KV.Owner[MetaRoleOID] == "" && (o.Login == LoginUnavailable || o.Login == LoginNotTried) {
+		// A create interrupted before the OID was recorded: the role may be
+		// ours; deleting the record now would leave it unprovable.
+		return DataRoleVerdict{Message: fmt.Sprintf("the data role %q: cannot tell yet whether the role %q is this Database's: its credential could not be tried", o.Name, o.Role)}
+	}
+	msg := fmt.Sprintf("the data role %q is being removed", o.Name)
+	if o.R.Exists {
+		msg = fmt.Sprintf("the data role %q is being removed; the role %q is not this Database's and is left alone", o.Name, o.Role)
+	}
+	return DataRoleVerdict{Actions: []DataRoleAction{DataRoleDeleteRecord}, Message: msg}
+}
+
+// firstN returns at most n of s.
+func firstN(s []string, n int) []string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// MetaDataRoles is the key, in the Database's own record, that lists the
+// data roles whose records it may have written ("app,report"; "-" for none): a name is
+// listed before its record is written and unlisted after the record is
+// deleted, so that no data role's record or login role outlives its
+// Database unnoticed, and one removed from the spec is still found.
+const MetaDataRoles = "data-roles"
+
+// RecordedDataRoles returns the names MetaDataRoles lists in owner.
+func RecordedDataRoles(owner map[string]string) []string {
+	v := owner[MetaDataRoles]
+	if v == "" || v == "-" {
+		return nil
+	}
+	return strings.Split(v, ",")
+}
+
+// DataRolesValue is the MetaDataRoles value listing names (sorted, once
+// each).
+func DataRolesValue(names []string) string {
+	s := slices.Clone(names)
+	slices.Sort(s)
+	s = slices.Compact(s)
+	if len(s) == 0 {
+		return "-"
+	}
+	return strings.Join(s, ",")
+}
+
+// WithDataRoles folds the data roles' verdicts into a Ready Database's
+// verdict: it is Ready only when every role the spec lists is and no
+// removed one is still being removed, up to date only when no role has an
+// action, and a role's conflict is the Database's Conflict (nothing of
+// that role is changed; the others proceed).
+func WithDataRoles(v Verdict, roles []DataRoleVerdict) Verdict {
+	var conflicts, waiting []string
+	for _, r := range roles {
+		if len(r.Actions) > 0 {
+			v.UpToDate = false
+		}
+		switch {
+		case r.Conflict != "":
+			conflicts = append(conflicts, r.Conflict)
+		case r.Wanted && !r.Ready, !r.Wanted && r.Message != "":
+			waiting = append(waiting, r.Message)
+		}
+	}
+	if len(conflicts) > 0 {
+		v.Ready, v.Reason = false, ReasonConflict
+		v.Message = strings.Join(append(conflicts, waiting...), "; ")
+		return v
+	}
+	if len(waiting) > 0 {
+		v.Ready = false
+		v.Message = strings.Join(waiting, "; ")
+	}
+	return v
+}

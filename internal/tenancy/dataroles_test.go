@@ -1,0 +1,274 @@
+package tenancy
+
+import (
+	"maps"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
+)
+
+// dataRole is a ready read-write data role "app" of me: its record ours
+// with the role's OID, the role as created, its password logging in and
+// nothing missing.
+func dataRole() DataRoleObservation {
+	return DataRoleObservation{
+		Name: "app", Role: "shop_app", Path: "tenants/shop/roles/app",
+		Wanted: true, Access: v1alpha1.DataReadWrite,
+		KV: KVState{Present: true, Version: 1,
+			Owner: func() map[string]string {
+				m := DataRoleMetadata(me, "app", v1alpha1.DataReadWrite)
+				m[MetaRoleOID] = "4242"
+				return m
+			}(),
+			Data: map[string]string{"username": "shop_app", "password": "pw"}},
+		R:       RoleState{Exists: true, OID: 4242, AttributesOK: true, AdminMember: true, AdminCanAdmin: true},
+		Login:   LoginOK,
+		Checked: true,
+	}
+}
+
+func TestDecideDataRole(t *testing.T) {
+	type out struct {
+		Actions  []DataRoleAction
+		Ready    bool
+		Conflict bool
+	}
+	create := []DataRoleAction{DataRoleWriteRecord, DataRoleCreate, DataRoleRecordOID, DataRoleGrant}
+	cases := map[string]struct {
+		mut  func(*DataRoleObservation)
+		want out
+		msg  string
+	}{
+		"Ready": {
+			mut:  func(*DataRoleObservation) {},
+			want: out{Ready: true},
+		},
+		"New: the record is written before the role": {
+			mut: func(o *DataRoleObservation) {
+				o.KV, o.R, o.Login, o.Checked = KVState{}, RoleState{}, LoginNotTried, false
+			},
+			want: out{Actions: create},
+			msg:  "being created",
+		},
+		"InterruptedAfterTheRecord: the role is created with it": {
+			mut: func(o *DataRoleObservation) {
+				delete(o.KV.Owner, MetaRoleOID)
+				o.R, o.Login, o.Checked = RoleState{}, LoginNotTried, false
+			},
+			want: out{Actions: []DataRoleAction{DataRoleCreate, DataRoleRecordOID, DataRoleGrant}},
+		},
+		"InterruptedAfterTheRole: proven by its password, the OID recorded": {
+			mut: func(o *DataRoleObservation) {
+				delete(o.KV.Owner, MetaRoleOID)
+				o.Checked, o.Missing = true, []string{"table public.t: SELECT"}
+			},
+			want: out{Actions: []DataRoleAction{DataRoleRecordOID, DataRoleGrant}},
+		},
+		"InterruptedAfterTheRole, the login not possible now: wait": {
+			mut: func(o *DataRoleObservation) {
+				delete(o.KV.Owner, MetaRoleOID)
+				o.Login = LoginUnavailable
+			},
+			want: out{},
+			msg:  "cannot tell yet",
+		},
+		"RoleExistsWithoutRecord: a role someone made is never taken": {
+			mut:  func(o *DataRoleObservation) { o.KV, o.Login = KVState{}, LoginNotTried },
+			want: out{Conflict: true},
+			msg:  `the role "shop_app" exists and this Database has no record of creating it`,
+		},
+		"RoleReplaced: another OID than the one recorded": {
+			mut:  func(o *DataRoleObservation) { o.R.OID = 9999 },
+			want: out{Conflict: true},
+			msg:  "but this Database created OID 4242",
+		},
+		"RoleWithoutOIDAndRefused: not provably ours": {
+			mut: func(o *DataRoleObservation) {
+				delete(o.KV.Owner, MetaRoleOID)
+				o.Login = LoginRefused
+			},
+			want: out{Conflict: true},
+			msg:  "does not log in as it",
+		},
+		"RecordOfAnotherDatabase": {
+			mut: func(o *DataRoleObservation) {
+				o.KV.Owner = DataRoleMetadata(Identity{Name: "victim", UID: "uid-victim"}, "app", v1alpha1.DataReadWrite)
+			},
+			want: out{Conflict: true},
+			msg:  "belongs to",
+		},
+		"RecordOfAnotherEntry: written for another data role": {
+			mut:  func(o *DataRoleObservation) { o.KV.Owner[MetaDataRole] = "report" },
+			want: out{Conflict: true},
+		},
+		"RecordWrittenByHand": {
+			mut:  func(o *DataRoleObservation) { o.KV.Owner = map[string]string{} },
+			want: out{Conflict: true},
+		},
+		"RoleDroppedByHand: created again with the recorded password": {
+			mut:  func(o *DataRoleObservation) { o.R, o.Login = RoleState{}, LoginNotTried },
+			want: out{Actions: []DataRoleAction{DataRoleCreate, DataRoleRecordOID, DataRoleGrant}},
+			msg:  "is gone; it is created again with the recorded password",
+		},
+		"PasswordChanged: the record wins": {
+			mut:  func(o *DataRoleObservation) { o.Login = LoginRefused },
+			want: out{Actions: []DataRoleAction{DataRoleRepairPassword}},
+			msg:  "password was refused",
+		},
+		"AttributesChanged": {
+			mut:  func(o *DataRoleObservation) { o.R.AttributesOK = false },
+			want: out{Actions: []DataRoleAction{DataRoleRepairAttributes}},
+		},
+		"LimitsChanged": {
+			mut:  func(o *DataRoleObservation) { o.LimitsDrifted = true },
+			want: out{Actions: []DataRoleAction{DataRoleRepairAttributes}},
+		},
+		"GrantRevoked: granted again": {
+			mut:  func(o *DataRoleObservation) { o.Missing = []string{"table public.items: INSERT"} },
+			want: out{Actions: []DataRoleAction{DataRoleGrant}},
+			msg:  "it lacks table public.items: INSERT",
+		},
+		"NotCheckedYet: granted, not Ready": {
+			mut:  func(o *DataRoleObservation) { o.Checked = false },
+			want: out{Actions: []DataRoleAction{DataRoleGrant}},
+			msg:  "not checked yet",
+		},
+		"LoginUnavailable: not Ready, nothing changed": {
+			mut:  func(o *DataRoleObservation) { o.Login = LoginUnavailable },
+			want: out{},
+			msg:  "not proven yet",
+		},
+		"Removed: sessions ended and role dropped before the record goes": {
+			mut:  func(o *DataRoleObservation) { o.Wanted = false },
+			want: out{Actions: []DataRoleAction{DataRoleDrop, DataRoleDeleteRecord}},
+			msg:  "being removed",
+		},
+		"RemovedRoleAlreadyGone": {
+			mut:  func(o *DataRoleObservation) { o.Wanted, o.R, o.Login = false, RoleState{}, LoginNotTried },
+			want: out{Actions: []DataRoleAction{DataRoleDeleteRecord}},
+		},
+		"RemovedRoleReplaced: the other role is left alone": {
+			mut:  func(o *DataRoleObservation) { o.Wanted, o.R.OID = false, 9999 },
+			want: out{Actions: []DataRoleAction{DataRoleDeleteRecord}},
+			msg:  "is not this Database's and is left alone",
+		},
+		"RemovedInterruptedCreateUnprovable: wait": {
+			mut: func(o *DataRoleObservation) {
+				o.Wanted = false
+				delete(o.KV.Owner, MetaRoleOID)
+				o.Login = LoginUnavailable
+			},
+			want: out{},
+			msg:  "cannot tell yet",
+		},
+		"RemovedRecordNotOurs: nothing": {
+			mut: func(o *DataRoleObservation) {
+				o.Wanted = false
+				o.KV.Owner = map[string]string{}
+			},
+			want: out{},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			o := dataRole()
+			o.KV.Owner = maps.Clone(o.KV.Owner)
+			tc.mut(&o)
+			v := DecideDataRole(o, me)
+			got := out{Actions: v.Actions, Ready: v.Ready, Conflict: v.Conflict != ""}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("-want +got:\n%s\n(message %q, conflict %q)", diff, v.Message, v.Conflict)
+			}
+			if tc.msg != "" && !strings.Contains(v.Message+v.Conflict, tc.msg) {
+				t.Errorf("message %q, conflict %q: want %q", v.Message, v.Conflict, tc.msg)
+			}
+			if v.Conflict != "" && len(v.Actions) > 0 {
+				t.Errorf("a conflict with actions %v", v.Actions)
+			}
+			if v.Ready && (len(v.Actions) > 0 || v.Message != "") {
+				t.Errorf("Ready with actions %v, message %q", v.Actions, v.Message)
+			}
+		})
+	}
+}
+
+func TestDataRoleNames(t *testing.T) {
+	if got := DataRoleName("shop", "app"); got != "shop_app" {
+		t.Errorf("DataRoleName = %q", got)
+	}
+	if got := DataRolePath("tenants/shop", "app"); got != "tenants/shop/roles/app" {
+		t.Errorf("DataRolePath = %q", got)
+	}
+	m := DataRoleMetadata(me, "report", v1alpha1.DataReadOnly)
+	if m[MetaDataRole] != "report" || m[MetaDataAccess] != "readOnly" || m[MetaUID] != me.UID {
+		t.Errorf("DataRoleMetadata = %v", m)
+	}
+}
+
+func TestRecordedDataRoles(t *testing.T) {
+	for _, tc := range []struct {
+		names []string
+		value string
+	}{
+		{nil, "-"},
+		{[]string{"report", "app", "app"}, "app,report"},
+	} {
+		v := DataRolesValue(tc.names)
+		if v != tc.value {
+			t.Errorf("DataRolesValue(%q) = %q, want %q", tc.names, v, tc.value)
+		}
+		back := RecordedDataRoles(map[string]string{MetaDataRoles: v})
+		if want := strings.Split(tc.value, ","); tc.value != "-" && !cmp.Equal(want, back) || tc.value == "-" && len(back) != 0 {
+			t.Errorf("RecordedDataRoles(%q) = %q", v, back)
+		}
+	}
+	if got := RecordedDataRoles(map[string]string{}); got != nil {
+		t.Errorf("without the key: %q", got)
+	}
+}
+
+func TestWithDataRoles(t *testing.T) {
+	ready := Verdict{Exists: true, UpToDate: true, Ready: true, Phase: v1alpha1.DatabasePhaseReady}
+	cases := map[string]struct {
+		roles             []DataRoleVerdict
+		ready, upToDate   bool
+		reason, inMessage string
+	}{
+		"None": {ready: true, upToDate: true},
+		"AllReady": {
+			roles: []DataRoleVerdict{{Wanted: true, Ready: true}, {Wanted: true, Ready: true}},
+			ready: true, upToDate: true,
+		},
+		"OneBeingCreated": {
+			roles:     []DataRoleVerdict{{Wanted: true, Ready: true}, {Wanted: true, Actions: []DataRoleAction{DataRoleCreate}, Message: "creating report"}},
+			inMessage: "creating report",
+		},
+		"OneWaitingWithoutAction": {
+			roles:    []DataRoleVerdict{{Wanted: true, Message: "cannot tell yet"}},
+			upToDate: true, inMessage: "cannot tell yet",
+		},
+		"ConflictOnOneOtherProceeds": {
+			roles:  []DataRoleVerdict{{Wanted: true, Conflict: "role exists"}, {Wanted: true, Actions: []DataRoleAction{DataRoleGrant}, Message: "granting"}},
+			reason: ReasonConflict, inMessage: "role exists; granting",
+		},
+		"RemovedBeingDropped": {
+			roles:     []DataRoleVerdict{{Actions: []DataRoleAction{DataRoleDrop, DataRoleDeleteRecord}, Message: "removing"}},
+			inMessage: "removing",
+		},
+		"RemovedNotOurs: ignored": {
+			roles: []DataRoleVerdict{{}},
+			ready: true, upToDate: true,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			v := WithDataRoles(ready, tc.roles)
+			if v.Ready != tc.ready || v.UpToDate != tc.upToDate || v.Reason != tc.reason || !strings.Contains(v.Message, tc.inMessage) {
+				t.Errorf("got ready %v upToDate %v reason %q message %q", v.Ready, v.UpToDate, v.Reason, v.Message)
+			}
+		})
+	}
+}
