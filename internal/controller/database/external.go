@@ -101,6 +101,9 @@ type external struct {
 	// sizes are the config's measured database sizes; cfgUID its UID.
 	sizes  *config.Sizes
 	cfgUID types.UID
+	// dataRoles are the data roles Observe found, when the owner is
+	// Ready.
+	dataRoles []dataRole
 }
 
 // names are the effective names of a Database.
@@ -153,6 +156,9 @@ func (e *external) resolve(db *v1alpha1.Database) (names, error) {
 	}
 	if err := tenancy.ValidatePath("spec.forProvider.credentialPath", n.path); err != nil {
 		return n, fail(db, tenancy.ReasonInvalidSpec, err.Error())
+	}
+	if n.importing && len(db.Spec.ForProvider.DataRoles) > 0 {
+		return n, fail(db, tenancy.ReasonInvalidSpec, "spec.forProvider.dataRoles: data roles are made for databases this provider created; an import (managementPolicies without Create) cannot have them yet")
 	}
 	if n.importing {
 		if err := tenancy.ValidateImportPath("spec.forProvider.credentialPath", n.path, e.opts.OpenBao.TenantBasePath); err != nil {
@@ -235,7 +241,6 @@ func (e *external) Observe(ctx context.Context, db *v1alpha1.Database) (managed.
 			Elevated: cat.Superuser || cat.Replication || cat.BypassRLS, Limits: cat.RoleLimits()},
 		Limits: tenancy.LimitsOf(e.cfgLimits, db.Spec.ForProvider.Limits),
 	}
-	e.access = tenancy.DecideOtherAccess(tenancy.OtherAccessInput{Database: n.database, Role: n.role, Grants: cat.OtherGrants, Members: cat.OtherMembers})
 	now := time.Now()
 	var v tenancy.Verdict
 	last := e.lastLogin(db)
@@ -285,6 +290,31 @@ func (e *external) Observe(ctx context.Context, db *v1alpha1.Database) (managed.
 			v.Exists, v.UpToDate, v.Reason, v.Message = true, true, reason, msg
 		}
 	}
+	e.dataRoles = nil
+	if !meta.WasDeleted(db) && v.Ready && !o.Import && (len(db.Spec.ForProvider.DataRoles) > 0 || len(tenancy.RecordedDataRoles(o.KV.Owner)) > 0) {
+		// The data roles once the owner is Ready: they are granted the
+		// owner's data.
+		roles, err := e.observeDataRoles(ctx, db)
+		if err != nil {
+			return managed.ExternalObservation{}, failFrom(db, "observe data roles", err)
+		}
+		e.dataRoles = roles
+		verdicts := make([]tenancy.DataRoleVerdict, len(roles))
+		for i, r := range roles {
+			verdicts[i] = r.verdict
+		}
+		v = tenancy.WithDataRoles(v, verdicts)
+	}
+	// The data roles this Database's record lists hold the CONNECT it
+	// granted them: that is not other access.
+	var dataRoles []string
+	if v.KVOurs {
+		for _, name := range tenancy.RecordedDataRoles(o.KV.Owner) {
+			dataRoles = append(dataRoles, tenancy.DataRoleName(n.role, name))
+		}
+	}
+	e.access = tenancy.DecideOtherAccess(tenancy.OtherAccessInput{Database: n.database, Role: n.role, Grants: cat.OtherGrants, Members: cat.OtherMembers, DataRoles: dataRoles})
+	e.reportDataRoles(db)
 	e.verdict = v
 	if !meta.WasDeleted(db) {
 		e.reportOptions(ctx, db, cat.DatabaseExists, cat.DatabaseOID)
@@ -448,6 +478,12 @@ func (e *external) loginIfDue(ctx context.Context, db *v1alpha1.Database, n name
 func (e *external) forgetLogin(db *v1alpha1.Database) {
 	if e.logins != nil {
 		e.logins.Forget(db.GetUID())
+		// A write on the Database (a rotation, a cleanup that revokes
+		// other roles' grants, a repair) is checked on its data roles too.
+		names, _ := dataRoleNames(db, e.obs.KV.Owner)
+		for _, name := range names {
+			e.logins.Forget(dataRoleKey(db, name))
+		}
 	}
 }
 
@@ -784,6 +820,9 @@ func (e *external) Update(ctx context.Context, db *v1alpha1.Database) (managed.E
 	if v.Cleanup.ID != "" {
 		return managed.ExternalUpdate{}, e.cleanup(ctx, db)
 	}
+	if len(v.Repairs) == 0 && len(e.dataRoles) > 0 {
+		return managed.ExternalUpdate{}, e.applyDataRoles(ctx, db)
+	}
 	if len(v.Repairs) == 0 || v.Reason == tenancy.ReasonConflict || refusesDelete(v.Reason) || v.Reason == tenancy.ReasonDatabaseVanished || (o.Import && !o.ImportUpdate) {
 		return managed.ExternalUpdate{}, nil
 	}
@@ -1097,6 +1136,13 @@ func (e *external) Delete(ctx context.Context, db *v1alpha1.Database) (managed.E
 	}
 	if v.RoleOurs {
 		if err := e.do(db, StepDropRole, func() error { return e.pool.DropRole(ctx, n.role) }); err != nil {
+			return managed.ExternalDelete{}, err
+		}
+	}
+	if v.KVOurs && !e.obs.Import {
+		// The data roles, after their database (their grants went with
+		// it) and before the record that lists them.
+		if err := e.dropDataRoles(ctx, db, v.DBOurs); err != nil {
 			return managed.ExternalDelete{}, err
 		}
 	}
