@@ -87,47 +87,14 @@ func (p *Pool) GrantAccess(ctx context.Context, database, owner, role string, a 
 	if _, err := a.privileges(); err != nil {
 		return err
 	}
-	if _, _, err := dbAndRole(database, owner); err != nil {
-		return err
-	}
-	if _, err := ident("role", role); err != nil {
-		return err
-	}
-	major, err := p.Major(ctx)
-	if err != nil {
-		return err
-	}
-	c, err := p.connectInside(ctx, database, owner, major)
-	if err != nil {
-		return err
-	}
-	defer c.Close(context.Background()) //nolint:errcheck // a session of its own
-	ctx, cancel := p.withTimeout(ctx)
-	defer cancel()
-	if err := p.revokePublicCreate(ctx, c, database, owner); err != nil {
-		return err
-	}
-	err = pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, qAccessSchemas)
-		if err != nil {
+	return p.asOwner(ctx, database, owner, role, func(ctx context.Context, c *pgx.Conn) error {
+		if err := p.revokePublicCreate(ctx, c, database, owner); err != nil {
 			return err
 		}
-		schemas, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return err
-		}
-		stmts, err := accessStatements(database, owner, role, a, schemas)
-		if err != nil {
-			return err
-		}
-		for _, s := range stmts {
-			if _, err := tx.Exec(ctx, s); err != nil {
-				return err
-			}
-		}
-		return nil
+		return p.inOwnersSchemas(ctx, c, func(schemas []string) ([]string, error) {
+			return accessStatements(database, owner, role, a, schemas)
+		})
 	})
-	return p.classify(err)
 }
 
 // RevokeAccess takes from role everything owner granted it in database
@@ -135,6 +102,24 @@ func (p *Pool) GrantAccess(ctx context.Context, database, owner, role string, a 
 // transaction of an admin session acting as owner: after it, the role can
 // be dropped. It is idempotent.
 func (p *Pool) RevokeAccess(ctx context.Context, database, owner, role string) error {
+	d, o, r := pgx.Identifier{database}.Sanitize(), pgx.Identifier{owner}.Sanitize(), pgx.Identifier{role}.Sanitize()
+	return p.asOwner(ctx, database, owner, role, func(ctx context.Context, c *pgx.Conn) error {
+		return p.inOwnersSchemas(ctx, c, func(schemas []string) ([]string, error) {
+			stmts := []string{fmt.Sprintf(qRevokeConnect, d, r)}
+			for _, s := range schemas {
+				sq := pgx.Identifier{s}.Sanitize()
+				stmts = append(stmts, fmt.Sprintf(qRevokeSchema, sq, r), fmt.Sprintf(qRevokeTables, sq, r),
+					fmt.Sprintf(qRevokeSequences, sq, r), fmt.Sprintf(qRevokeRoutines, sq, r))
+			}
+			return append(stmts, fmt.Sprintf(qRevokeDefaultTables, o, r), fmt.Sprintf(qRevokeDefaultSequences, o, r),
+				fmt.Sprintf(qRevokeDefaultRoutines, o, r), fmt.Sprintf(qRevokeDefaultSchemas, o, r)), nil
+		})
+	})
+}
+
+// asOwner runs fn in an admin session of its own on database acting as
+// owner (the names checked first), within the pool's statement timeout.
+func (p *Pool) asOwner(ctx context.Context, database, owner, role string, fn func(context.Context, *pgx.Conn) error) error {
 	if _, _, err := dbAndRole(database, owner); err != nil {
 		return err
 	}
@@ -152,8 +137,13 @@ func (p *Pool) RevokeAccess(ctx context.Context, database, owner, role string) e
 	defer c.Close(context.Background()) //nolint:errcheck // a session of its own
 	ctx, cancel := p.withTimeout(ctx)
 	defer cancel()
-	d, o, r := pgx.Identifier{database}.Sanitize(), pgx.Identifier{owner}.Sanitize(), pgx.Identifier{role}.Sanitize()
-	err = pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
+	return fn(ctx, c)
+}
+
+// inOwnersSchemas runs, in one transaction on c, the statements stmts
+// makes for the owner's schemas (qAccessSchemas).
+func (p *Pool) inOwnersSchemas(ctx context.Context, c *pgx.Conn, stmts func(schemas []string) ([]string, error)) error {
+	err := pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, qAccessSchemas)
 		if err != nil {
 			return err
@@ -162,15 +152,11 @@ func (p *Pool) RevokeAccess(ctx context.Context, database, owner, role string) e
 		if err != nil {
 			return err
 		}
-		stmts := []string{fmt.Sprintf(qRevokeConnect, d, r)}
-		for _, s := range schemas {
-			sq := pgx.Identifier{s}.Sanitize()
-			stmts = append(stmts, fmt.Sprintf(qRevokeSchema, sq, r), fmt.Sprintf(qRevokeTables, sq, r),
-				fmt.Sprintf(qRevokeSequences, sq, r), fmt.Sprintf(qRevokeRoutines, sq, r))
+		list, err := stmts(schemas)
+		if err != nil {
+			return err
 		}
-		stmts = append(stmts, fmt.Sprintf(qRevokeDefaultTables, o, r), fmt.Sprintf(qRevokeDefaultSequences, o, r),
-			fmt.Sprintf(qRevokeDefaultRoutines, o, r), fmt.Sprintf(qRevokeDefaultSchemas, o, r))
-		for _, s := range stmts {
+		for _, s := range list {
 			if _, err := tx.Exec(ctx, s); err != nil {
 				return err
 			}
@@ -189,33 +175,20 @@ func (p *Pool) ObserveAccess(ctx context.Context, database, owner, role string, 
 	if err != nil {
 		return nil, err
 	}
-	if _, _, err := dbAndRole(database, owner); err != nil {
-		return nil, err
-	}
-	if _, err := ident("role", role); err != nil {
-		return nil, err
-	}
-	major, err := p.Major(ctx)
-	if err != nil {
-		return nil, err
-	}
-	c, err := p.connectInside(ctx, database, owner, major)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close(context.Background()) //nolint:errcheck // a session of its own
-	ctx, cancel := p.withTimeout(ctx)
-	defer cancel()
 	routines := priv.routines
 	if routines == nil {
 		routines = []string{}
 	}
-	rows, err := c.Query(ctx, qAccessMissing, role, priv.tables, priv.sequences, routines)
-	if err != nil {
-		return nil, p.classify(err)
-	}
-	missing, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	return missing, p.classify(err)
+	var missing []string
+	err = p.asOwner(ctx, database, owner, role, func(ctx context.Context, c *pgx.Conn) error {
+		rows, err := c.Query(ctx, qAccessMissing, role, priv.tables, priv.sequences, routines)
+		if err != nil {
+			return p.classify(err)
+		}
+		missing, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return p.classify(err)
+	})
+	return missing, err
 }
 
 // revokePublicCreate takes CREATE from PUBLIC on the owner's schemas of
