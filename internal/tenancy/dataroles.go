@@ -71,7 +71,9 @@ const (
 	// from then on the role is provably this Database's.
 	DataRoleRecordOID DataRoleAction = "record its role's OID"
 	// DataRoleRepairAttributes: reset LOGIN NOSUPERUSER NOCREATEDB
-	// NOCREATEROLE NOREPLICATION NOBYPASSRLS and its limits.
+	// NOCREATEROLE NOREPLICATION NOBYPASSRLS and its limits, and make the
+	// admin a member again (the connection budget counts the roles the
+	// admin is a member of; ending its sessions needs it).
 	DataRoleRepairAttributes DataRoleAction = "reset its role's attributes"
 	// DataRoleRepairPassword: the record's password was refused: the role
 	// gets it back (the record is the truth).
@@ -160,9 +162,9 @@ func decideDataRole(o DataRoleObservation, id Identity) DataRoleVerdict {
 	if recordedOID == "" {
 		v.Actions = append(v.Actions, DataRoleRecordOID)
 	}
-	if !o.R.AttributesOK || o.LimitsDrifted {
+	if !o.R.AttributesOK || o.LimitsDrifted || !o.R.AdminMember {
 		v.Actions = append(v.Actions, DataRoleRepairAttributes)
-		why = append(why, "its attributes or limits changed")
+		why = append(why, "its attributes, limits or the admin's membership changed")
 	}
 	if o.Login == LoginRefused {
 		v.Actions = append(v.Actions, DataRoleRepairPassword)

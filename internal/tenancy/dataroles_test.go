@@ -122,6 +122,10 @@ func TestDecideDataRole(t *testing.T) {
 			mut:  func(o *DataRoleObservation) { o.R.AttributesOK = false },
 			want: out{Actions: []DataRoleAction{DataRoleRepairAttributes}},
 		},
+		"AdminMembershipRevoked": {
+			mut:  func(o *DataRoleObservation) { o.R.AdminMember = false },
+			want: out{Actions: []DataRoleAction{DataRoleRepairAttributes}},
+		},
 		"LimitsChanged": {
 			mut:  func(o *DataRoleObservation) { o.LimitsDrifted = true },
 			want: out{Actions: []DataRoleAction{DataRoleRepairAttributes}},

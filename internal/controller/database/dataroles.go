@@ -237,7 +237,13 @@ func (e *external) applyDataRoles(ctx context.Context, db *v1alpha1.Database) er
 			case tenancy.DataRoleRepairAttributes:
 				step = StepDataRoleRepair
 				if err = e.step(step); err == nil {
-					if err = e.pool.RepairRole(ctx, o.Role); err == nil {
+					if !o.R.AdminMember {
+						err = e.pool.GrantRoleToAdmin(ctx, o.Role)
+					}
+					if err == nil {
+						err = e.pool.RepairRole(ctx, o.Role)
+					}
+					if err == nil {
 						err = e.pool.SetRoleLimits(ctx, o.Role, n.database, tenancy.DecideLimits(r.limits, o.R.Limits))
 					}
 				}
