@@ -123,6 +123,12 @@ func TestDataRolesUseTheOwnersDataOnly(t *testing.T) {
 	if err := sc.QueryRow(ctx, "SELECT rolconnlimit FROM pg_roles WHERE rolname = 'drshop_app'").Scan(&connLimit); err != nil || connLimit != 7 {
 		t.Errorf("drshop_app's connection limit %d (%v), want 7", connLimit, err)
 	}
+	// The connection budget counts the login roles the admin is a member
+	// of.
+	var member bool
+	if err := sc.QueryRow(ctx, "SELECT pg_has_role($1, 'drshop_app', 'MEMBER') AND pg_has_role($1, 'drshop_report', 'MEMBER')", env.Postgres.AdminUser).Scan(&member); err != nil || !member {
+		t.Errorf("the admin is not a member of both data roles: %v (%v)", member, err)
+	}
 
 	ownerConn, err := appLogin(t, "drshop", owner.Data["password"].(string), "drshop")
 	if err != nil {
