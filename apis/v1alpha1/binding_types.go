@@ -34,6 +34,7 @@ type TenantReference struct {
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.extensions) || (has(self.extensions) && oldSelf.extensions.all(e, e in self.extensions))",message="spec.forProvider.extensions is append-only: an extension cannot be removed (the provider never runs DROP EXTENSION)",fieldPath=".extensions",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="!has(self.databaseRef) || !has(self.options)",message="a static binding (databaseRef) takes the Database's encoding and locale: leave options unset",fieldPath=".options"
 // +kubebuilder:validation:XValidation:rule="has(self.options) == has(oldSelf.options) && (!has(self.options) || self.options == oldSelf.options)",message="spec.forProvider.options is immutable",fieldPath=".options",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="!has(self.dataRoles) || !has(self.database) || self.dataRoles.all(r, size(has(self.loginRole) ? self.loginRole : self.database) + 1 + size(r.name) <= 63)",message="a data role's login role, <loginRole>_<name>, must fit PostgreSQL's 63 characters: shorten the role's name",fieldPath=".dataRoles"
 type DatabaseBindingParameters struct {
 	// Tenant is the requesting Tenant (in this namespace).
 	Tenant TenantReference `json:"tenant"`
@@ -78,6 +79,53 @@ type DatabaseBindingParameters struct {
 	// Immutable.
 	// +optional
 	Options *DatabaseOptions `json:"options,omitempty"`
+
+	// DataRoles the Tenant asks for beside the owner: for a dynamic
+	// binding they are kept on the new Database (added when listed,
+	// removed once nothing of this namespace reads their credential); for
+	// a static one they must be among the bound Database's, which only an
+	// admin writes, and a missing one is reported. Each listed role's
+	// credential is delivered beside the owner's, at
+	// <delivery path>/roles/<name>.
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	DataRoles []BindingDataRole `json:"dataRoles,omitempty"`
+}
+
+// BindingDataRole is a data role a Tenant asks for.
+// +kubebuilder:validation:XValidation:rule="self.access == oldSelf.access",message="a data role's access is fixed: remove the role and add one under another name",fieldPath=".access",reason=FieldValueForbidden
+type BindingDataRole struct {
+	// Name tells the role apart: its login role is <loginRole>_<name>.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=15
+	// +kubebuilder:validation:Pattern=`^[a-z][a-z0-9]{0,14}$`
+	Name string `json:"name"`
+
+	// Access is what the role may do: readWrite or readOnly.
+	Access DataAccess `json:"access"`
+}
+
+// BindingDataRoleObservation is one data role's delivery.
+type BindingDataRoleObservation struct {
+	// Name is the entry's name in spec.forProvider.dataRoles.
+	Name string `json:"name"`
+
+	// Role is its login role.
+	// +optional
+	Role string `json:"role,omitempty"`
+
+	// Credential locates its delivery copy, once delivered.
+	// +optional
+	Credential CredentialObservation `json:"credential,omitempty"`
+
+	// Ready: the delivery copy holds the role's current credential.
+	Ready bool `json:"ready"`
+
+	// Message says what is not ready, when it is not.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // DatabaseBindingPhase is where a binding stands.
@@ -125,6 +173,13 @@ type DatabaseBindingObservation struct {
 	// namespace's External Secrets identity reads.
 	// +optional
 	Credential CredentialObservation `json:"credential,omitempty"`
+
+	// DataRoles are the deliveries of spec.forProvider.dataRoles, and of
+	// those removed whose delivery copy is not yet gone.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	DataRoles []BindingDataRoleObservation `json:"dataRoles,omitempty"`
 }
 
 // A DatabaseBindingSpec defines the desired state of a DatabaseBinding.

@@ -17,6 +17,9 @@ import (
 const (
 	NameBinding        = "binding"
 	NameExternalSecret = "externalsecret"
+	// NameRoleSecretPrefix prefixes the name of a data role's
+	// ExternalSecret in the pipeline: externalsecret-<role>.
+	NameRoleSecretPrefix = NameExternalSecret + "-"
 )
 
 // Phases of a Tenant beyond its binding's (Pending, Binding, Bound,
@@ -46,6 +49,7 @@ var CredentialKeys = tenancy.CredentialKeys
 var progressReasons = map[string]bool{
 	"": true, "Creating": true, "ReconcileSuccess": true, "Available": true, "Deleting": true,
 	"Binding": true, "WaitingForTenant": true, "Provisioning": true, "Delivering": true, "DatabaseNotReady": true,
+	"DataRoleNotReady": true,
 }
 
 // Input is what the Compositions choose (the function's input).
@@ -76,8 +80,24 @@ type Tenant struct {
 	DatabaseOptions map[string]any
 	// SecretName is spec.credential.secretName.
 	SecretName string
+	// DataRoles are spec.dataRoles, in order.
+	DataRoles []DataRole
 	// Phase is status.phase as recorded by an earlier render.
 	Phase string
+}
+
+// DataRole is a data role a Tenant asks for.
+type DataRole struct {
+	Name, Access string
+	// SecretName is the Secret ESO writes (default: the owner's Secret's
+	// name and -<name>).
+	SecretName string
+}
+
+// BindingRole is one data role's delivery as its binding shows it.
+type BindingRole struct {
+	Name, Role, Path string
+	Ready            bool
 }
 
 // Binding is the composed DatabaseBinding as observed.
@@ -86,6 +106,7 @@ type Binding struct {
 	Instance, DatabaseName, Database, LoginRole string
 	CredentialPath, OpenBaoURL                  string
 	Conditions                                  []Condition
+	DataRoles                                   []BindingRole
 }
 
 // ExternalSecret is the composed ExternalSecret as observed.
@@ -107,6 +128,8 @@ type Observed struct {
 	Tenant         Tenant
 	Binding        *Binding
 	ExternalSecret *ExternalSecret
+	// RoleSecrets are the data roles' ExternalSecrets, by role name.
+	RoleSecrets map[string]*ExternalSecret
 }
 
 // Status is the Tenant's status as composed.
@@ -114,6 +137,13 @@ type Status struct {
 	Phase, Instance, Database, LoginRole, DatabaseName string
 	OpenBaoURL, SecretName                             string
 	Reason, Message                                    string
+	DataRoles                                          []RoleStatus
+}
+
+// RoleStatus is one data role as the Tenant's status shows it.
+type RoleStatus struct {
+	Name, Role, SecretName string
+	Ready                  bool
 }
 
 // Resource is a desired composed resource and whether it is ready.
@@ -193,10 +223,11 @@ func Compose(o Observed) Desired {
 			Ready:  o.ExternalSecret != nil && conditionTrue(o.ExternalSecret.Conditions, "Ready") && o.ExternalSecret.SecretName != "",
 		}
 	}
+	rolesReady := composeRoles(o, esName, open, &d, &st)
 	if es := o.ExternalSecret; es != nil {
 		st.Phase = PhaseExternalSecretCreated
 		st.SecretName = es.SecretName
-		if c, ok := condition(es.Conditions, "Ready"); ok && c.Status == "True" && c.Reason == "SecretSynced" && es.SecretName != "" {
+		if c, ok := condition(es.Conditions, "Ready"); ok && c.Status == "True" && c.Reason == "SecretSynced" && es.SecretName != "" && rolesReady {
 			st.Phase = PhaseReady
 		}
 		if c, ok := condition(es.Conditions, "Ready"); ok && c.Status == "False" {
@@ -215,11 +246,68 @@ func Compose(o Observed) Desired {
 		}
 	}
 	d.Status = st
-	d.Ready = composed
+	d.Ready = composed && rolesReady
 	for _, r := range d.Resources {
 		d.Ready = d.Ready && r.Ready
 	}
 	return d
+}
+
+// composeRoles composes one ExternalSecret per data role the Tenant asks
+// for, through the same gate as the owner's (open), each reading the
+// role's delivery copy that the binding shows (or, lacking that, what its
+// existing ExternalSecret reads: never removed for lack of a status). A
+// role no longer asked for is composed no more, so Crossplane deletes its
+// ExternalSecret and Secret; the binder removes its copy and its role only
+// after that. It returns whether every role's Secret is synced.
+func composeRoles(o Observed, esName string, open bool, d *Desired, st *Status) bool {
+	ready := true
+	for _, r := range o.Tenant.DataRoles {
+		rs := RoleStatus{Name: r.Name, SecretName: roleSecretName(o.Tenant, esName, r)}
+		key := ""
+		if b := o.Binding; b != nil {
+			for _, br := range b.DataRoles {
+				if br.Name == r.Name {
+					key, rs.Role = br.Path, br.Role
+				}
+			}
+		}
+		obs := o.RoleSecrets[r.Name]
+		if key == "" && obs != nil {
+			key = obs.Key
+		}
+		if (open || obs != nil) && (key != "" || obs != nil) {
+			es := externalSecretObject(o.Input, o.Tenant, esName+"-"+r.Name, key)
+			setSecretName(es, rs.SecretName)
+			if key == "" {
+				es["spec"] = obs.Spec
+			}
+			rs.Ready = obs != nil && conditionTrue(obs.Conditions, "Ready") && obs.SecretName != ""
+			d.Resources[NameRoleSecretPrefix+r.Name] = Resource{Object: es, Ready: rs.Ready}
+			if obs != nil && st.Reason == "" {
+				if c, ok := condition(obs.Conditions, "Ready"); ok && c.Status == "False" {
+					st.Reason, st.Message = ReasonCredentialProjectionFailed, "data role "+r.Name+": "+c.Message
+				}
+			}
+		}
+		ready = ready && rs.Ready
+		st.DataRoles = append(st.DataRoles, rs)
+	}
+	return ready
+}
+
+// roleSecretName is the Secret a data role's ExternalSecret writes.
+func roleSecretName(t Tenant, esName string, r DataRole) string {
+	if r.SecretName != "" {
+		return r.SecretName
+	}
+	return or(t.SecretName, esName) + "-" + r.Name
+}
+
+func setSecretName(es map[string]any, name string) {
+	if tgt, ok := es["spec"].(map[string]any)["target"].(map[string]any); ok {
+		tgt["name"] = name
+	}
 }
 
 // DatabaseName is the database (and default login role) name a Tenant
@@ -259,6 +347,13 @@ func bindingObject(t Tenant) map[string]any {
 	}
 	if len(t.DatabaseOptions) > 0 {
 		fp["options"] = t.DatabaseOptions
+	}
+	if len(t.DataRoles) > 0 {
+		roles := make([]any, 0, len(t.DataRoles))
+		for _, r := range t.DataRoles {
+			roles = append(roles, map[string]any{"name": r.Name, "access": r.Access})
+		}
+		fp["dataRoles"] = roles
 	}
 	return map[string]any{
 		"apiVersion": "database.ayatori.ddupan.top/v1alpha1",

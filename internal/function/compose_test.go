@@ -290,3 +290,115 @@ func TestComposeExternalSecret(t *testing.T) {
 		t.Errorf("composed %d resources, want the binding and the ExternalSecret only", len(d.Resources))
 	}
 }
+
+func withRoles(t Tenant, roles ...DataRole) Tenant {
+	t.DataRoles = roles
+	return t
+}
+
+func rolesBinding(ready ...string) *Binding {
+	b := readyBinding()
+	for _, n := range ready {
+		b.DataRoles = append(b.DataRoles, BindingRole{Name: n, Role: "shop_api_" + n, Path: "postgresql-tenants/shop/shop-api/roles/" + n, Ready: true})
+	}
+	return b
+}
+
+func syncedRoleES(name string) *ExternalSecret {
+	return &ExternalSecret{Key: "postgresql-tenants/shop/shop-api/roles/" + name, SecretName: "pg1-shop-api-postgresql-" + name,
+		Conditions: []Condition{{Type: "Ready", Status: "True", Reason: "SecretSynced"}}}
+}
+
+// Each data role the Tenant asks for gets its own ExternalSecret, reading
+// its delivery copy, once the binding shows it; the Tenant is Ready only
+// when every Secret is synced. A role no longer asked for is not composed
+// (Crossplane deletes its ExternalSecret first, the binder then its copy).
+func TestComposeDataRoles(t *testing.T) {
+	app := DataRole{Name: "app", Access: "readWrite"}
+	report := DataRole{Name: "report", Access: "readOnly", SecretName: "reporting-db"}
+	cases := map[string]struct {
+		o         Observed
+		resources []string
+		ready     bool
+		phase     string
+		roles     []RoleStatus
+	}{
+		"NotYetDeliveredIsNotComposed": {
+			o:         Observed{Tenant: withRoles(dynamic(), app), Binding: rolesBinding(), ExternalSecret: syncedES()},
+			resources: []string{NameBinding, NameExternalSecret}, phase: PhaseExternalSecretCreated,
+			roles: []RoleStatus{{Name: "app", SecretName: "pg1-shop-api-postgresql-app"}},
+		},
+		"DeliveredIsComposedAndWaitedFor": {
+			o:         Observed{Tenant: withRoles(dynamic(), app, report), Binding: rolesBinding("app", "report"), ExternalSecret: syncedES()},
+			resources: []string{NameBinding, NameExternalSecret, "externalsecret-app", "externalsecret-report"}, phase: PhaseExternalSecretCreated,
+			roles: []RoleStatus{{Name: "app", Role: "shop_api_app", SecretName: "pg1-shop-api-postgresql-app"}, {Name: "report", Role: "shop_api_report", SecretName: "reporting-db"}},
+		},
+		"AllSyncedIsReady": {
+			o: Observed{Tenant: withRoles(dynamic(), app), Binding: rolesBinding("app"), ExternalSecret: syncedES(),
+				RoleSecrets: map[string]*ExternalSecret{"app": syncedRoleES("app")}},
+			resources: []string{NameBinding, NameExternalSecret, "externalsecret-app"}, ready: true, phase: PhaseReady,
+			roles: []RoleStatus{{Name: "app", Role: "shop_api_app", SecretName: "pg1-shop-api-postgresql-app", Ready: true}},
+		},
+		// The binding's status was lost: the existing ExternalSecret is
+		// kept, reading what it reads.
+		"KeptWithoutTheBindingsStatus": {
+			o: Observed{Tenant: withRoles(dynamic(), app), Binding: readyBinding(), ExternalSecret: syncedES(),
+				RoleSecrets: map[string]*ExternalSecret{"app": syncedRoleES("app")}},
+			resources: []string{NameBinding, NameExternalSecret, "externalsecret-app"}, ready: true, phase: PhaseReady,
+			roles: []RoleStatus{{Name: "app", SecretName: "pg1-shop-api-postgresql-app", Ready: true}},
+		},
+		"RemovedIsNotComposed": {
+			o: Observed{Tenant: dynamic(), Binding: rolesBinding("app"), ExternalSecret: syncedES(),
+				RoleSecrets: map[string]*ExternalSecret{"app": syncedRoleES("app")}},
+			resources: []string{NameBinding, NameExternalSecret}, ready: true, phase: PhaseReady,
+		},
+		// The gate holds for roles too: a binding not yet Ready composes
+		// no role's ExternalSecret, whatever its status lists.
+		"GateClosed": {
+			o:         Observed{Tenant: withRoles(dynamic(), app), Binding: func() *Binding { b := rolesBinding("app"); b.Phase = "Provisioning"; return b }()},
+			resources: []string{NameBinding}, phase: "Provisioning",
+			roles: []RoleStatus{{Name: "app", Role: "shop_api_app", SecretName: "pg1-shop-api-postgresql-app"}},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			d := Compose(tc.o)
+			var got []string
+			for n := range d.Resources {
+				got = append(got, n)
+			}
+			if diff := cmp.Diff(tc.resources, got, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+				t.Errorf("resources: -want +got:\n%s", diff)
+			}
+			if d.Ready != tc.ready || d.Status.Phase != tc.phase {
+				t.Errorf("ready %v phase %q; want %v %q", d.Ready, d.Status.Phase, tc.ready, tc.phase)
+			}
+			if diff := cmp.Diff(tc.roles, d.Status.DataRoles); diff != "" {
+				t.Errorf("status.dataRoles: -want +got:\n%s", diff)
+			}
+			for _, r := range tc.o.Tenant.DataRoles {
+				res, ok := d.Resources[NameRoleSecretPrefix+r.Name]
+				if !ok {
+					continue
+				}
+				spec := res.Object["spec"].(map[string]any)
+				key := spec["dataFrom"].([]any)[0].(map[string]any)["extract"].(map[string]any)["key"]
+				if key != "postgresql-tenants/shop/shop-api/roles/"+r.Name {
+					t.Errorf("%s reads %v; want its role's delivery copy", r.Name, key)
+				}
+				if got, want := spec["target"].(map[string]any)["name"], roleSecretName(tc.o.Tenant, "pg1-shop-api-postgresql", r); got != want {
+					t.Errorf("%s writes Secret %v; want %s", r.Name, got, want)
+				}
+			}
+		})
+	}
+}
+
+// The binding carries the roles the Tenant asks for.
+func TestComposeBindingCarriesDataRoles(t *testing.T) {
+	d := Compose(Observed{Tenant: withRoles(dynamic(), DataRole{Name: "app", Access: "readWrite", SecretName: "x"})})
+	fp := d.Resources[NameBinding].Object["spec"].(map[string]any)["forProvider"].(map[string]any)
+	if diff := cmp.Diff([]any{map[string]any{"name": "app", "access": "readWrite"}}, fp["dataRoles"]); diff != "" {
+		t.Errorf("spec.forProvider.dataRoles: -want +got:\n%s", diff)
+	}
+}

@@ -3,6 +3,7 @@ package function
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/crossplane/function-sdk-go/errors"
@@ -65,6 +66,14 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	}
 	if oc, ok := ocs[NameExternalSecret]; ok {
 		o.ExternalSecret = readExternalSecret(oc.Resource.Object)
+	}
+	for name, oc := range ocs {
+		if role, ok := strings.CutPrefix(string(name), NameRoleSecretPrefix); ok {
+			if o.RoleSecrets == nil {
+				o.RoleSecrets = map[string]*ExternalSecret{}
+			}
+			o.RoleSecrets[role] = readExternalSecret(oc.Resource.Object)
+		}
 	}
 	d := Compose(o)
 	if f.Log != nil {
@@ -136,6 +145,12 @@ func readTenant(u map[string]any) Tenant {
 	if opts, ok, _ := unstructured.NestedMap(u, "spec", "databaseOptions"); ok {
 		t.DatabaseOptions = opts
 	}
+	roles, _, _ := unstructured.NestedSlice(u, "spec", "dataRoles")
+	for _, r := range roles {
+		if m, ok := r.(map[string]any); ok {
+			t.DataRoles = append(t.DataRoles, DataRole{Name: str(m, "name"), Access: str(m, "access"), SecretName: str(m, "secretName")})
+		}
+	}
 	return t
 }
 
@@ -149,7 +164,20 @@ func readBinding(u map[string]any) *Binding {
 		CredentialPath: str(u, "status", "atProvider", "credential", "path"),
 		OpenBaoURL:     str(u, "status", "atProvider", "credential", "openBaoURL"),
 		Conditions:     conditions(u),
+		DataRoles:      bindingRoles(u),
 	}
+}
+
+func bindingRoles(u map[string]any) []BindingRole {
+	roles, _, _ := unstructured.NestedSlice(u, "status", "atProvider", "dataRoles")
+	var out []BindingRole
+	for _, r := range roles {
+		if m, ok := r.(map[string]any); ok {
+			ready, _, _ := unstructured.NestedBool(m, "ready")
+			out = append(out, BindingRole{Name: str(m, "name"), Role: str(m, "role"), Path: str(m, "credential", "path"), Ready: ready})
+		}
+	}
+	return out
 }
 
 func readExternalSecret(u map[string]any) *ExternalSecret {
@@ -206,6 +234,19 @@ func writeStatus(u map[string]any, s Status) error {
 	} {
 		if err := set(f.v, f.path...); err != nil {
 			return err
+		}
+	}
+	if len(s.DataRoles) > 0 {
+		roles := make([]any, 0, len(s.DataRoles))
+		for _, r := range s.DataRoles {
+			m := map[string]any{"name": r.Name, "ready": r.Ready, "secretRef": map[string]any{"name": r.SecretName}}
+			if r.Role != "" {
+				m["role"] = r.Role
+			}
+			roles = append(roles, m)
+		}
+		if err := unstructured.SetNestedSlice(u, roles, "status", "dataRoles"); err != nil {
+			return fmt.Errorf("cannot set the Tenant's status.dataRoles: %w", err)
 		}
 	}
 	return nil

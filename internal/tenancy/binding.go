@@ -121,6 +121,8 @@ type BindingSpec struct {
 	Extensions          []string
 	// Options are the encoding and locale a dynamic binding asks.
 	Options *v1alpha1.DatabaseOptions
+	// DataRoles are the data roles the Tenant asks for.
+	DataRoles []v1alpha1.BindingDataRole
 	// InstanceKind and Instance are spec.providerConfigRef (empty when
 	// unset).
 	InstanceKind, Instance string
@@ -576,6 +578,9 @@ func NewDynamicDatabase(s BindingSpec, defaultReclaim v1alpha1.ReclaimPolicy) *v
 	}
 	if s.Options != nil {
 		db.Spec.ForProvider.Options = s.Options.DeepCopy()
+	}
+	for _, r := range s.DataRoles {
+		db.Spec.ForProvider.DataRoles = append(db.Spec.ForProvider.DataRoles, v1alpha1.DataRole{Name: r.Name, Access: r.Access})
 	}
 	return db
 }

@@ -152,6 +152,14 @@ func testTenantRejectsBadInput(t *testing.T, g string) {
 		"BadLocaleProvider":     {name: "a6", spec: "  instanceRef: shared\n  databaseOptions: {localeProvider: glibc}\n", field: "spec.databaseOptions.localeProvider", msg: "Unsupported value"},
 		"QuoteInLocale":         {name: "a7", spec: "  instanceRef: shared\n  databaseOptions: {locale: \"C'x\"}\n", field: "spec.databaseOptions.locale", msg: "should match"},
 		"BadSecretName":         {name: "a8", spec: "  instanceRef: shared\n  credential: {secretName: Not_A_Name}\n", field: "spec.credential.secretName", msg: "should match"},
+		"DataRoleBadName":       {name: "c1", spec: "  instanceRef: shared\n  dataRoles: [{name: App, access: readWrite}]\n", field: "spec.dataRoles[0].name", msg: "should match"},
+		"DataRoleBadAccess":     {name: "c2", spec: "  instanceRef: shared\n  dataRoles: [{name: app, access: admin}]\n", field: "spec.dataRoles[0].access", msg: "Unsupported value"},
+		"DataRoleTwice":         {name: "c3", spec: "  instanceRef: shared\n  dataRoles: [{name: app, access: readWrite}, {name: app, access: readOnly}]\n", field: "spec.dataRoles[1]", msg: "Duplicate value"},
+		// The login role defaults to the database name, which defaults to
+		// the Tenant's name: 61 + 1 + 3 characters.
+		"DataRoleLoginTooLong": {name: long + "c", spec: "  instanceRef: shared\n  dataRoles: [{name: app, access: readWrite}]\n", field: "spec.dataRoles", msg: "63 characters"},
+		"DataRoleSecretTooLong": {name: long + "f", spec: fmt.Sprintf("  instanceRef: %s\n  database: x\n  dataRoles: [{name: reporting12, access: readOnly}]\n", strings.Repeat("s", 170)),
+			field: "spec.dataRoles", msg: "set the role's secretName"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -174,6 +182,10 @@ func testTenantRejectsBadInput(t *testing.T, g string) {
 	}
 	if err := env.Kube.Client.Create(ctx, tenant(g, long+"e", "  databaseRef: legacy\n")); err != nil {
 		t.Errorf("a static Tenant with a long name rejected: %v", err)
+	}
+	// A static Tenant's login role is its Database's: not checked here.
+	if err := env.Kube.Client.Create(ctx, tenant(g, long+"g", "  databaseRef: legacy\n  dataRoles: [{name: app, access: readWrite, secretName: app-db}]\n")); err != nil {
+		t.Errorf("a static Tenant with a data role rejected: %v", err)
 	}
 }
 
@@ -223,6 +235,10 @@ func testTenantImmutableFields(t *testing.T, g string) {
 		"DatabaseOptionsAdded": {spec: "  instanceRef: shared\n", field: "spec.databaseOptions", msg: "immutable",
 			change: func(u *unstructured.Unstructured) {
 				_ = unstructured.SetNestedField(u.Object, "C", "spec", "databaseOptions", "locale")
+			}},
+		"DataRoleAccess": {spec: "  instanceRef: shared\n  dataRoles: [{name: app, access: readWrite}]\n", field: "spec.dataRoles[0].access", msg: "access is fixed",
+			change: func(u *unstructured.Unstructured) {
+				_ = unstructured.SetNestedSlice(u.Object, []any{map[string]any{"name": "app", "access": "readOnly"}}, "spec", "dataRoles")
 			}},
 		"ExtensionRemoved": {spec: "  instanceRef: shared\n  extensions: [pg_trgm, citext]\n", field: "spec.extensions", msg: "append-only",
 			change: func(u *unstructured.Unstructured) {

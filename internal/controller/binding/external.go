@@ -68,6 +68,8 @@ type external struct {
 	creating *sync.Map
 	// obs is what Observe decided from.
 	obs tenancy.BindingObservation
+	// roles are the data role verdicts (observeRoles).
+	roles []tenancy.RoleDeliveryVerdict
 }
 
 func (e *external) copyPath() string {
@@ -184,6 +186,15 @@ func (e *external) observeOnce(ctx context.Context, b *v1alpha1.DatabaseBinding,
 			case rec != nil && tenancy.CopyOwnedBy(rec.Owner, e.spec):
 				e.copyOurs = true
 			}
+			// A data role's copy left behind keeps the binding until
+			// Delete removes it, even once the owner's copy is gone.
+			for _, p := range e.roleCopyPaths(b) {
+				if exists || e.copyOurs {
+					break
+				}
+				rec, err := e.kv.Read(ctx, p)
+				exists = err != nil || (rec != nil && tenancy.CopyOwnedBy(rec.Owner, e.spec))
+			}
 			exists = exists || e.copyOurs
 		}
 		if o.Deleting {
@@ -227,7 +238,7 @@ func (e *external) observe(ctx context.Context, b *v1alpha1.DatabaseBinding, cac
 		// Read first: while an ExternalSecret reads the copy nothing else
 		// is needed, and nothing is done.
 		var err error
-		if o.Readers, err = e.readers(ctx, b.GetNamespace(), e.copyPath(), o.RecordedCopy); err != nil || len(o.Readers) > 0 {
+		if o.Readers, err = e.readers(ctx, b.GetNamespace(), append(e.roleCopyPaths(b), e.copyPath(), o.RecordedCopy)...); err != nil || len(o.Readers) > 0 {
 			return o, err
 		}
 	}
@@ -256,7 +267,7 @@ func (e *external) observe(ctx context.Context, b *v1alpha1.DatabaseBinding, cac
 		// this binding and its ExternalSecret): released exactly as a
 		// deletion would be, so after the ExternalSecrets that read the
 		// copy are gone, and nothing else is needed until then.
-		if o.Readers, err = e.readers(ctx, b.GetNamespace(), e.copyPath(), o.RecordedCopy); err != nil || len(o.Readers) > 0 {
+		if o.Readers, err = e.readers(ctx, b.GetNamespace(), append(e.roleCopyPaths(b), e.copyPath(), o.RecordedCopy)...); err != nil || len(o.Readers) > 0 {
 			return o, err
 		}
 	}
@@ -343,7 +354,7 @@ func (e *external) observeDelivery(ctx context.Context, b *v1alpha1.DatabaseBind
 		metrics.DeliveryRemembered()
 		e.delivery = tenancy.DeliveryVerdict{InSync: true}
 		e.delivered(b)
-		return managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true}, nil
+		return e.withRoles(ctx, b, true)
 	}
 	e.forgetDelivery()
 	var err error
@@ -364,15 +375,26 @@ func (e *external) observeDelivery(ctx context.Context, b *v1alpha1.DatabaseBind
 	switch {
 	case v.InSync:
 		e.delivered(b)
-		return managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true}, nil
+		return e.withRoles(ctx, b, true)
 	case v.Write:
+		obs, err := e.withRoles(ctx, b, false)
 		setReady(b, tenancy.ReasonDelivering, fmt.Sprintf("copying the credential of Database %s (version %d) to %s", o.DatabaseName, o.Source.Version, o.CopyPath))
-		return managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: false}, nil
+		return obs, err
 	default:
 		metrics.Failure("binding", v.Reason)
 		setReady(b, v.Reason, v.Message)
 		return managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true}, nil
 	}
+}
+
+// withRoles observes the data roles of a binding whose own delivery is in
+// sync (upToDate) or about to be written.
+func (e *external) withRoles(ctx context.Context, b *v1alpha1.DatabaseBinding, upToDate bool) (managed.ExternalObservation, error) {
+	ok, err := e.observeRoles(ctx, b)
+	if err != nil {
+		return managed.ExternalObservation{}, err
+	}
+	return managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: upToDate && ok}, nil
 }
 
 // remembered reports whether the last reading of the delivery in sync
@@ -420,12 +442,16 @@ func (e *external) delivered(b *v1alpha1.DatabaseBinding) {
 }
 
 func (e *external) setCredential(b *v1alpha1.DatabaseBinding) {
-	p := e.copyPath()
+	b.Status.AtProvider.Credential = e.credentialAt(e.copyPath())
+}
+
+// credentialAt locates the delivery copy at p as the namespace reads it.
+func (e *external) credentialAt(p string) v1alpha1.CredentialObservation {
 	addr := e.opts.OpenBao.ConsumerAddress
 	if addr == "" {
 		addr = e.opts.OpenBao.Address
 	}
-	b.Status.AtProvider.Credential = v1alpha1.CredentialObservation{Path: p, OpenBaoURL: openbao.ConsumerURL(addr, e.opts.OpenBao.KVMount, p)}
+	return v1alpha1.CredentialObservation{Path: p, OpenBaoURL: openbao.ConsumerURL(addr, e.opts.OpenBao.KVMount, p)}
 }
 
 // setReady sets Ready=False with reason and message (never a credential).
@@ -521,7 +547,7 @@ func (e *external) Update(ctx context.Context, b *v1alpha1.DatabaseBinding) (man
 		}
 		v := e.delivery
 		if !v.Write {
-			return managed.ExternalUpdate{}, nil
+			return managed.ExternalUpdate{}, e.updateRoles(ctx, b)
 		}
 		p := e.copyPath()
 		if v.Claim {
@@ -556,7 +582,7 @@ func (e *external) Update(ctx context.Context, b *v1alpha1.DatabaseBinding) (man
 		// a Delivering write first and a Ready one after the next Observe
 		// (each write of a composed binding re-renders its Tenant).
 		e.delivered(b)
-		return managed.ExternalUpdate{}, nil
+		return managed.ExternalUpdate{}, e.updateRoles(ctx, b)
 	}
 	return managed.ExternalUpdate{}, nil
 }
@@ -572,7 +598,7 @@ func (e *external) projectionFailed(b *v1alpha1.DatabaseBinding, err error) erro
 // only the Kubernetes API; Delete: deletes the Database, whose own
 // finalizer drops what it owns), then deletes the delivery copy if it
 // names this binding. An error keeps the binding's finalizer.
-func (e *external) Delete(ctx context.Context, _ *v1alpha1.DatabaseBinding) (managed.ExternalDelete, error) {
+func (e *external) Delete(ctx context.Context, b *v1alpha1.DatabaseBinding) (managed.ExternalDelete, error) {
 	d := e.decision
 	if d.Action == tenancy.ActionWait {
 		// Nothing is released yet; the error keeps the finalizer, shows
@@ -603,6 +629,11 @@ func (e *external) Delete(ctx context.Context, _ *v1alpha1.DatabaseBinding) (man
 	}
 	if e.copyOurs {
 		if err := e.deleteCopy(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, p := range e.roleCopyPaths(b) {
+		if err := e.deleteCopyAt(ctx, p); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -35,7 +35,7 @@ func SpecOf(b *v1alpha1.DatabaseBinding) tenancy.BindingSpec {
 	s := tenancy.BindingSpec{
 		Namespace: b.GetNamespace(), Name: b.GetName(), UID: string(b.GetUID()),
 		TenantName: p.Tenant.Name, TenantUID: p.Tenant.UID,
-		Extensions: p.Extensions, Options: p.Options,
+		Extensions: p.Extensions, Options: p.Options, DataRoles: p.DataRoles,
 	}
 	if p.DatabaseRef != nil {
 		s.DatabaseRef = *p.DatabaseRef
