@@ -309,6 +309,19 @@ func TestInstallFromTheGuide(t *testing.T) {
 		t.Errorf("the app team cannot read its Secret: %v", err)
 	}
 	tenantkit.CheckSecretLogsIn(ctx, t, env, tenant.GetNamespace(), secret)
+	// Its data roles' Secrets too, through the reader policy the guide
+	// wrote.
+	roles, _, _ := unstructured.NestedSlice(ready.Object, "status", "dataRoles")
+	if want, _, _ := unstructured.NestedSlice(tenant.Object, "spec", "dataRoles"); len(roles) != len(want) || len(want) == 0 {
+		t.Fatalf("status.dataRoles %v; want one entry per spec.dataRoles entry (%d), and the guide's Tenant has some", roles, len(want))
+	}
+	for _, r := range roles {
+		name, _, _ := unstructured.NestedString(r.(map[string]any), "secretRef", "name")
+		if err := team.Get(ctx, client.ObjectKey{Namespace: tenant.GetNamespace(), Name: name}, &corev1.Secret{}); err != nil {
+			t.Errorf("the app team cannot read its data role's Secret: %v", err)
+		}
+		tenantkit.CheckSecretLogsIn(ctx, t, env, tenant.GetNamespace(), name)
+	}
 }
 
 // lastBlock is the output from the last block announced on.

@@ -54,7 +54,9 @@ func (e *external) roleCandidates(b *v1alpha1.DatabaseBinding, all bool) []strin
 
 // roleProofKey is the memory of data role name's last delivery in sync;
 // roleRecordKey the Database controller's memory of its proven login.
-func (e *external) roleProofKey(name string) types.UID { return types.UID(string(e.uid) + "/role/" + name) }
+func (e *external) roleProofKey(name string) types.UID {
+	return types.UID(string(e.uid) + "/role/" + name)
+}
 
 func roleRecordKey(db, name string) types.UID { return types.UID(db + "/data-role/" + name) }
 

@@ -16,8 +16,8 @@ import (
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 	"ddupan.top/provider-postgresql-tenant/internal/clients/openbao"
-	"ddupan.top/provider-postgresql-tenant/internal/testenv"
 	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
+	"ddupan.top/provider-postgresql-tenant/internal/testenv"
 )
 
 func roleCredential(role, db, password string) map[string]string {
