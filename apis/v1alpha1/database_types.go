@@ -114,6 +114,13 @@ type DataRole struct {
 	// spec.tenantLimits for this role. Written by a platform admin.
 	// +optional
 	Limits *TenantLimits `json:"limits,omitempty"`
+
+	// CredentialRotation requests a rotation of this role's password when
+	// its ID changes, as spec.credentialRotation does for the owner's
+	// (which rotates every data role too). A role created with the field
+	// does not rotate.
+	// +optional
+	CredentialRotation *CredentialRotation `json:"credentialRotation,omitempty"`
 }
 
 // CredentialRotation asks the provider to replace a Database's password.
@@ -431,6 +438,27 @@ type DataRoleObservation struct {
 	// Message says what is not ready, when it is not.
 	// +optional
 	Message string `json:"message,omitempty"`
+
+	// CredentialRotation is the role's last completed rotation: the IDs of
+	// its own request (id) and of the Database's (databaseID) it answered.
+	// +optional
+	CredentialRotation *DataRoleRotationObservation `json:"credentialRotation,omitempty"`
+}
+
+// DataRoleRotationObservation is a data role's last completed rotation.
+type DataRoleRotationObservation struct {
+	// ID of the role's spec.forProvider.dataRoles[].credentialRotation
+	// it answered.
+	// +optional
+	ID string `json:"id,omitempty"`
+
+	// DatabaseID of the Database's spec.credentialRotation it answered.
+	// +optional
+	DatabaseID string `json:"databaseID,omitempty"`
+
+	// CompletedAt is when its new password was proven by a login.
+	// +optional
+	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
 }
 
 // OtherAccessObservation is the access roles other than the owner have to
@@ -521,8 +549,10 @@ type DatabaseSpec struct {
 	ClaimRef *ClaimReference `json:"claimRef,omitempty"`
 
 	// CredentialRotation requests a rotation of the Database's password
-	// when its ID changes; see CredentialRotation. Without it the password
-	// is never changed.
+	// when its ID changes; see CredentialRotation. It rotates every data
+	// role's password too, each as its own rotation (a role's status shows
+	// this ID as its credentialRotation.databaseID once done). Without it
+	// the password is never changed.
 	// +optional
 	CredentialRotation *CredentialRotation `json:"credentialRotation,omitempty"`
 

@@ -2,7 +2,9 @@ package tenancy
 
 import (
 	"fmt"
+	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
@@ -52,6 +54,111 @@ type DataRoleObservation struct {
 	// LimitsDrifted: its connection limit or session defaults differ from
 	// the limits in effect for it.
 	LimitsDrifted bool
+	// Rotation is what the spec asks of its password.
+	Rotation DataRoleRotation
+}
+
+// DataRoleRotation is what a Database asks of a data role's password: its
+// own request's ID (the entry's credentialRotation) and the Database's
+// (spec.credentialRotation, which rotates every role), and whether the
+// role's sessions end with the old password.
+type DataRoleRotation struct {
+	ID, DatabaseID    string
+	TerminateSessions bool
+}
+
+// Keys of a data role's record's metadata beside the rotation keys of a
+// Database's own record (MetaRotationID, MetaRotationVersion,
+// MetaRotationCompletedID, MetaRotationCompletedAt): the Database's
+// rotation ID a started or completed rotation answered. OpenBao keeps no
+// empty value, so an ID that is not set is recorded as "-".
+const (
+	MetaRotationDatabaseID          = "rotation-database-id"
+	MetaRotationCompletedDatabaseID = "rotation-completed-database-id"
+)
+
+func metaID(id string) string {
+	if id == "" {
+		return "-"
+	}
+	return id
+}
+
+func idOf(v string) string {
+	if v == "-" {
+		return ""
+	}
+	return v
+}
+
+// requested reports whether the spec asks for any rotation at all.
+func (r DataRoleRotation) requested() bool { return r.ID != "" || r.DatabaseID != "" }
+
+// DataRoleRotationRecord is what a data role's record says of its
+// rotations.
+type DataRoleRotationRecord struct {
+	// Started is the pair of IDs of the last rotation started, Version the
+	// record version of its password; Completed the last completed.
+	Started, Completed [2]string
+	// HasStarted, HasCompleted: the keys are present.
+	HasStarted, HasCompleted bool
+	Version                  int
+	// CompletedAt as recorded (RFC 3339).
+	CompletedAt string
+}
+
+// DataRoleRotationOf reads a data role's record's rotation metadata.
+func DataRoleRotationOf(owner map[string]string) DataRoleRotationRecord {
+	r := DataRoleRotationRecord{
+		Started:     [2]string{idOf(owner[MetaRotationID]), idOf(owner[MetaRotationDatabaseID])},
+		Completed:   [2]string{idOf(owner[MetaRotationCompletedID]), idOf(owner[MetaRotationCompletedDatabaseID])},
+		CompletedAt: owner[MetaRotationCompletedAt],
+	}
+	r.HasStarted = owner[MetaRotationID] != "" || owner[MetaRotationDatabaseID] != ""
+	r.HasCompleted = owner[MetaRotationCompletedID] != "" || owner[MetaRotationCompletedDatabaseID] != ""
+	if v, err := strconv.Atoi(owner[MetaRotationVersion]); err == nil && v > 0 {
+		r.Version = v
+	}
+	return r
+}
+
+// DataRoleRotationIntent is the metadata recorded before the new version
+// of rotation r is written as version.
+func DataRoleRotationIntent(r DataRoleRotation, version int) map[string]string {
+	return map[string]string{MetaRotationID: metaID(r.ID), MetaRotationDatabaseID: metaID(r.DatabaseID), MetaRotationVersion: strconv.Itoa(version)}
+}
+
+// DataRoleRotationCompletion is the metadata recorded once rotation ids'
+// password has logged in (ids: the role's and the Database's).
+func DataRoleRotationCompletion(ids [2]string, at string) map[string]string {
+	return map[string]string{MetaRotationCompletedID: metaID(ids[0]), MetaRotationCompletedDatabaseID: metaID(ids[1]), MetaRotationCompletedAt: at}
+}
+
+// DataRoleRotationCreated is the metadata of a data role's first record
+// when the spec already asks for a rotation: its first password counts as
+// that rotation, so creating a role never rotates it.
+func DataRoleRotationCreated(r DataRoleRotation, at string) map[string]string {
+	if !r.requested() {
+		return nil
+	}
+	m := DataRoleRotationIntent(r, 1)
+	maps.Copy(m, DataRoleRotationCompletion([2]string{r.ID, r.DatabaseID}, at))
+	return m
+}
+
+// dataRoleRotation decides the rotation of a data role whose record is
+// ours: pending (its intent is recorded and the current version holds its
+// password: finished with it, whatever the spec says now), requested (the
+// spec's pair of IDs is not the last completed), or neither. ids is the
+// pair of the rotation to start or finish.
+func dataRoleRotation(o DataRoleObservation) (pending, requested bool, ids [2]string) {
+	rec := DataRoleRotationOf(o.KV.Owner)
+	want := [2]string{o.Rotation.ID, o.Rotation.DatabaseID}
+	pending = rec.HasStarted && rec.Started != rec.Completed && rec.Version > 0 && o.KV.Version == rec.Version && o.KV.Data["password"] != ""
+	if pending {
+		return true, false, rec.Started
+	}
+	return false, o.Rotation.requested() && want != rec.Completed, want
 }
 
 // DataRoleAction is one step on a data role, in the order they are taken.
@@ -86,6 +193,14 @@ const (
 	DataRoleDrop DataRoleAction = "end its sessions and drop its role"
 	// DataRoleDeleteRecord: delete its record, every version.
 	DataRoleDeleteRecord DataRoleAction = "delete its credential record"
+	// DataRoleRotate: record the rotation's intent, write a new random
+	// password as a new version with check-and-set, then finish it as
+	// DataRoleRotateFinish.
+	DataRoleRotate DataRoleAction = "rotate its password"
+	// DataRoleRotateFinish: the current version holds the rotation's
+	// password: set it on the role (ending its sessions when asked, in the
+	// same transaction), log in with it, record the completion.
+	DataRoleRotateFinish DataRoleAction = "finish its password's rotation"
 )
 
 // DataRoleVerdict is what to do with one data role and what to show.
@@ -96,6 +211,9 @@ type DataRoleVerdict struct {
 	// Ready: a wanted role that exists, is provably ours, logs in with its
 	// record and lacks nothing.
 	Ready bool
+	// Rotation is the pair of IDs (the role's, the Database's) of the
+	// rotation DataRoleRotate or DataRoleRotateFinish takes.
+	Rotation [2]string
 	// Conflict names what exists without proof of ownership; nothing of
 	// the role is changed.
 	Conflict string
@@ -166,7 +284,19 @@ func decideDataRole(o DataRoleObservation, id Identity) DataRoleVerdict {
 		v.Actions = append(v.Actions, DataRoleRepairAttributes)
 		why = append(why, "its attributes, limits or the admin's membership changed")
 	}
-	if o.Login == LoginRefused {
+	pending, requested, ids := dataRoleRotation(o)
+	switch {
+	case pending:
+		// Its new password is in OpenBao: finished with it, and never set
+		// back to an older one.
+		v.Actions = append(v.Actions, DataRoleRotateFinish)
+		v.Rotation = ids
+		why = append(why, fmt.Sprintf("finishing the rotation of its password (version %d)", o.KV.Version))
+	case requested:
+		v.Actions = append(v.Actions, DataRoleRotate)
+		v.Rotation = ids
+		why = append(why, "rotating its password")
+	case o.Login == LoginRefused:
 		v.Actions = append(v.Actions, DataRoleRepairPassword)
 		why = append(why, "its record's password was refused")
 	}

@@ -168,6 +168,66 @@ func TestDecideDataRole(t *testing.T) {
 			want: out{},
 			msg:  "cannot tell yet",
 		},
+		"RotationRequested: rotated, not Ready meanwhile": {
+			mut:  func(o *DataRoleObservation) { o.Rotation = DataRoleRotation{ID: "r1"} },
+			want: out{Actions: []DataRoleAction{DataRoleRotate}},
+			msg:  "rotating its password",
+		},
+		"DatabaseRotation: every role rotates": {
+			mut:  func(o *DataRoleObservation) { o.Rotation = DataRoleRotation{DatabaseID: "all-1"} },
+			want: out{Actions: []DataRoleAction{DataRoleRotate}},
+		},
+		"RotationCompleted: nothing more": {
+			mut: func(o *DataRoleObservation) {
+				o.Rotation = DataRoleRotation{ID: "r1", DatabaseID: "all-1"}
+				maps.Copy(o.KV.Owner, DataRoleRotationCompletion([2]string{"r1", "all-1"}, "2026-12-04T00:00:00Z"))
+			},
+			want: out{Ready: true},
+		},
+		"NewDatabaseRotationAfterTheRolesOwn": {
+			mut: func(o *DataRoleObservation) {
+				o.Rotation = DataRoleRotation{ID: "r1", DatabaseID: "all-2"}
+				maps.Copy(o.KV.Owner, DataRoleRotationCompletion([2]string{"r1", "all-1"}, "2026-12-04T00:00:00Z"))
+			},
+			want: out{Actions: []DataRoleAction{DataRoleRotate}},
+		},
+		// Created while the spec asks for a rotation: its first password
+		// counts as it.
+		"CreatedWithARotation": {
+			mut: func(o *DataRoleObservation) {
+				o.Rotation = DataRoleRotation{ID: "r1"}
+				maps.Copy(o.KV.Owner, DataRoleRotationCreated(o.Rotation, "2026-12-04T00:00:00Z"))
+			},
+			want: out{Ready: true},
+		},
+		// The new password is version 2 and the intent names it: finished
+		// with it, even when the spec changed meanwhile, and the refused
+		// login is not "repaired" with it either way.
+		"RotationPending: finished with the new version": {
+			mut: func(o *DataRoleObservation) {
+				o.Rotation = DataRoleRotation{ID: "r9"}
+				maps.Copy(o.KV.Owner, DataRoleRotationIntent(DataRoleRotation{ID: "r1"}, 2))
+				o.KV.Version, o.Login = 2, LoginRefused
+			},
+			want: out{Actions: []DataRoleAction{DataRoleRotateFinish}},
+			msg:  "finishing the rotation",
+		},
+		// The intent was recorded but the write never happened (version
+		// 1): started again, as one rotation.
+		"RotationIntentWithoutItsVersion: started again": {
+			mut: func(o *DataRoleObservation) {
+				o.Rotation = DataRoleRotation{ID: "r1"}
+				maps.Copy(o.KV.Owner, DataRoleRotationIntent(o.Rotation, 2))
+			},
+			want: out{Actions: []DataRoleAction{DataRoleRotate}},
+		},
+		"RotationWaitsForARoleThatIsNotOurs": {
+			mut: func(o *DataRoleObservation) {
+				o.Rotation = DataRoleRotation{ID: "r1"}
+				o.R.OID = 999
+			},
+			want: out{Conflict: true},
+		},
 		"RemovedRecordNotOurs: nothing": {
 			mut: func(o *DataRoleObservation) {
 				o.Wanted = false

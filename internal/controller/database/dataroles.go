@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/event"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
@@ -28,6 +30,10 @@ const (
 	StepDataRoleGrant  = "data-role-grant"
 	StepDataRoleDrop   = "data-role-drop"
 	StepDataRoleDelete = "data-role-delete-record"
+	StepDataRoleRotate = "data-role-rotate"
+	// StepDataRoleRotateRole runs between a data role rotation's new
+	// version and setting it on the role.
+	StepDataRoleRotateRole = "data-role-rotate-role"
 )
 
 // dataRole is one data role as Observe found it.
@@ -71,7 +77,7 @@ func (e *external) observeDataRoles(ctx context.Context, db *v1alpha1.Database) 
 	for _, name := range names {
 		w, isWanted := wanted[name]
 		o := tenancy.DataRoleObservation{Name: name, Role: tenancy.DataRoleName(n.role, name), Path: tenancy.DataRolePath(n.path, name),
-			Wanted: isWanted, Access: w.Access}
+			Wanted: isWanted, Access: w.Access, Rotation: dataRoleRotation(db, w)}
 		lim := tenancy.LimitsOf(e.cfgLimits, w.Limits)
 		cat, err := e.pool.Observe(ctx, n.database, o.Role)
 		if err != nil {
@@ -80,7 +86,7 @@ func (e *external) observeDataRoles(ctx context.Context, db *v1alpha1.Database) 
 		o.R = tenancy.RoleState{Exists: cat.RoleExists, OID: cat.RoleOID, AttributesOK: cat.RoleAttributesOK(), AdminMember: cat.AdminMember,
 			AdminCanAdmin: cat.AdminCanAdmin, Elevated: cat.Superuser || cat.Replication || cat.BypassRLS, Limits: cat.RoleLimits()}
 		o.LimitsDrifted = isWanted && cat.RoleExists && tenancy.DecideLimits(lim, o.R.Limits).Drifted()
-		fingerprint := fmt.Sprintf("%s access=%s limits=%v", cat.LoginFingerprint(), w.Access, lim)
+		fingerprint := fmt.Sprintf("%s access=%s limits=%v rotation=%q", cat.LoginFingerprint(), w.Access, lim, [2]string{o.Rotation.ID, o.Rotation.DatabaseID})
 		if last := e.lastDataLogin(db, name); isWanted && cat.RoleExists && last != nil && last.Record != nil &&
 			last.Fingerprint == fmt.Sprintf("%s kv=%d", fingerprint, last.Record.Version) && now.Before(last.Due) {
 			// Its last proven login and privilege check stand.
@@ -129,6 +135,22 @@ func (e *external) observeDataRoles(ctx context.Context, db *v1alpha1.Database) 
 	return out, nil
 }
 
+// dataRoleRotation is what the Database asks of the data role w's
+// password: its own rotation and the Database's, which rotates every
+// role. Sessions end when the request that is new asks it (either, when
+// both are).
+func dataRoleRotation(db *v1alpha1.Database, w v1alpha1.DataRole) tenancy.DataRoleRotation {
+	var r tenancy.DataRoleRotation
+	if c := w.CredentialRotation; c != nil {
+		r.ID, r.TerminateSessions = c.ID, c.TerminateSessions
+	}
+	if c := db.Spec.CredentialRotation; c != nil {
+		r.DatabaseID = c.ID
+		r.TerminateSessions = r.TerminateSessions || c.TerminateSessions
+	}
+	return r
+}
+
 // lastDataLogin is the data role's last proven login, nil when none.
 func (e *external) lastDataLogin(db *v1alpha1.Database, name string) *tenancy.ProvenLogin {
 	if e.logins == nil || e.opts.LoginCheckInterval <= 0 {
@@ -171,6 +193,12 @@ func (e *external) reportDataRoles(db *v1alpha1.Database) {
 		}
 		s := v1alpha1.DataRoleObservation{Name: r.obs.Name, Role: r.obs.Role, Access: r.obs.Access, CredentialPath: r.obs.Path,
 			Ready: r.verdict.Ready, Message: r.verdict.Message + r.verdict.Conflict}
+		if rec := tenancy.DataRoleRotationOf(r.obs.KV.Owner); rec.HasCompleted && tenancy.KVOurs(r.obs.KV, e.id) {
+			s.CredentialRotation = &v1alpha1.DataRoleRotationObservation{ID: rec.Completed[0], DatabaseID: rec.Completed[1]}
+			if t, err := time.Parse(time.RFC3339, rec.CompletedAt); err == nil {
+				s.CredentialRotation.CompletedAt = &metav1.Time{Time: t}
+			}
+		}
 		if len(r.obs.Missing) > 0 {
 			s.Missing = slices.Clone(r.obs.Missing[:min(10, len(r.obs.Missing))])
 		}
@@ -255,6 +283,11 @@ func (e *external) applyDataRoles(ctx context.Context, db *v1alpha1.Database) er
 						err = e.pool.SetRolePassword(ctx, o.Role, verifier)
 					}
 				}
+			case tenancy.DataRoleRotate, tenancy.DataRoleRotateFinish:
+				step = StepDataRoleRotate
+				if err = e.step(step); err == nil {
+					err = e.rotateDataRole(ctx, db, o, v.Rotation, a == tenancy.DataRoleRotate)
+				}
 			case tenancy.DataRoleGrant:
 				step = StepDataRoleGrant
 				if err = e.step(step); err == nil {
@@ -304,7 +337,9 @@ func (e *external) applyDataRoles(ctx context.Context, db *v1alpha1.Database) er
 // written: ownership metadata first (on an absent path), then the first
 // version with check-and-set 0, then read back. It returns the password.
 func (e *external) writeDataRoleRecord(ctx context.Context, o tenancy.DataRoleObservation) (string, error) {
-	if err := e.kv.SetOwner(ctx, o.Path, tenancy.DataRoleMetadata(e.id, o.Name, o.Access)); err != nil {
+	m := tenancy.DataRoleMetadata(e.id, o.Name, o.Access)
+	maps.Copy(m, tenancy.DataRoleRotationCreated(o.Rotation, time.Now().UTC().Format(time.RFC3339)))
+	if err := e.kv.SetOwner(ctx, o.Path, m); err != nil {
 		return "", err
 	}
 	pw, err := NewPassword()
@@ -400,5 +435,66 @@ func (e *external) dropDataRoles(ctx context.Context, db *v1alpha1.Database, dat
 			return err
 		}
 	}
+	return nil
+}
+
+// rotateDataRole rotates a data role's password, each step durable before
+// the next, as the owner's rotation does: (start) the intent is recorded,
+// then a new random password written as the next version with
+// check-and-set; then the role gets its verifier, its sessions ending in
+// the same transaction when asked (a session of the role cannot set its
+// own password back in between), a login proves it, and the completion is
+// recorded. Interrupted after the write, the next Observe finishes with
+// that version's password, never a second one.
+func (e *external) rotateDataRole(ctx context.Context, db *v1alpha1.Database, o tenancy.DataRoleObservation, ids [2]string, start bool) error {
+	password := o.KV.Data["password"]
+	version := o.KV.Version
+	if start {
+		version++
+		r := tenancy.DataRoleRotation{ID: ids[0], DatabaseID: ids[1]}
+		if err := e.kv.SetOwner(ctx, o.Path, tenancy.DataRoleRotationIntent(r, version)); err != nil {
+			return err
+		}
+		pw, err := NewPassword()
+		if err != nil {
+			return err
+		}
+		data := maps.Clone(o.KV.Data)
+		data["password"] = pw
+		ver, err := e.kv.Write(ctx, o.Path, data, o.KV.Version)
+		if err != nil {
+			return err
+		}
+		if ver != version {
+			return fmt.Errorf("the rotated credential was written as version %d of %s, not %d; the next observation decides", ver, o.Path, version)
+		}
+		password = pw
+	}
+	if password == "" {
+		return fmt.Errorf("version %d of %s has no password; the next observation decides", version, o.Path)
+	}
+	if err := e.step(StepDataRoleRotateRole); err != nil {
+		return err
+	}
+	verifier, err := scram.Verifier(password)
+	if err != nil {
+		return err
+	}
+	ended := 0
+	if o.Rotation.TerminateSessions {
+		if ended, err = e.pool.SetRolePasswordEndingSessions(ctx, o.Role, verifier); err != nil {
+			return err
+		}
+	} else if err := e.pool.SetRolePassword(ctx, o.Role, verifier); err != nil {
+		return err
+	}
+	if l := e.dataLogin(ctx, e.names.database, o.Role, password); l != tenancy.LoginOK && l != tenancy.LoginAuthOK && l != tenancy.LoginLimitFull {
+		return fmt.Errorf("the rotated password of the role %q did not log in; retrying", o.Role)
+	}
+	now := time.Now().UTC().Truncate(time.Second)
+	if err := e.kv.SetOwner(ctx, o.Path, tenancy.DataRoleRotationCompletion(ids, now.Format(time.RFC3339))); err != nil {
+		return err
+	}
+	e.record.Event(db, event.Normal("DataRoleCredentialRotated", fmt.Sprintf("data role %q: the role %q logs in with version %d of %s; %d of its sessions ended", o.Name, o.Role, version, o.Path, ended)))
 	return nil
 }
