@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	corev1 "k8s.io/api/core/v1"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -15,22 +14,6 @@ import (
 	"ddupan.top/provider-postgresql-tenant/internal/testenv"
 	"ddupan.top/provider-postgresql-tenant/internal/testenv/tenantkit"
 )
-
-// mustExec runs sql on c and fails the test on an error.
-func mustExec(ctx context.Context, t *testing.T, c *pgx.Conn, who, sql string) {
-	t.Helper()
-	if _, err := c.Exec(ctx, sql); err != nil {
-		t.Fatalf("%s: %s: %v", who, sql, err)
-	}
-}
-
-// mustRefuse runs sql on c and fails the test unless PostgreSQL refuses it.
-func mustRefuse(ctx context.Context, t *testing.T, c *pgx.Conn, who, sql string) {
-	t.Helper()
-	if _, err := c.Exec(ctx, sql); err == nil {
-		t.Errorf("%s may %s: it must not", who, sql)
-	}
-}
 
 // The least-privilege pattern an app team copies: one Tenant with a
 // readWrite role for the running app and a readOnly one for reporting,
@@ -61,13 +44,13 @@ func TestTenantDataRoles(t *testing.T) {
 
 	owner := appConn(ctx, t, ns, name)
 	defer owner.Close(ctx) //nolint:errcheck // test connection
-	mustExec(ctx, t, owner, "the owner", "CREATE TABLE orders (id bigserial PRIMARY KEY, item text)")
+	testenv.RunSQL(t, owner, "the owner", "CREATE TABLE orders (id bigserial PRIMARY KEY, item text)")
 	app := appConnTo(ctx, t, ns, appSecret)
 	defer app.Close(ctx) //nolint:errcheck // test connection
-	mustExec(ctx, t, app, "the app", "INSERT INTO orders (item) VALUES ('tea')")
-	mustExec(ctx, t, app, "the app", "UPDATE orders SET item = 'coffee'")
+	testenv.RunSQL(t, app, "the app", "INSERT INTO orders (item) VALUES ('tea')")
+	testenv.RunSQL(t, app, "the app", "UPDATE orders SET item = 'coffee'")
 	for _, sql := range []string{"DROP TABLE orders", "ALTER TABLE orders ADD COLUMN x int", "TRUNCATE orders", "CREATE TABLE mine (id int)"} {
-		mustRefuse(ctx, t, app, "the app's readWrite role", sql)
+		testenv.RefusedSQL(t, app, "the app's readWrite role", sql)
 	}
 	report := appConnTo(ctx, t, ns, reportSecret)
 	defer report.Close(ctx) //nolint:errcheck // test connection
@@ -76,7 +59,7 @@ func TestTenantDataRoles(t *testing.T) {
 		t.Errorf("the report reads %q (%v); want coffee", item, err)
 	}
 	for _, sql := range []string{"INSERT INTO orders (item) VALUES ('x')", "DELETE FROM orders", "DROP TABLE orders"} {
-		mustRefuse(ctx, t, report, "the readOnly role", sql)
+		testenv.RefusedSQL(t, report, "the readOnly role", sql)
 	}
 
 	// The report role goes: its Secret first, then its copy, then its role.
@@ -108,5 +91,5 @@ func TestTenantDataRoles(t *testing.T) {
 		t.Error("the report role's session survived its removal")
 	}
 	tenantkit.WaitTenantReady(ctx, t, env, api, ns, name)
-	mustExec(ctx, t, app, "the app", "INSERT INTO orders (item) VALUES ('milk')")
+	testenv.RunSQL(t, app, "the app", "INSERT INTO orders (item) VALUES ('milk')")
 }

@@ -2,13 +2,10 @@ package postgres_test
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"ddupan.top/provider-postgresql-tenant/internal/clients/postgres"
 	"ddupan.top/provider-postgresql-tenant/internal/scram"
@@ -28,29 +25,6 @@ func accessRole(t *testing.T, p *postgres.Pool, role string) string {
 		t.Fatalf("CreateRole %s: %v", role, err)
 	}
 	return pw
-}
-
-// exec runs each statement on c and fails the test on an error.
-func exec(t *testing.T, c *pgx.Conn, who string, stmts ...string) {
-	t.Helper()
-	for _, s := range stmts {
-		if _, err := c.Exec(context.Background(), s); err != nil {
-			t.Fatalf("as %s: %s: %v", who, s, err)
-		}
-	}
-}
-
-// refused runs each statement on c and fails the test unless the server
-// refuses it for lack of privileges (SQLSTATE 42501).
-func refused(t *testing.T, c *pgx.Conn, who string, stmts ...string) {
-	t.Helper()
-	for _, s := range stmts {
-		_, err := c.Exec(context.Background(), s)
-		var pe *pgconn.PgError
-		if !errors.As(err, &pe) || pe.Code != "42501" {
-			t.Errorf("as %s: %s: %v, want a refusal for lack of privileges (42501)", who, s, err)
-		}
-	}
 }
 
 // TestAccessRolesUseDataOnly: a read-write and a read-only login role
@@ -73,7 +47,7 @@ func TestAccessRolesUseDataOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer owner.Close(ctx) //nolint:errcheck // test connection
-	exec(t, owner, "the owner",
+	testenv.RunSQL(t, owner, "the owner",
 		"CREATE TABLE public.items (id bigserial PRIMARY KEY, v text)",
 		"INSERT INTO public.items (v) VALUES ('before')",
 		"CREATE FUNCTION public.item_count() RETURNS bigint LANGUAGE sql AS 'SELECT count(*) FROM public.items'",
@@ -94,7 +68,7 @@ func TestAccessRolesUseDataOnly(t *testing.T) {
 	// PUBLIC may create in a schema: an owner's grant here, and public
 	// itself before 15 (owned by the bootstrap superuser there, which only
 	// a superuser can change: the grant is refused with the statement).
-	exec(t, owner, "the owner", "GRANT CREATE ON SCHEMA app TO PUBLIC")
+	testenv.RunSQL(t, owner, "the owner", "GRANT CREATE ON SCHEMA app TO PUBLIC")
 	major, err := p.Major(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -127,14 +101,14 @@ func TestAccessRolesUseDataOnly(t *testing.T) {
 	}
 	defer ro.Close(ctx) //nolint:errcheck // test connection
 
-	exec(t, rw, "the read-write role",
+	testenv.RunSQL(t, rw, "the read-write role",
 		"INSERT INTO public.items (v) VALUES ('rw')",
 		"UPDATE public.items SET v = 'rw2' WHERE v = 'rw'",
 		"DELETE FROM public.items WHERE v = 'rw2'",
 		"SELECT public.item_count()",
 		"SELECT nextval('public.items_id_seq')",
 		"INSERT INTO app.events DEFAULT VALUES")
-	refused(t, rw, "the read-write role",
+	testenv.RefusedSQL(t, rw, "the read-write role",
 		"DROP TABLE public.items",
 		"ALTER TABLE public.items ADD COLUMN x int",
 		"TRUNCATE public.items",
@@ -143,11 +117,11 @@ func TestAccessRolesUseDataOnly(t *testing.T) {
 		"CREATE TABLE app.mine (id int)",
 		"ALTER ROLE acc_owner PASSWORD NULL",
 		"GRANT acc_owner TO acc_rw")
-	exec(t, ro, "the read-only role",
+	testenv.RunSQL(t, ro, "the read-only role",
 		"SELECT count(*) FROM public.items",
 		"SELECT count(*) FROM app.events",
 		"SELECT last_value FROM public.items_id_seq")
-	refused(t, ro, "the read-only role",
+	testenv.RefusedSQL(t, ro, "the read-only role",
 		"INSERT INTO public.items (v) VALUES ('ro')",
 		"UPDATE public.items SET v = 'ro'",
 		"DELETE FROM public.items",
@@ -158,20 +132,20 @@ func TestAccessRolesUseDataOnly(t *testing.T) {
 		"DROP TABLE public.items")
 
 	// What the owner creates later is covered by its default privileges.
-	exec(t, owner, "the owner",
+	testenv.RunSQL(t, owner, "the owner",
 		"CREATE TABLE public.later (id bigserial PRIMARY KEY, v text)",
 		"CREATE SCHEMA reports",
 		"CREATE TABLE reports.daily (id bigserial PRIMARY KEY, n int)")
-	exec(t, rw, "the read-write role",
+	testenv.RunSQL(t, rw, "the read-write role",
 		"INSERT INTO public.later (v) VALUES ('x')",
 		"INSERT INTO reports.daily (n) VALUES (1)")
-	exec(t, ro, "the read-only role",
+	testenv.RunSQL(t, ro, "the read-only role",
 		"SELECT count(*) FROM public.later",
 		"SELECT count(*) FROM reports.daily")
-	refused(t, ro, "the read-only role", "INSERT INTO reports.daily (n) VALUES (2)")
+	testenv.RefusedSQL(t, ro, "the read-only role", "INSERT INTO reports.daily (n) VALUES (2)")
 
 	// What the owner revokes is reported, then put back.
-	exec(t, owner, "the owner",
+	testenv.RunSQL(t, owner, "the owner",
 		"REVOKE INSERT ON public.items FROM acc_rw",
 		"ALTER DEFAULT PRIVILEGES REVOKE SELECT ON TABLES FROM acc_ro")
 	missing, err = p.ObserveAccess(ctx, "acc_owner", "acc_owner", "acc_rw", postgres.AccessReadWrite)
@@ -196,7 +170,7 @@ func TestAccessRolesUseDataOnly(t *testing.T) {
 			t.Errorf("after the repair %s misses %q (%v)", role, missing, err)
 		}
 	}
-	exec(t, rw, "the read-write role", "INSERT INTO public.items (v) VALUES ('again')")
+	testenv.RunSQL(t, rw, "the read-write role", "INSERT INTO public.items (v) VALUES ('again')")
 
 	// Neither reaches another tenant's database.
 	for role, pw := range map[string]string{"acc_rw": rwPW, "acc_ro": roPW} {
@@ -220,7 +194,7 @@ func TestAccessRolesUseDataOnly(t *testing.T) {
 	if err := p.DropRole(ctx, "acc_rw"); err != nil {
 		t.Errorf("DROP ROLE after RevokeAccess: %v", err)
 	}
-	exec(t, ro, "the read-only role", "SELECT count(*) FROM public.items")
+	testenv.RunSQL(t, ro, "the read-only role", "SELECT count(*) FROM public.items")
 
 	// An unknown access is refused before any statement.
 	if err := p.GrantAccess(ctx, "acc_owner", "acc_owner", "acc_ro", postgres.Access("admin")); postgres.ClassOf(err) != postgres.ClassInvalid {

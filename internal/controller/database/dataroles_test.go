@@ -2,15 +2,12 @@ package database_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
@@ -56,29 +53,7 @@ func publicCreate(t *testing.T, d *v1alpha1.Database, database string) {
 	// Closed at once: a superuser's session would keep a Delete from
 	// ending the database's sessions.
 	defer c.Close(context.Background()) //nolint:errcheck // test
-	run(t, c, "the superuser", grant, revoke)
-}
-
-// run runs each statement on c and fails the test on the first error.
-func run(t *testing.T, c *pgx.Conn, who string, stmts ...string) {
-	t.Helper()
-	for _, s := range stmts {
-		if _, err := c.Exec(context.Background(), s); err != nil {
-			t.Fatalf("as %s: %s: %v", who, s, err)
-		}
-	}
-}
-
-// refusedAs asserts each statement is refused on c for lack of privilege.
-func refusedAs(t *testing.T, c *pgx.Conn, who string, stmts ...string) {
-	t.Helper()
-	for _, s := range stmts {
-		_, err := c.Exec(context.Background(), s)
-		var pe *pgconn.PgError
-		if !errors.As(err, &pe) || (pe.Code != "42501" && pe.Code != "42P01") {
-			t.Errorf("as %s: %s: %v, want a refusal for lack of privilege", who, s, err)
-		}
-	}
+	testenv.RunSQL(t, c, "the superuser", grant, revoke)
 }
 
 // TestDataRolesUseTheOwnersDataOnly: a Database with a read-write and a
@@ -135,7 +110,7 @@ func TestDataRolesUseTheOwnersDataOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ownerConn.Close(ctx) //nolint:errcheck // test
-	run(t, ownerConn, "the owner", "CREATE TABLE items (id bigserial PRIMARY KEY, v text)", "CREATE SCHEMA later", "CREATE TABLE later.t (n int)")
+	testenv.RunSQL(t, ownerConn, "the owner", "CREATE TABLE items (id bigserial PRIMARY KEY, v text)", "CREATE SCHEMA later", "CREATE TABLE later.t (n int)")
 	rw, err := appLogin(t, "drshop_app", app.Data["password"].(string), "drshop")
 	if err != nil {
 		t.Fatalf("the read-write role cannot log in with its record: %v", err)
@@ -146,10 +121,10 @@ func TestDataRolesUseTheOwnersDataOnly(t *testing.T) {
 		t.Fatalf("the read-only role cannot log in with its record: %v", err)
 	}
 	defer ro.Close(ctx) //nolint:errcheck // test
-	run(t, rw, "the read-write role", "INSERT INTO items (v) VALUES ('a')", "UPDATE items SET v = 'b'", "INSERT INTO later.t VALUES (1)", "DELETE FROM later.t")
-	refusedAs(t, rw, "the read-write role", "DROP TABLE items", "TRUNCATE items", "CREATE TABLE mine (n int)", "ALTER TABLE items ADD COLUMN x int")
-	run(t, ro, "the read-only role", "SELECT count(*) FROM items", "SELECT count(*) FROM later.t")
-	refusedAs(t, ro, "the read-only role", "INSERT INTO items (v) VALUES ('c')", "DELETE FROM items")
+	testenv.RunSQL(t, rw, "the read-write role", "INSERT INTO items (v) VALUES ('a')", "UPDATE items SET v = 'b'", "INSERT INTO later.t VALUES (1)", "DELETE FROM later.t")
+	testenv.RefusedSQL(t, rw, "the read-write role", "DROP TABLE items", "TRUNCATE items", "CREATE TABLE mine (n int)", "ALTER TABLE items ADD COLUMN x int")
+	testenv.RunSQL(t, ro, "the read-only role", "SELECT count(*) FROM items", "SELECT count(*) FROM later.t")
+	testenv.RefusedSQL(t, ro, "the read-only role", "INSERT INTO items (v) VALUES ('c')", "DELETE FROM items")
 	for role, pw := range map[string]any{"drshop_app": app.Data["password"], "drshop_report": report.Data["password"]} {
 		if c, err := appLogin(t, role, pw.(string), "drnext"); err == nil {
 			_ = c.Close(ctx)
@@ -159,8 +134,8 @@ func TestDataRolesUseTheOwnersDataOnly(t *testing.T) {
 
 	// A revoked grant and a changed password are put back (at the next
 	// login check).
-	run(t, ownerConn, "the owner", "REVOKE INSERT ON items FROM drshop_app")
-	run(t, sc, "the superuser", "ALTER ROLE drshop_report PASSWORD 'changed-by-hand'")
+	testenv.RunSQL(t, ownerConn, "the owner", "REVOKE INSERT ON items FROM drshop_app")
+	testenv.RunSQL(t, sc, "the superuser", "ALTER ROLE drshop_report PASSWORD 'changed-by-hand'")
 	err = testenv.WaitFor(ctx, 2*loginCheck+30*time.Second, func(ctx context.Context) error {
 		if _, err := rw.Exec(ctx, "INSERT INTO items (v) VALUES ('again')"); err != nil {
 			time.Sleep(time.Second)
@@ -219,7 +194,7 @@ func TestDataRoleMadeByHandIsNotTaken(t *testing.T) {
 	testenv.Need(t)
 	ctx := context.Background()
 	sc := superConn(t, "postgres")
-	run(t, sc, "the superuser", "CREATE ROLE drhand_app LOGIN PASSWORD 'made-by-hand'")
+	testenv.RunSQL(t, sc, "the superuser", "CREATE ROLE drhand_app LOGIN PASSWORD 'made-by-hand'")
 	before := readPG(t, "drhand", "drhand_app").Verifier
 	d := newDB("drhand", func(d *v1alpha1.Database) {
 		d.Spec.ReclaimPolicy = v1alpha1.ReclaimDelete
@@ -253,7 +228,7 @@ func TestDataRoleMadeByHandIsNotTaken(t *testing.T) {
 		t.Errorf("the role made by hand may connect to the tenant's database: %v (%v)", connect, err)
 	}
 
-	run(t, sc, "the superuser", "DROP ROLE drhand_app")
+	testenv.RunSQL(t, sc, "the superuser", "DROP ROLE drhand_app")
 	waitDB(t, d, "Ready once the name is free", dataRolesReady)
 	if err := env.Kube.Client.Delete(ctx, d); err != nil {
 		t.Fatal(err)
