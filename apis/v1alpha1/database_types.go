@@ -66,9 +66,11 @@ type DatabaseParameters struct {
 	// DataRoles are login roles beside the owner that use the owner's data
 	// and own nothing: the identity a running app uses (readWrite) and
 	// one for reporting and backup tools (readOnly). Each gets its own
-	// credential record (<the Database's record>/roles/<name>) and the
-	// login role <loginRole>_<name>. Removing one drops its role. None by
-	// default: the owner only.
+	// credential record (<the Database's record>/roles/<name>; for an
+	// import, under the path a provisioning Database's record would have)
+	// and the login role <loginRole>_<name>. Removing one drops its role.
+	// An import gets them only with Update in its management policies. None
+	// by default: the owner only.
 	// +kubebuilder:validation:MaxItems=8
 	// +listType=map
 	// +listMapKey=name

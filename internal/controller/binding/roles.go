@@ -66,7 +66,10 @@ func roleRecordKey(db, name string) types.UID { return types.UID(db + "/data-rol
 func (e *external) observeRoles(ctx context.Context, b *v1alpha1.DatabaseBinding) (bool, error) {
 	e.roles = nil
 	db := e.db
-	src, _ := tenancy.DatabaseRecordPath(e.opts.OpenBao.DatabaseBasePath, db.GetName(), db.Spec.ForProvider.CredentialPath)
+	// The data roles' records live under the path a provisioning
+	// Database's record has, an import's too (its own record is the
+	// admin's).
+	src := tenancy.CredentialPath(e.opts.OpenBao.DatabaseBasePath, db.GetName())
 	now := time.Now()
 	for _, name := range e.roleCandidates(b, false) {
 		o := tenancy.RoleDeliveryObservation{Name: name, Delivery: tenancy.DeliveryObservation{

@@ -71,12 +71,12 @@ func dataRoleNames(db *v1alpha1.Database, owner map[string]string) (names []stri
 // check of its privileges (one session each).
 func (e *external) observeDataRoles(ctx context.Context, db *v1alpha1.Database) ([]dataRole, error) {
 	n := e.names
-	names, wanted := dataRoleNames(db, e.obs.KV.Owner)
+	names, wanted := dataRoleNames(db, e.roleList)
 	out := make([]dataRole, 0, len(names))
 	now := time.Now()
 	for _, name := range names {
 		w, isWanted := wanted[name]
-		o := tenancy.DataRoleObservation{Name: name, Role: tenancy.DataRoleName(n.role, name), Path: tenancy.DataRolePath(n.path, name),
+		o := tenancy.DataRoleObservation{Name: name, Role: tenancy.DataRoleName(n.role, name), Path: tenancy.DataRolePath(n.roles, name),
 			Wanted: isWanted, Access: w.Access, Rotation: dataRoleRotation(db, w)}
 		lim := tenancy.LimitsOf(e.cfgLimits, w.Limits)
 		cat, err := e.pool.Observe(ctx, n.database, o.Role)
@@ -133,6 +133,31 @@ func (e *external) observeDataRoles(ctx context.Context, db *v1alpha1.Database) 
 		out = append(out, dataRole{obs: o, verdict: v, limits: lim})
 	}
 	return out, nil
+}
+
+// readRoleList reads what lists the data roles: the Database's own
+// record's metadata, already read; for an import with Update, the entry of
+// its own at names.roles (one read per Observe). A read-only import has
+// none: it never gets data roles.
+func (e *external) readRoleList(ctx context.Context, o tenancy.Observation) error {
+	e.roleList, e.roleListOurs = nil, false
+	n := e.names
+	if n.roles == n.path {
+		if tenancy.KVOurs(o.KV, e.id) {
+			e.roleList, e.roleListOurs = o.KV.Owner, true
+		}
+		return nil
+	}
+	if !o.ImportUpdate {
+		return nil
+	}
+	rec, err := e.kv.Read(ctx, n.roles)
+	if err != nil || rec == nil {
+		return err
+	}
+	e.roleList = rec.Owner
+	e.roleListOurs = tenancy.KVOurs(tenancy.KVState{Present: true, Owner: rec.Owner}, e.id)
+	return nil
 }
 
 // dataRoleRotation is what the Database asks of the data role w's
@@ -212,7 +237,7 @@ func (e *external) reportDataRoles(db *v1alpha1.Database) {
 // forgets it after its record is deleted.
 func (e *external) applyDataRoles(ctx context.Context, db *v1alpha1.Database) error {
 	n := e.names
-	listed := tenancy.RecordedDataRoles(e.obs.KV.Owner)
+	listed := tenancy.RecordedDataRoles(e.roleList)
 	list := func(names []string) error {
 		value := tenancy.DataRolesValue(names)
 		if value == tenancy.DataRolesValue(listed) {
@@ -221,9 +246,19 @@ func (e *external) applyDataRoles(ctx context.Context, db *v1alpha1.Database) er
 		if err := e.step(StepDataRolesList); err != nil {
 			return failFrom(db, StepDataRolesList, err)
 		}
-		if err := e.kv.SetOwner(ctx, n.path, map[string]string{tenancy.MetaDataRoles: value}); err != nil {
+		m := map[string]string{tenancy.MetaDataRoles: value}
+		if n.roles != n.path && !e.roleListOurs {
+			// An import's list, in an entry of its own: made with this
+			// Database's ownership, only where nothing is.
+			if e.roleList != nil {
+				return fail(db, tenancy.ReasonConflict, fmt.Sprintf("the data roles of this import are listed at %s, which exists and is not this Database's; nothing was written", n.roles))
+			}
+			maps.Copy(m, tenancy.OwnerMetadata(e.id))
+		}
+		if err := e.kv.SetOwner(ctx, n.roles, m); err != nil {
 			return failFrom(db, StepDataRolesList, err)
 		}
+		e.roleListOurs = true
 		listed = tenancy.RecordedDataRoles(map[string]string{tenancy.MetaDataRoles: value})
 		return nil
 	}
@@ -408,11 +443,11 @@ func joinActions(a []tenancy.DataRoleAction) string {
 // in it) is gone.
 func (e *external) dropDataRoles(ctx context.Context, db *v1alpha1.Database, databaseDropped bool) error {
 	n := e.names
-	for _, name := range tenancy.RecordedDataRoles(e.obs.KV.Owner) {
+	for _, name := range tenancy.RecordedDataRoles(e.roleList) {
 		if !tenancy.ValidIdentifier(name) {
 			continue
 		}
-		role, path := tenancy.DataRoleName(n.role, name), tenancy.DataRolePath(n.path, name)
+		role, path := tenancy.DataRoleName(n.role, name), tenancy.DataRolePath(n.roles, name)
 		rec, err := e.kv.Read(ctx, path)
 		if err != nil {
 			return failFrom(db, StepDataRoleDrop, err)

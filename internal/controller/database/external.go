@@ -104,12 +104,21 @@ type external struct {
 	// dataRoles are the data roles Observe found, when the owner is
 	// Ready.
 	dataRoles []dataRole
+	// roleList is the metadata that lists the data roles (names.roles);
+	// roleListOurs: it is this Database's.
+	roleList     map[string]string
+	roleListOurs bool
 }
 
 // names are the effective names of a Database.
 type names struct {
 	database, role, path string
-	importing            bool
+	// roles is where the data roles' records live (<roles>/roles/<name>)
+	// and whose metadata lists them: the Database's own record, or, for
+	// an import (whose record is the admin's), a metadata-only entry at
+	// the path a provisioning Database's record would have.
+	roles     string
+	importing bool
 }
 
 // policies resolves db's management policies as the managed reconciler
@@ -157,8 +166,9 @@ func (e *external) resolve(db *v1alpha1.Database) (names, error) {
 	if err := tenancy.ValidatePath("spec.forProvider.credentialPath", n.path); err != nil {
 		return n, fail(db, tenancy.ReasonInvalidSpec, err.Error())
 	}
-	if n.importing && len(db.Spec.ForProvider.DataRoles) > 0 {
-		return n, fail(db, tenancy.ReasonInvalidSpec, "spec.forProvider.dataRoles: data roles are made for databases this provider created; an import (managementPolicies without Create) cannot have them yet")
+	n.roles = derived
+	if n.importing && len(db.Spec.ForProvider.DataRoles) > 0 && !policies(db).ShouldUpdate() {
+		return n, fail(db, tenancy.ReasonInvalidSpec, "spec.forProvider.dataRoles: a read-only import never changes the database's grants, and data roles are granted the owner's data; add Update to spec.managementPolicies to have them made, or remove spec.forProvider.dataRoles; nothing was created or changed")
 	}
 	if n.importing {
 		if err := tenancy.ValidateImportPath("spec.forProvider.credentialPath", n.path, e.opts.OpenBao.TenantBasePath); err != nil {
@@ -291,7 +301,10 @@ func (e *external) Observe(ctx context.Context, db *v1alpha1.Database) (managed.
 		}
 	}
 	e.dataRoles = nil
-	if !meta.WasDeleted(db) && v.Ready && !o.Import && (len(db.Spec.ForProvider.DataRoles) > 0 || len(tenancy.RecordedDataRoles(o.KV.Owner)) > 0) {
+	if err := e.readRoleList(ctx, o); err != nil {
+		return managed.ExternalObservation{}, failFrom(db, "read the data roles' list", err)
+	}
+	if !meta.WasDeleted(db) && v.Ready && (!o.Import || o.ImportUpdate) && (len(db.Spec.ForProvider.DataRoles) > 0 || len(tenancy.RecordedDataRoles(e.roleList)) > 0) {
 		// The data roles once the owner is Ready: they are granted the
 		// owner's data.
 		roles, err := e.observeDataRoles(ctx, db)
@@ -308,8 +321,8 @@ func (e *external) Observe(ctx context.Context, db *v1alpha1.Database) (managed.
 	// The data roles this Database's record lists hold the CONNECT it
 	// granted them: that is not other access.
 	var dataRoles []string
-	if v.KVOurs {
-		for _, name := range tenancy.RecordedDataRoles(o.KV.Owner) {
+	if v.KVOurs || e.roleListOurs {
+		for _, name := range tenancy.RecordedDataRoles(e.roleList) {
 			dataRoles = append(dataRoles, tenancy.DataRoleName(n.role, name))
 		}
 	}
@@ -480,7 +493,7 @@ func (e *external) forgetLogin(db *v1alpha1.Database) {
 		e.logins.Forget(db.GetUID())
 		// A write on the Database (a rotation, a cleanup that revokes
 		// other roles' grants, a repair) is checked on its data roles too.
-		names, _ := dataRoleNames(db, e.obs.KV.Owner)
+		names, _ := dataRoleNames(db, e.roleList)
 		for _, name := range names {
 			e.logins.Forget(dataRoleKey(db, name))
 		}
@@ -1139,10 +1152,15 @@ func (e *external) Delete(ctx context.Context, db *v1alpha1.Database) (managed.E
 			return managed.ExternalDelete{}, err
 		}
 	}
-	if v.KVOurs && !e.obs.Import {
+	if (v.KVOurs && !e.obs.Import) || e.roleListOurs {
 		// The data roles, after their database (their grants went with
 		// it) and before the record that lists them.
 		if err := e.dropDataRoles(ctx, db, v.DBOurs); err != nil {
+			return managed.ExternalDelete{}, err
+		}
+	}
+	if e.obs.Import && e.roleListOurs {
+		if err := e.do(db, StepDataRoleDelete, func() error { return e.kv.Delete(ctx, n.roles) }); err != nil {
 			return managed.ExternalDelete{}, err
 		}
 	}
