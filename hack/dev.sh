@@ -152,7 +152,8 @@ $where
   - tenant wiki/wiki got a new Database (dynamic), was deleted, and its Database
     $rel stayed, Released, with its data;
   - the admin reserved $rel for tenant $tns/$tn, which bound it and got the
-    Secret $tsec.
+    Secret $tsec (the owner: for migrations) and, for its data roles,
+    $tsec-app (readWrite: what the app runs with) and $tsec-report (readOnly).
   kubectl get tenants.database.ayatori.ddupan.top,databasebindings.database.ayatori.ddupan.top,externalsecrets -A
   $PPT_BIN/crossplane resource trace tenant.database.ayatori.ddupan.top/$tn -n $tns   # the Tenant's tree
   kubectl describe secret -n $tns $tsec      # its keys, no values

@@ -968,6 +968,20 @@ func TestDatabaseBindingRejectsBadInput(t *testing.T) {
 			}),
 			field: "spec.managementPolicies", msgs: []string{`always ["*"]`, "its release would be skipped"},
 		},
+		// netbox_ and 57 characters make 64.
+		"DataRoleLoginRoleTooLong": {
+			obj: dynamic(func(b *v1alpha1.DatabaseBinding) {
+				b.Spec.ForProvider.LoginRole = ptr.To(strings.Repeat("r", 50))
+				b.Spec.ForProvider.DataRoles = []v1alpha1.BindingDataRole{{Name: "reporting12345", Access: v1alpha1.DataReadOnly}}
+			}),
+			field: "spec.forProvider.dataRoles", msgs: []string{"must fit PostgreSQL's 63 characters"},
+		},
+		"DataRoleBadAccess": {
+			obj: dynamic(func(b *v1alpha1.DatabaseBinding) {
+				b.Spec.ForProvider.DataRoles = []v1alpha1.BindingDataRole{{Name: "app", Access: "owner"}}
+			}),
+			field: "spec.forProvider.dataRoles[0].access", msgs: []string{"readWrite", "readOnly"},
+		},
 		"ManagementPoliciesObserveOnly": {
 			obj: static(func(b *v1alpha1.DatabaseBinding) {
 				b.Spec.ManagementPolicies = xpv2.ManagementPolicies{xpv2.ManagementActionObserve}
@@ -1051,6 +1065,13 @@ func TestDatabaseBindingRejectsUpdates(t *testing.T) {
 			},
 			field: "spec.forProvider.databaseRef", msg: "spec.forProvider.databaseRef is immutable",
 		},
+		"DataRoleAccess": {
+			obj: dynamic(func(b *v1alpha1.DatabaseBinding) {
+				b.Spec.ForProvider.DataRoles = []v1alpha1.BindingDataRole{{Name: "app", Access: v1alpha1.DataReadWrite}}
+			}),
+			change: func(b *v1alpha1.DatabaseBinding) { b.Spec.ForProvider.DataRoles[0].Access = v1alpha1.DataReadOnly },
+			field:  "spec.forProvider.dataRoles[0].access", msg: "access is fixed",
+		},
 		"DatabaseRefAdded": {
 			obj: dynamic(nil),
 			change: func(b *v1alpha1.DatabaseBinding) {
@@ -1132,6 +1153,19 @@ func TestDatabaseBindingAllowedChanges(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, &b.Spec.ForProvider); diff != "" {
 		t.Errorf("forProvider after update: -want +got:\n%s", diff)
+	}
+	// Data roles are added and removed; a removed name may come back with
+	// another access.
+	for _, roles := range [][]v1alpha1.BindingDataRole{
+		{{Name: "app", Access: v1alpha1.DataReadWrite}, {Name: "report", Access: v1alpha1.DataReadOnly}},
+		{{Name: "report", Access: v1alpha1.DataReadOnly}},
+		{{Name: "report", Access: v1alpha1.DataReadOnly}, {Name: "app", Access: v1alpha1.DataReadOnly}},
+		nil,
+	} {
+		b.Spec.ForProvider.DataRoles = roles
+		if err := c.Update(ctx, b); err != nil {
+			t.Fatalf("data roles %v rejected: %v", roles, err)
+		}
 	}
 }
 

@@ -685,10 +685,16 @@ func releaseAndRebind(ctx context.Context, env *testenv.Env, tn types.Namespaced
 	if err != nil {
 		return "", next, err
 	}
+	spec := map[string]any{"databaseRef": db}
+	if roles, ok, _ := unstructured.NestedSlice(t.Object, "spec", "dataRoles"); ok {
+		// The Database kept the data roles the first Tenant asked for:
+		// the new one asks for them too and gets their Secrets.
+		spec["dataRoles"] = roles
+	}
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": tenantAPIVersion, "kind": tenantKind,
 		"metadata": map[string]any{"namespace": next.Namespace, "name": next.Name},
-		"spec":     map[string]any{"databaseRef": db},
+		"spec":     spec,
 	}}
 	if err := kube.Create(ctx, u); err != nil && !apierrors.IsAlreadyExists(err) {
 		return "", next, err

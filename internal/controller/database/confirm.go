@@ -20,12 +20,16 @@ const confirmAfterRepair = 2 * time.Second
 type confirmer struct {
 	mu       sync.Mutex
 	repaired map[types.UID]bool
-	last     map[types.UID]time.Time
-	now      func() time.Time
+	// created: a data role was just created (once per role: it cannot
+	// loop), observed again after confirmAfterRepair whatever the last
+	// early confirmation.
+	created map[types.UID]bool
+	last    map[types.UID]time.Time
+	now     func() time.Time
 }
 
 func newConfirmer() *confirmer {
-	return &confirmer{repaired: map[types.UID]bool{}, last: map[types.UID]time.Time{}, now: time.Now}
+	return &confirmer{repaired: map[types.UID]bool{}, created: map[types.UID]bool{}, last: map[types.UID]time.Time{}, now: time.Now}
 }
 
 // Repaired records that a repair of the Database with this UID succeeded.
@@ -35,6 +39,16 @@ func (c *confirmer) Repaired(uid types.UID) {
 	c.repaired[uid] = true
 }
 
+// Created records that a data role of the Database with this UID was
+// created: a new Tenant's Database is Ready only once its data roles are,
+// and that must not wait a poll interval behind the owner's own early
+// confirmation.
+func (c *confirmer) Created(uid types.UID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.created[uid] = true
+}
+
 // PollInterval is a managed.PollIntervalHook: poll, or confirmAfterRepair
 // once after a repair unless the previous early confirmation of the same
 // Database was less than a poll interval ago.
@@ -42,6 +56,14 @@ func (c *confirmer) PollInterval(mg resource.Managed, poll time.Duration) time.D
 	uid := mg.GetUID()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.created[uid] {
+		delete(c.created, uid)
+		delete(c.repaired, uid)
+		if poll > confirmAfterRepair {
+			return confirmAfterRepair
+		}
+		return poll
+	}
 	if !c.repaired[uid] {
 		return poll
 	}

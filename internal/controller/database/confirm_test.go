@@ -20,6 +20,7 @@ func TestConfirmAfterRepair(t *testing.T) {
 	type step struct {
 		after    time.Duration
 		repaired *v1alpha1.Database
+		created  *v1alpha1.Database
 		ask      *v1alpha1.Database
 		poll     time.Duration
 	}
@@ -47,6 +48,17 @@ func TestConfirmAfterRepair(t *testing.T) {
 			},
 			want: []time.Duration{confirmAfterRepair, poll, confirmAfterRepair},
 		},
+		// The owner's repair right after its create used the early
+		// confirmation; the data roles created next are confirmed soon
+		// all the same (a new Tenant waits for them).
+		"DataRolesCreatedAfterAnEarlyConfirmation": {
+			steps: []step{
+				{repaired: dbA, ask: dbA, poll: poll},
+				{after: 2 * time.Second, repaired: dbA, created: dbA, ask: dbA, poll: poll},
+				{after: 2 * time.Second, repaired: dbA, ask: dbA, poll: poll},
+			},
+			want: []time.Duration{confirmAfterRepair, confirmAfterRepair, poll},
+		},
 		"PollShorterThanTheConfirmation": {
 			steps: []step{{repaired: dbA, ask: dbA, poll: time.Second}},
 			want:  []time.Duration{time.Second},
@@ -62,6 +74,9 @@ func TestConfirmAfterRepair(t *testing.T) {
 				now = now.Add(s.after)
 				if s.repaired != nil {
 					c.Repaired(s.repaired.GetUID())
+				}
+				if s.created != nil {
+					c.Created(s.created.GetUID())
 				}
 				got = append(got, c.PollInterval(s.ask, s.poll))
 			}

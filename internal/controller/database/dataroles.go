@@ -263,6 +263,7 @@ func (e *external) applyDataRoles(ctx context.Context, db *v1alpha1.Database) er
 		return nil
 	}
 	var done []string
+	created := false
 	for _, r := range e.dataRoles {
 		o, v := r.obs, r.verdict
 		if v.Conflict != "" {
@@ -347,6 +348,7 @@ func (e *external) applyDataRoles(ctx context.Context, db *v1alpha1.Database) er
 		}
 		if len(v.Actions) > 0 {
 			done = append(done, fmt.Sprintf("%s: %s", o.Name, joinActions(v.Actions)))
+			created = created || slices.Contains(v.Actions, tenancy.DataRoleCreate)
 		}
 	}
 	// A name listed whose record is gone (a removal interrupted after
@@ -364,6 +366,13 @@ func (e *external) applyDataRoles(ctx context.Context, db *v1alpha1.Database) er
 	}
 	if len(done) > 0 {
 		e.record.Event(db, event.Normal("DataRolesUpdated", "data roles: "+strings.Join(done, "; ")))
+		if e.confirm != nil {
+			// Observed again soon, to show them Ready.
+			e.confirm.Repaired(db.GetUID())
+			if created {
+				e.confirm.Created(db.GetUID())
+			}
+		}
 	}
 	return nil
 }
