@@ -241,6 +241,11 @@ var readyReasons = map[string]struct{ tenant, database string }{
 	tenancy.ReasonWaitingForTenant:         {Progressing, ""},
 	tenancy.ReasonProvisioning:             {Progressing, ""},
 	tenancy.ReasonDelivering:               {Progressing, ""},
+	// A data role the Tenant asks for: not created yet on its Database
+	// (progress), or absent from a Database an admin registered (only the
+	// admin or the team ends it).
+	tenancy.ReasonDataRoleNotReady:    {Progressing, ""},
+	tenancy.ReasonDataRoleUnavailable: {Degraded, ""},
 }
 
 // otherReasons are the reasons the code defines that are no Tenant's or

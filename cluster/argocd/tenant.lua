@@ -40,6 +40,9 @@ local degraded = {
   UnsupportedVersion = true, DependentObjectsExist = true,
   ServerReadOnly = true, ServerRefused = true,
   DatabaseOptionsNotAllowed = true, DatabaseOptionsUnsupported = true,
+  -- a data role the bound Database does not have (or has with another
+  -- access): only an admin adds it there, or the team removes it
+  DataRoleUnavailable = true,
 }
 
 -- Reasons of progress, and of waits that resume by themselves.
@@ -47,7 +50,7 @@ local progressing = {
   Creating = true, Deleting = true, Reconciling = true,
   Binding = true, WaitingForTenant = true, Provisioning = true, Delivering = true,
   InstanceNotReady = true, DatabaseNotReady = true, DependencyUnavailable = true,
-  BoundToTenant = true,
+  BoundToTenant = true, DataRoleNotReady = true,
 }
 
 local function text(v)
