@@ -39,6 +39,16 @@ import (
 //     waits for it), so the next one finds the port free.
 const FixedMetricsPort = 8080
 
+// functionSettle is how long the port stays held after the last function
+// started beside a placeholder serves gRPC, before the placeholder goes.
+// function-sdk-go starts its metrics server in a goroutine just before it
+// serves gRPC, and nothing orders the two: on a loaded machine a function
+// can answer before that goroutine has tried the port (CI saw one take the
+// port this way). A second is far beyond a runnable goroutine's wait; an
+// RBAC manager, the other holder, keeps the port for a whole package
+// installation after its functions serve, so it needs no such wait.
+const functionSettle = time.Second
+
 // fixedPort is a port some components bind whatever they are told, and
 // the machine-wide lock under which environments share it.
 type fixedPort struct {

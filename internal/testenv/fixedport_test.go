@@ -185,6 +185,7 @@ func TestFixedPortEnvironmentsStartTogether(t *testing.T) {
 					err = awaitGRPC(ctx, f, flog, addr, nil, time.Minute)
 				}
 				if hold != nil {
+					time.Sleep(functionSettle) // as StartRenderer
 					_ = hold.Close()
 				}
 				_ = lock.Close()

@@ -98,7 +98,8 @@ func StartRenderer(dir string) (*Renderer, error) {
 	}
 	// The functions bind FixedMetricsPort when it is free: they start under
 	// its lock while the harness holds it, and the lock goes once each
-	// serves gRPC (its metrics server has failed by then).
+	// serves gRPC and functionSettle has passed (its metrics server has
+	// failed by then).
 	lock, err := metricsPort().lock(context.Background())
 	if err != nil {
 		return nil, err
@@ -106,6 +107,8 @@ func StartRenderer(dir string) (*Renderer, error) {
 	defer lock.Close() //nolint:errcheck // releases the lock
 	if hold := metricsPort().hold(); hold != nil {
 		defer hold.Close() //nolint:errcheck // a placeholder
+		// Runs before the placeholder goes (defers run last in, first out).
+		defer time.Sleep(functionSettle)
 	}
 	r := &Renderer{dir: dir, functions: filepath.Join(dir, "functions.yaml")}
 	var docs []string
