@@ -230,6 +230,12 @@ func TestClusterProviderConfigRejectsBadInput(t *testing.T) {
 			mut:   func(c *v1alpha1.ClusterProviderConfig) { c.Spec.UnhardenedTemplate1 = "Ignore" },
 			field: "spec.unhardenedTemplate1", msgs: []string{"Unsupported value", `"Refuse"`, `"Warn"`},
 		},
+		"NegativeMaxTenants": {
+			mut: func(c *v1alpha1.ClusterProviderConfig) {
+				c.Spec.Namespaces = &v1alpha1.NamespacePolicy{MaxTenants: ptr.To[int32](-1)}
+			},
+			field: "spec.namespaces.maxTenants", msgs: []string{"greater than or equal to 0"},
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -142,6 +142,11 @@ type ProviderConfigSpec struct {
 	// +optional
 	DatabaseOptions *DatabaseOptionsPolicy `json:"databaseOptions,omitempty"`
 
+	// Namespaces says which namespaces' Tenants may take databases on this
+	// server, and how many each. Absent: every namespace, any number.
+	// +optional
+	Namespaces *NamespacePolicy `json:"namespaces,omitempty"`
+
 	// UnhardenedTemplate1 is what the health check does with a server whose
 	// template1 lets every role create objects in it (PostgreSQL 14, and
 	// servers upgraded from it, as a managed service leaves them, where the
@@ -154,6 +159,31 @@ type ProviderConfigSpec struct {
 	// +kubebuilder:default=Refuse
 	// +optional
 	UnhardenedTemplate1 Template1Policy `json:"unhardenedTemplate1,omitempty"`
+}
+
+// NamespacePolicy is which namespaces may take databases on a server, and
+// how many each. It is checked only when a Tenant takes a database: a new
+// one created for it, or an existing Database no admin reserved for it
+// (spec.claimRef unset). A Database an admin reserved for a Tenant is the
+// admin's decision and passes. Changing the policy never touches a
+// Database already bound: it keeps its Tenant, credential and data roles.
+type NamespacePolicy struct {
+	// Selector selects the namespaces whose Tenants may take databases on
+	// this server, by the namespace's labels (as a NetworkPolicy's
+	// namespaceSelector does). Absent or empty: every namespace. A Tenant
+	// elsewhere is refused (NamespaceNotAllowed) and nothing is created.
+	// +optional
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+
+	// MaxTenants is how many Databases on this server one namespace may
+	// hold: bound to its Tenants, being created for them, or reserved for
+	// them by an admin (released ones do not count). A Tenant that would
+	// exceed it is refused (NamespaceLimitReached) and nothing is created;
+	// it is taken at a later poll once the namespace holds fewer. Absent:
+	// no limit; 0: the namespace may take none.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	MaxTenants *int32 `json:"maxTenants,omitempty"`
 }
 
 // Template1Policy is what a config does with a template1 every role may

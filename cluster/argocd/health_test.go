@@ -246,6 +246,10 @@ var readyReasons = map[string]struct{ tenant, database string }{
 	// admin or the team ends it).
 	tenancy.ReasonDataRoleNotReady:    {Progressing, ""},
 	tenancy.ReasonDataRoleUnavailable: {Degraded, ""},
+	// The server's namespace policy: an admin's change, or a Tenant
+	// deleted in the namespace, ends it.
+	tenancy.ReasonNamespaceNotAllowed:   {Degraded, ""},
+	tenancy.ReasonNamespaceLimitReached: {Degraded, ""},
 }
 
 // otherReasons are the reasons the code defines that are no Tenant's or

@@ -43,6 +43,10 @@ local degraded = {
   -- a data role the bound Database does not have (or has with another
   -- access): only an admin adds it there, or the team removes it
   DataRoleUnavailable = true,
+  -- the server does not serve the namespace, or the namespace holds all
+  -- the databases it allows one namespace: an admin, or a deleted Tenant,
+  -- ends it
+  NamespaceNotAllowed = true, NamespaceLimitReached = true,
 }
 
 -- Reasons of progress, and of waits that resume by themselves.

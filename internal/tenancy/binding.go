@@ -46,6 +46,13 @@ const (
 	// exists (deleted with its dependents orphaned): the binding releases
 	// its Database as if it were deleted, and can be deleted.
 	ReasonTenantGone = "TenantGone"
+	// ReasonNamespaceNotAllowed: the server's namespace selector does not
+	// select the Tenant's namespace; nothing is taken there.
+	ReasonNamespaceNotAllowed = "NamespaceNotAllowed"
+	// ReasonNamespaceLimitReached: the namespace holds as many Databases on
+	// the server as its config allows one namespace; nothing more is taken
+	// until it holds fewer.
+	ReasonNamespaceLimitReached = "NamespaceLimitReached"
 )
 
 // Reasons of a DatabaseBinding's Ready condition while it makes progress.
@@ -309,6 +316,46 @@ type ObservedInstance struct {
 	Present, Deleting    bool
 	Ready                xpv2.Condition
 	DefaultReclaimPolicy v1alpha1.ReclaimPolicy
+	// Namespace is what its namespace policy says of the binding's
+	// namespace, read only when the binding may take a Database.
+	Namespace NamespaceUse
+}
+
+// NamespaceUse is what a config's namespace policy says of one namespace.
+type NamespaceUse struct {
+	// Read: the policy was applied (the binding may take a Database). A
+	// binding that may take one and was not read takes nothing.
+	Read bool
+	// Selected: the namespace is among those the config serves (true
+	// without a selector).
+	Selected bool
+	// Limited: the config limits the Databases one namespace holds, to
+	// Limit; Held is how many the namespace holds now (being created
+	// included).
+	Limited     bool
+	Limit, Held int
+	// Invalid is why the config's selector cannot be applied ("": it
+	// can).
+	Invalid string
+}
+
+// namespaceRefusal refuses a binding whose namespace may not take one more
+// Database on instance i, or returns false. It names no other namespace
+// nor the selector (the admin's, not the team's).
+func namespaceRefusal(s BindingSpec, instance string, i ObservedInstance) (BindingDecision, bool) {
+	u := i.Namespace
+	switch {
+	case !u.Read:
+		// Never taken on an unread policy.
+		return wait(v1alpha1.BindingPhasePending, ReasonInstanceNotReady, fmt.Sprintf("which namespaces ClusterProviderConfig %s serves is not read yet", instance)), true
+	case u.Invalid != "":
+		return wait(v1alpha1.BindingPhasePending, ReasonInstanceNotReady, fmt.Sprintf("ClusterProviderConfig %s has a namespace selector that cannot be applied (%s): nothing is created until your platform team fixes it", instance, u.Invalid)), true
+	case !u.Selected:
+		return refuse(v1alpha1.BindingPhasePending, ReasonNamespaceNotAllowed, fmt.Sprintf("ClusterProviderConfig %s does not serve namespace %s (its namespace selector does not select it): nothing is created; ask your platform team to allow this namespace, or name a server that serves it", instance, s.Namespace)), true
+	case u.Limited && u.Held >= u.Limit:
+		return refuse(v1alpha1.BindingPhasePending, ReasonNamespaceLimitReached, fmt.Sprintf("namespace %s holds %d of the %d databases ClusterProviderConfig %s allows one namespace: nothing is created; it is taken once the namespace holds fewer (delete a Tenant there), or when your platform team raises the limit", s.Namespace, u.Held, u.Limit, instance)), true
+	}
+	return BindingDecision{}, false
 }
 
 // BindingRecord is the binding's side of the bind, in its status.
@@ -646,6 +693,9 @@ func DecideBinding(o BindingObservation) BindingDecision {
 		if msg := instanceProblem(s.Instance, o.Instance); msg != "" {
 			return wait(v1alpha1.BindingPhasePending, ReasonInstanceNotReady, msg)
 		}
+		if v, refused := namespaceRefusal(s, s.Instance, o.Instance); refused {
+			return v
+		}
 		return BindingDecision{
 			Action: ActionCreateDynamic, Phase: v1alpha1.BindingPhaseBinding, Reason: ReasonProvisioning,
 			Message: fmt.Sprintf("creating Database %s on ClusterProviderConfig %s", s.DatabaseName(), s.Instance),
@@ -672,6 +722,12 @@ func DecideBinding(o BindingObservation) BindingDecision {
 	}
 	if msg := databaseProblem(d, false); msg != "" {
 		return wait(v1alpha1.BindingPhasePending, ReasonDatabaseNotReady, msg)
+	}
+	if d.ClaimRef == nil {
+		// Reserved by no admin: the namespace takes it by itself.
+		if v, refused := namespaceRefusal(s, d.Instance, o.Instance); refused {
+			return v
+		}
 	}
 	claim := s.Claim()
 	return BindingDecision{

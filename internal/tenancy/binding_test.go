@@ -18,7 +18,8 @@ import (
 var (
 	bReady    = xpv2.Condition{Type: xpv2.TypeReady, Status: corev1.ConditionTrue, Reason: "Available"}
 	bNotReady = xpv2.Condition{Type: xpv2.TypeReady, Status: corev1.ConditionFalse, Reason: "Creating", Message: "step role"}
-	bInstance = ObservedInstance{Present: true, Ready: bReady, DefaultReclaimPolicy: v1alpha1.ReclaimDelete}
+	bInstance = ObservedInstance{Present: true, Ready: bReady, DefaultReclaimPolicy: v1alpha1.ReclaimDelete,
+		Namespace: NamespaceUse{Read: true, Selected: true}}
 )
 
 func staticSpec() BindingSpec {
@@ -452,6 +453,90 @@ func TestDecideBindingDynamic(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			got := DecideBinding(tc.o)
 			if diff := cmp.Diff(tc.want, got, ignoreDetail); diff != "" {
+				t.Errorf("DecideBinding: -want +got:\n%s", diff)
+			}
+			if !strings.Contains(got.Message, tc.msg) || got.Message == "" {
+				t.Errorf("message %q does not contain %q", got.Message, tc.msg)
+			}
+		})
+	}
+}
+
+// A server's namespace policy gates what a namespace takes by itself (a
+// new Database, or an existing one no admin reserved), and nothing else: a
+// Database reserved by an admin, or already bound, is never refused by it.
+func TestDecideBindingNamespacePolicy(t *testing.T) {
+	name := DynamicDatabaseName("t-1")
+	rec := BindingRecord{DatabaseName: name, DatabaseUID: "d-1"}
+	use := func(u NamespaceUse) func(*BindingObservation) {
+		return func(o *BindingObservation) { o.Instance.Namespace = u }
+	}
+	notSelected := use(NamespaceUse{Read: true})
+	full := use(NamespaceUse{Read: true, Selected: true, Limited: true, Limit: 2, Held: 2})
+	reserved := func() ObservedDatabase {
+		d := availableDB()
+		d.ClaimRef = &v1alpha1.ClaimReference{Namespace: "shop", Name: "shop"}
+		return d
+	}
+	bound := func() ObservedDatabase {
+		d := boundDB()
+		d.Name = name
+		return d
+	}
+	cases := map[string]struct {
+		o    BindingObservation
+		want BindingDecision
+		msg  string
+	}{
+		"NotSelectedCreatesNothing": {
+			o:    obs(dynamicSpec(), ObservedDatabase{}, notSelected),
+			want: BindingDecision{Action: ActionRefuse, Phase: v1alpha1.BindingPhasePending, Reason: ReasonNamespaceNotAllowed},
+			msg:  "does not serve namespace shop",
+		},
+		"AtTheLimitCreatesNothing": {
+			o:    obs(dynamicSpec(), ObservedDatabase{}, full),
+			want: BindingDecision{Action: ActionRefuse, Phase: v1alpha1.BindingPhasePending, Reason: ReasonNamespaceLimitReached},
+			msg:  "holds 2 of the 2 databases",
+		},
+		"ZeroTakesNone": {
+			o:    obs(dynamicSpec(), ObservedDatabase{}, use(NamespaceUse{Read: true, Selected: true, Limited: true})),
+			want: BindingDecision{Action: ActionRefuse, Phase: v1alpha1.BindingPhasePending, Reason: ReasonNamespaceLimitReached},
+		},
+		"UnreadPolicyTakesNothing": {
+			o:    obs(dynamicSpec(), ObservedDatabase{}, use(NamespaceUse{})),
+			want: BindingDecision{Action: ActionWait, Phase: v1alpha1.BindingPhasePending, Reason: ReasonInstanceNotReady},
+		},
+		"BelowTheLimitCreates": {
+			o:    obs(dynamicSpec(), ObservedDatabase{}, use(NamespaceUse{Read: true, Selected: true, Limited: true, Limit: 2, Held: 1})),
+			want: BindingDecision{Action: ActionCreateDynamic, Phase: v1alpha1.BindingPhaseBinding, Reason: ReasonProvisioning},
+		},
+		"UnreservedDatabaseNotSelectedIsNotClaimed": {
+			o:    obs(staticSpec(), availableDB(), notSelected),
+			want: BindingDecision{Action: ActionRefuse, Phase: v1alpha1.BindingPhasePending, Reason: ReasonNamespaceNotAllowed},
+		},
+		"UnreservedDatabaseAtTheLimitIsNotClaimed": {
+			o:    obs(staticSpec(), availableDB(), full),
+			want: BindingDecision{Action: ActionRefuse, Phase: v1alpha1.BindingPhasePending, Reason: ReasonNamespaceLimitReached},
+		},
+		// The admin's reservation is the admin's decision.
+		"ReservedDatabaseIsClaimedOutsideTheSelector": {
+			o:    obs(staticSpec(), reserved(), notSelected, full),
+			want: BindingDecision{Action: ActionWriteClaim, Phase: v1alpha1.BindingPhaseBinding, Reason: ReasonBinding, Claim: ourClaim(), ResourceVersion: "41"},
+		},
+		// A selector or limit changed later leaves a bound Database alone.
+		"BoundDatabaseStaysBoundOutsideTheSelector": {
+			o:    obs(dynamicSpec(), bound(), notSelected, func(o *BindingObservation) { o.Recorded = rec }),
+			want: BindingDecision{Action: ActionCopyCredential, Phase: v1alpha1.BindingPhaseProvisioning, Reason: ReasonDelivering, Record: rec},
+		},
+		"BoundDatabaseStaysBoundOverTheLimit": {
+			o:    obs(dynamicSpec(), bound(), use(NamespaceUse{Read: true, Selected: true, Limited: true, Limit: 0, Held: 5}), func(o *BindingObservation) { o.Recorded = rec }),
+			want: BindingDecision{Action: ActionCopyCredential, Phase: v1alpha1.BindingPhaseProvisioning, Reason: ReasonDelivering, Record: rec},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := DecideBinding(tc.o)
+			if diff := cmp.Diff(tc.want, got, ignoreDetail, cmpopts.IgnoreFields(BindingDecision{}, "Create")); diff != "" {
 				t.Errorf("DecideBinding: -want +got:\n%s", diff)
 			}
 			if !strings.Contains(got.Message, tc.msg) || got.Message == "" {

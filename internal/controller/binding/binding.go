@@ -126,6 +126,7 @@ func Setup(mgr ctrl.Manager, o controller.Options, d Deps) error {
 			deps:     d,
 			proofs:   memo.New(nil, func(p tenancy.DeliveryProof) time.Time { return p.Due }),
 			creating: creating,
+			slots:    NewSlots(),
 		}),
 		// The finalizer goes with the first write a create needs anyway.
 		managed.WithFinalizer(finalizer{Finalizer: resource.NewAPIFinalizer(quiet.Manager{Manager: mgr}.GetClient(), managed.FinalizerName), creating: creating}),
@@ -294,6 +295,7 @@ type connector struct {
 	proofs  *memo.Memo[tenancy.DeliveryProof]
 	// creating: see finalizer.
 	creating *sync.Map
+	slots    *Slots
 }
 
 // Connect records the usage of the instance the binding names, when it
@@ -318,6 +320,7 @@ func (c *connector) Connect(ctx context.Context, b *v1alpha1.DatabaseBinding) (m
 		proofs:   c.proofs,
 		records:  c.deps.Records,
 		creating: c.creating,
+		slots:    c.slots,
 	}, nil
 }
 

@@ -70,6 +70,11 @@ type external struct {
 	obs tenancy.BindingObservation
 	// roles are the data role verdicts (observeRoles).
 	roles []tenancy.RoleDeliveryVerdict
+	// slots counts what namespaces hold on servers that limit it (nil:
+	// the cache alone); slotInstance is the server whose slot this
+	// Observe took ("": none).
+	slots        *Slots
+	slotInstance string
 }
 
 func (e *external) copyPath() string {
@@ -151,6 +156,7 @@ func (e *external) observeOnce(ctx context.Context, b *v1alpha1.DatabaseBinding,
 	}
 	e.obs = o
 	d := tenancy.DecideBinding(o)
+	e.settleSlot(d)
 	e.decision = d
 	at := &b.Status.AtProvider
 	at.Phase = d.Phase
@@ -299,6 +305,11 @@ func (e *external) observe(ctx context.Context, b *v1alpha1.DatabaseBinding, cac
 			o.Instance = tenancy.ObservedInstance{
 				Present: true, Deleting: meta.WasDeleted(cfg), Ready: cfg.GetCondition(xpv2.TypeReady),
 				DefaultReclaimPolicy: cfg.Spec.DefaultReclaimPolicy,
+			}
+			if mayTake(o) {
+				if o.Instance.Namespace, err = e.namespaceUse(ctx, cfg); err != nil {
+					return o, err
+				}
 			}
 		}
 	}
