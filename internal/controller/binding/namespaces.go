@@ -43,6 +43,18 @@ func (s *Slots) take(instance, ns, database string, held map[string]bool, limit 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	key := instance + "/" + ns
+	// Slots the cache never showed, of any namespace, go (a slot the
+	// cache showed goes at the next take of its own namespace, below).
+	for k, m := range s.taken {
+		for name, at := range m {
+			if now.Sub(at) > slotHold {
+				delete(m, name)
+			}
+		}
+		if len(m) == 0 && k != key {
+			delete(s.taken, k)
+		}
+	}
 	mine := s.taken[key]
 	n := 0
 	for name := range held {

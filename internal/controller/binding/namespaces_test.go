@@ -81,6 +81,12 @@ func TestSlotsCountEachDatabaseOnce(t *testing.T) {
 	if n, took := s.take("pg", "shop", "c", nil, 1, t0); n != 0 || !took {
 		t.Errorf("after release: %d, %v", n, took)
 	}
+	// Slots of every namespace expire: the ledger holds only what is
+	// being taken now.
+	s.take("pg", "third", "d", nil, 1, t0.Add(slotHold+time.Second))
+	if len(s.taken) != 1 || len(s.taken["pg/third"]) != 1 {
+		t.Errorf("after every slot expired the ledger holds %v; want only the new slot", s.taken)
+	}
 }
 
 // policyInstance registers a Ready ClusterProviderConfig with a namespace
