@@ -115,4 +115,13 @@ type ConnectionBudget struct {
 	// Unlimited counts those roles without a connection limit.
 	// +optional
 	Unlimited int32 `json:"unlimited,omitempty"`
+
+	// NamespaceAllowance is the most connection limits one namespace
+	// without databases here may still add: spec.namespaces.maxTenants
+	// databases, each with an owner role at the default
+	// spec.tenantLimits.connectionLimit (each data role a Tenant asks for
+	// adds as much again). A namespace holding databases here already may
+	// add that much less. Absent unless both are set.
+	// +optional
+	NamespaceAllowance *int64 `json:"namespaceAllowance,omitempty"`
 }

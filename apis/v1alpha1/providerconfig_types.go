@@ -184,6 +184,17 @@ type NamespacePolicy struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	MaxTenants *int32 `json:"maxTenants,omitempty"`
+
+	// Default makes this server the default of the namespaces it serves: a
+	// Tenant there that names neither a server (spec.instanceRef) nor a
+	// Database (spec.databaseRef) gets its new database here, and its
+	// status.instance shows this config's name. Where two or more default
+	// servers serve one namespace, a Tenant there is refused
+	// (DefaultServerAmbiguous), never placed on either; where none does,
+	// it is refused too (NoDefaultServer). A Tenant keeps the server it
+	// landed on when the default changes later.
+	// +optional
+	Default bool `json:"default,omitempty"`
 }
 
 // Template1Policy is what a config does with a template1 every role may

@@ -250,6 +250,11 @@ var readyReasons = map[string]struct{ tenant, database string }{
 	// deleted in the namespace, ends it.
 	tenancy.ReasonNamespaceNotAllowed:   {Degraded, ""},
 	tenancy.ReasonNamespaceLimitReached: {Degraded, ""},
+	// A Tenant naming no server where no server, or more than one, is
+	// the namespace's default: an admin's change, or a named server, ends
+	// it.
+	tenancy.ReasonNoDefaultServer:        {Degraded, ""},
+	tenancy.ReasonDefaultServerAmbiguous: {Degraded, ""},
 }
 
 // otherReasons are the reasons the code defines that are no Tenant's or

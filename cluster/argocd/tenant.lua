@@ -47,6 +47,9 @@ local degraded = {
   -- the databases it allows one namespace: an admin, or a deleted Tenant,
   -- ends it
   NamespaceNotAllowed = true, NamespaceLimitReached = true,
+  -- the Tenant names no server, and its namespace has no default server,
+  -- or more than one: an admin, or a named server, ends it
+  NoDefaultServer = true, DefaultServerAmbiguous = true,
 }
 
 -- Reasons of progress, and of waits that resume by themselves.

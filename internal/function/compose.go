@@ -328,6 +328,10 @@ func bindingObject(t Tenant) map[string]any {
 	}
 	if t.InstanceRef != "" {
 		spec["providerConfigRef"] = map[string]any{"name": t.InstanceRef, "kind": "ClusterProviderConfig"}
+	}
+	if t.DatabaseRef == "" {
+		// A new database: on the server named, or (none named) on the
+		// namespace's default server, which the binder chooses once.
 		fp["database"] = DatabaseName(t.Name)
 		fp["loginRole"] = DatabaseName(t.Name)
 	}

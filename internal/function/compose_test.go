@@ -212,6 +212,18 @@ func TestComposeBinding(t *testing.T) {
 				},
 			},
 		},
+		// No server named: the binder places it on the namespace's
+		// default server; the binding names none.
+		"DefaultServerNamesNoServer": {
+			t: Tenant{Name: "shop-api", Namespace: "shop", UID: "t-1"},
+			want: map[string]any{
+				"apiVersion": "database.ayatori.ddupan.top/v1alpha1", "kind": "DatabaseBinding",
+				"metadata": map[string]any{"name": "shop-api"},
+				"spec": map[string]any{
+					"forProvider": map[string]any{"tenant": map[string]any{"name": "shop-api", "uid": "t-1"}, "database": "shop_api", "loginRole": "shop_api"},
+				},
+			},
+		},
 		"StaticNamesOnlyTheDatabase": {
 			t: Tenant{Name: "a", Namespace: "shop", UID: "t-1", DatabaseRef: "orders"},
 			want: map[string]any{
@@ -400,5 +412,29 @@ func TestComposeBindingCarriesDataRoles(t *testing.T) {
 	fp := d.Resources[NameBinding].Object["spec"].(map[string]any)["forProvider"].(map[string]any)
 	if diff := cmp.Diff([]any{map[string]any{"name": "app", "access": "readWrite"}}, fp["dataRoles"]); diff != "" {
 		t.Errorf("spec.forProvider.dataRoles: -want +got:\n%s", diff)
+	}
+}
+
+// A Tenant that names no server shows the server its binding landed on,
+// and its Secret's name does not depend on it.
+func TestComposeDefaultServer(t *testing.T) {
+	ten := dynamic()
+	ten.InstanceRef = ""
+	d := Compose(Observed{Tenant: ten})
+	if d.Status.Instance != "" {
+		t.Errorf("status.instance %q before the binder placed it, want none", d.Status.Instance)
+	}
+	b := readyBinding()
+	b.Instance = "shared"
+	d = Compose(Observed{Tenant: ten, Binding: b})
+	if d.Status.Instance != "shared" {
+		t.Errorf("status.instance %q, want the binding's server shared", d.Status.Instance)
+	}
+	es := d.Resources[NameExternalSecret].Object
+	if name := es["metadata"].(map[string]any)["name"]; name != "shop-api-postgresql" {
+		t.Errorf("ExternalSecret %v, want shop-api-postgresql", name)
+	}
+	if name := es["spec"].(map[string]any)["target"].(map[string]any)["name"]; name != "shop-api-postgresql" {
+		t.Errorf("Secret %v, want shop-api-postgresql", name)
 	}
 }

@@ -370,8 +370,14 @@ type BindingObservation struct {
 	Deleting bool
 	Database ObservedDatabase
 	// Instance is the ClusterProviderConfig the binding names (dynamic:
-	// where the Database is created; static: the Database's).
+	// where the Database is created; static: the Database's; a dynamic
+	// binding that names none: its Database's, or else the one default
+	// server of its namespace).
 	Instance ObservedInstance
+	// Default is which servers are the default of the binding's
+	// namespace: read only for a dynamic binding that names no server
+	// while its Database does not exist.
+	Default DefaultChoice
 	// Recorded is what the binding's status records.
 	Recorded BindingRecord
 	// RecordedCopy is the delivery path the binding's status records.
@@ -489,8 +495,6 @@ func validateSpec(s BindingSpec) string {
 		return "a static binding (spec.forProvider.databaseRef) takes the Database's names: leave database and loginRole unset"
 	case s.Static():
 		return ""
-	case s.Instance == "":
-		return "a dynamic binding needs spec.providerConfigRef naming the instance (ClusterProviderConfig) to provision on"
 	case s.Database == "":
 		return "a dynamic binding needs spec.forProvider.database"
 	}
@@ -690,16 +694,26 @@ func DecideBinding(o BindingObservation) BindingDecision {
 		if s.Static() {
 			return refuse(v1alpha1.BindingPhasePending, ReasonDatabaseNotFound, fmt.Sprintf("Database %s does not exist", s.DatabaseRef))
 		}
-		if msg := instanceProblem(s.Instance, o.Instance); msg != "" {
+		on := s
+		if s.Instance == "" {
+			// Placed once, on the namespace's one default server: the
+			// Database created records it, and is read from then on.
+			name, v, ok := defaultInstance(s, o.Default)
+			if !ok {
+				return v
+			}
+			on.Instance = name
+		}
+		if msg := instanceProblem(on.Instance, o.Instance); msg != "" {
 			return wait(v1alpha1.BindingPhasePending, ReasonInstanceNotReady, msg)
 		}
-		if v, refused := namespaceRefusal(s, s.Instance, o.Instance); refused {
+		if v, refused := namespaceRefusal(s, on.Instance, o.Instance); refused {
 			return v
 		}
 		return BindingDecision{
 			Action: ActionCreateDynamic, Phase: v1alpha1.BindingPhaseBinding, Reason: ReasonProvisioning,
-			Message: fmt.Sprintf("creating Database %s on ClusterProviderConfig %s", s.DatabaseName(), s.Instance),
-			Create:  NewDynamicDatabase(s, o.Instance.DefaultReclaimPolicy),
+			Message: fmt.Sprintf("creating Database %s on ClusterProviderConfig %s", s.DatabaseName(), on.Instance),
+			Create:  NewDynamicDatabase(on, o.Instance.DefaultReclaimPolicy),
 		}
 	}
 	if v, refused := claimRefusal(o); refused {

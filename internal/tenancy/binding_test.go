@@ -432,9 +432,11 @@ func TestDecideBindingDynamic(t *testing.T) {
 			}()),
 			want: BindingDecision{Action: ActionRefuse, Phase: v1alpha1.BindingPhasePending, Reason: ReasonAlreadyBound},
 		},
-		"NoInstanceIsInvalid": {
+		// A binding that names no server takes its namespace's default
+		// (TestDecideBindingDefaultServer): unread, it takes nothing.
+		"NoInstanceWaitsForTheDefault": {
 			o:    obs(func() BindingSpec { s := dynamicSpec(); s.Instance, s.InstanceKind = "", ""; return s }(), ObservedDatabase{}),
-			want: BindingDecision{Action: ActionRefuse, Phase: v1alpha1.BindingPhasePending, Reason: ReasonInvalidSpec},
+			want: BindingDecision{Action: ActionWait, Phase: v1alpha1.BindingPhasePending, Reason: ReasonInstanceNotReady},
 		},
 		"ReservedNameIsInvalid": {
 			o:    obs(func() BindingSpec { s := dynamicSpec(); s.Database = "postgres"; return s }(), ObservedDatabase{}),

@@ -288,6 +288,9 @@ type ConnectionBudgetInput struct {
 	// Unlimited counts those without; Roles counts them all.
 	TenantSum        int64
 	Unlimited, Roles int32
+	// MaxTenants is the config's spec.namespaces.maxTenants and
+	// ConnectionLimit its spec.tenantLimits.connectionLimit (nil: unset).
+	MaxTenants, ConnectionLimit *int32
 }
 
 // BudgetVerdict is the config's ConnectionBudget condition and status.
@@ -321,5 +324,19 @@ func DecideConnectionBudget(in ConnectionBudgetInput) BudgetVerdict {
 		v.Message = fmt.Sprintf("the connection limits of the %d login roles the admin provisioned add up to %d, within the %d left", in.Roles, in.TenantSum, avail)
 	}
 	v.Message = head + "; " + v.Message
+	if in.MaxTenants != nil && in.ConnectionLimit != nil && *in.ConnectionLimit >= 0 {
+		per := int64(*in.ConnectionLimit)
+		allowance := int64(*in.MaxTenants) * per
+		v.Status.NamespaceAllowance = &allowance
+		left := int64(avail) - in.TenantSum
+		v.Message += fmt.Sprintf("; one namespace may still add up to %d databases (spec.namespaces.maxTenants), %d connections at the default limit of %d (each data role adds as much again)", *in.MaxTenants, allowance, per)
+		switch {
+		case allowance == 0:
+		case left < allowance:
+			v.Message += fmt.Sprintf(", more than the %d not yet promised: one namespace using its whole allowance would overcommit the server", max(left, 0))
+		default:
+			v.Message += fmt.Sprintf(": the %d not yet promised take %d such namespaces", left, left/allowance)
+		}
+	}
 	return v
 }

@@ -181,6 +181,45 @@ func TestDecideConnectionBudget(t *testing.T) {
 	}
 }
 
+// With a per-namespace limit and a default connection limit, the budget
+// counts what one namespace may still add, and says when that alone would
+// overcommit the server.
+func TestConnectionBudgetCountsWhatANamespaceMayAdd(t *testing.T) {
+	i32 := func(n int32) *int32 { return &n }
+	base := ConnectionBudgetInput{MaxConnections: 100, SuperuserReserved: 3, AdminPool: 7, TenantSum: 40, Roles: 8}
+	cases := map[string]struct {
+		maxTenants, limit *int32
+		allowance         *int64
+		msg, hide         string
+	}{
+		"FitsTwice": {maxTenants: i32(5), limit: i32(5), allowance: ptr64(25),
+			msg: "one namespace may still add up to 5 databases (spec.namespaces.maxTenants), 25 connections at the default limit of 5 (each data role adds as much again): the 50 not yet promised take 2 such namespaces"},
+		"OneNamespaceOvercommits": {maxTenants: i32(20), limit: i32(5), allowance: ptr64(100),
+			msg: "100 connections at the default limit of 5 (each data role adds as much again), more than the 50 not yet promised: one namespace using its whole allowance would overcommit the server"},
+		"NoLimitNoAllowance":      {maxTenants: i32(5), hide: "may still add"},
+		"NoMaxTenantsNoAllowance": {limit: i32(5), hide: "may still add"},
+		"ZeroTenants":             {maxTenants: i32(0), limit: i32(5), allowance: ptr64(0), msg: "up to 0 databases", hide: "overcommit"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			in := base
+			in.MaxTenants, in.ConnectionLimit = tc.maxTenants, tc.limit
+			v := DecideConnectionBudget(in)
+			if diff := cmp.Diff(tc.allowance, v.Status.NamespaceAllowance); diff != "" {
+				t.Errorf("namespaceAllowance: -want +got:\n%s", diff)
+			}
+			if !strings.Contains(v.Message, tc.msg) || (tc.hide != "" && strings.Contains(v.Message, tc.hide)) {
+				t.Errorf("message %q: want %q, not %q", v.Message, tc.msg, tc.hide)
+			}
+			if !v.Fits || v.Reason != ReasonWithinBudget {
+				t.Errorf("fits %t reason %s: what may come never changes what is", v.Fits, v.Reason)
+			}
+		})
+	}
+}
+
+func ptr64(n int64) *int64 { return &n }
+
 func TestValidateSettingRefusesNamesOffTheAllowList(t *testing.T) {
 	for _, name := range []string{"search_path", "session_preload_libraries", "temp_file_limit", "statement_timeout; RESET ALL", ""} {
 		if err := ValidateSetting(name, "1s"); err == nil || !strings.Contains(err.Error(), "not one of the session settings") {

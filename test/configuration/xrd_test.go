@@ -81,6 +81,9 @@ func testTenantAdmits(t *testing.T, g string) {
 		"Static":           {name: "wiki", spec: "  databaseRef: legacy-wiki\n  extensions: [citext]\n"},
 		"StaticAnyName":    {name: "postgres", spec: "  databaseRef: legacy-wiki\n"},
 		"StaticSecretName": {name: "wiki2", spec: "  databaseRef: legacy-wiki\n  credential: {secretName: wiki-db}\n"},
+		// Neither ref: a new database on the namespace's default server.
+		"DefaultServer":          {name: "billing", spec: "  {}\n"},
+		"DefaultServerWithNames": {name: "9lives2", spec: "  database: lives2\n  extensions: [pg_trgm]\n"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -130,11 +133,13 @@ func testTenantRejectsBadInput(t *testing.T, g string) {
 	cases := map[string]struct {
 		name, spec, field, msg string
 	}{
-		"NeitherInstanceNorDatabase": {name: "a1", spec: "  database: a1\n", field: "spec.instanceRef", msg: "set exactly one of spec.instanceRef"},
-		"BothInstanceAndDatabase":    {name: "a1", spec: "  instanceRef: shared\n  databaseRef: legacy-a1\n", field: "spec.instanceRef", msg: "set exactly one of spec.instanceRef"},
-		"StaticWithDatabase":         {name: "b1", spec: "  databaseRef: legacy-b1\n  database: b1\n", field: "spec.databaseRef", msg: "leave spec.database and spec.loginRole unset"},
-		"StaticWithLoginRole":        {name: "b2", spec: "  databaseRef: legacy-b2\n  loginRole: b2\n", field: "spec.databaseRef", msg: "leave spec.database and spec.loginRole unset"},
-		"BadDatabaseRef":             {name: "b3", spec: "  databaseRef: Legacy_B3\n", field: "spec.databaseRef", msg: "should match"},
+		"BothInstanceAndDatabase": {name: "a1", spec: "  instanceRef: shared\n  databaseRef: legacy-a1\n", field: "spec.instanceRef", msg: "set at most one of spec.instanceRef"},
+		// A Tenant on the namespace's default server names its database as
+		// one on a named server does.
+		"DefaultServerNameIsReserved": {name: "postgres", spec: "  {}\n", field: "spec.database", msg: "PostgreSQL's own database and role names): set spec.database"},
+		"StaticWithDatabase":          {name: "b1", spec: "  databaseRef: legacy-b1\n  database: b1\n", field: "spec.databaseRef", msg: "leave spec.database and spec.loginRole unset"},
+		"StaticWithLoginRole":         {name: "b2", spec: "  databaseRef: legacy-b2\n  loginRole: b2\n", field: "spec.databaseRef", msg: "leave spec.database and spec.loginRole unset"},
+		"BadDatabaseRef":              {name: "b3", spec: "  databaseRef: Legacy_B3\n", field: "spec.databaseRef", msg: "should match"},
 		// A dynamic Tenant without spec.database needs a name that makes
 		// an identifier, and not one of PostgreSQL's own.
 		"NameNotAnIdentifier": {name: "9lives", spec: "  instanceRef: shared\n  loginRole: lives\n", field: "spec.database", msg: "does not make a PostgreSQL identifier"},
@@ -213,6 +218,16 @@ func testTenantImmutableFields(t *testing.T, g string) {
 		"DynamicToStatic": {spec: "  instanceRef: shared\n", field: "spec.databaseRef", msg: "immutable",
 			change: func(u *unstructured.Unstructured) {
 				unstructured.RemoveNestedField(u.Object, "spec", "instanceRef")
+				_ = unstructured.SetNestedField(u.Object, "legacy", "spec", "databaseRef")
+			}},
+		// A Tenant on the default server stays there: naming a server
+		// later would move it.
+		"DefaultToNamed": {spec: "  {}\n", field: "spec.instanceRef", msg: "immutable",
+			change: func(u *unstructured.Unstructured) {
+				_ = unstructured.SetNestedField(u.Object, "shared", "spec", "instanceRef")
+			}},
+		"DefaultToStatic": {spec: "  {}\n", field: "spec.databaseRef", msg: "immutable",
+			change: func(u *unstructured.Unstructured) {
 				_ = unstructured.SetNestedField(u.Object, "legacy", "spec", "databaseRef")
 			}},
 		"StaticToDynamic": {spec: "  databaseRef: legacy\n", field: "spec.instanceRef", msg: "immutable",

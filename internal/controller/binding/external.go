@@ -75,6 +75,9 @@ type external struct {
 	// Observe took ("": none).
 	slots        *Slots
 	slotInstance string
+	// nsLabels are the binding's namespace's labels, read once per
+	// Observe (nil: not read).
+	nsLabels map[string]string
 }
 
 func (e *external) copyPath() string {
@@ -291,8 +294,18 @@ func (e *external) observe(ctx context.Context, b *v1alpha1.DatabaseBinding, cac
 		}
 	}
 	instance := e.spec.Instance
-	if e.spec.Static() && e.db != nil {
+	if (e.spec.Static() || instance == "") && e.db != nil {
 		instance = o.Database.Instance
+	}
+	if !e.spec.Static() && instance == "" && e.db == nil && !o.Deleting {
+		// Names no server and has no Database yet: its namespace's one
+		// default server, if there is exactly one.
+		if o.Default, err = e.chooseDefault(ctx); err != nil {
+			return o, err
+		}
+		if len(o.Default.Serving) == 1 && len(o.Default.Invalid) == 0 {
+			instance = o.Default.Serving[0]
+		}
 	}
 	if instance != "" && !o.Deleting {
 		cfg := &v1alpha1.ClusterProviderConfig{}

@@ -123,11 +123,11 @@ func (e *external) namespaceUse(ctx context.Context, cfg *v1alpha1.ClusterProvid
 			return u, nil
 		}
 		if !sel.Empty() {
-			n := &corev1.Namespace{}
-			if err := e.reader.Get(ctx, types.NamespacedName{Name: ns}, n); err != nil {
-				return u, fmt.Errorf("cannot read namespace %s: %w", ns, err)
+			l, err := e.namespaceLabels(ctx)
+			if err != nil {
+				return u, err
 			}
-			u.Selected = sel.Matches(labels.Set(n.Labels))
+			u.Selected = sel.Matches(labels.Set(l))
 		}
 	}
 	if p.MaxTenants == nil || !u.Selected {
@@ -173,4 +173,47 @@ func (e *external) settleSlot(d tenancy.BindingDecision) {
 	}
 	e.slots.release(e.slotInstance, e.spec.Namespace, e.target())
 	e.slotInstance = ""
+}
+
+// namespaceLabels reads the binding's namespace's labels from the API
+// server (a namespace is not cached), once per Observe.
+func (e *external) namespaceLabels(ctx context.Context) (map[string]string, error) {
+	if e.nsLabels != nil {
+		return e.nsLabels, nil
+	}
+	n := &corev1.Namespace{}
+	if err := e.reader.Get(ctx, types.NamespacedName{Name: e.spec.Namespace}, n); err != nil {
+		return nil, fmt.Errorf("cannot read namespace %s: %w", e.spec.Namespace, err)
+	}
+	e.nsLabels = n.Labels
+	if e.nsLabels == nil {
+		e.nsLabels = map[string]string{}
+	}
+	return e.nsLabels, nil
+}
+
+// chooseDefault reads which servers are the default of the binding's
+// namespace: the configs marked default (from the cache), and the
+// namespace's labels only when one of them has a selector.
+func (e *external) chooseDefault(ctx context.Context) (tenancy.DefaultChoice, error) {
+	l := &v1alpha1.ClusterProviderConfigList{}
+	// Read only, never kept: the cache's objects are not copied.
+	if err := e.kube.List(ctx, l, client.UnsafeDisableDeepCopy); err != nil {
+		return tenancy.DefaultChoice{}, fmt.Errorf("cannot list ClusterProviderConfigs: %w", err)
+	}
+	var candidates []tenancy.DefaultCandidate
+	for i := range l.Items {
+		c := &l.Items[i]
+		if p := c.Spec.Namespaces; p != nil && p.Default {
+			candidates = append(candidates, tenancy.DefaultCandidate{Name: c.Name, Deleting: c.GetDeletionTimestamp() != nil, Selector: p.Selector})
+		}
+	}
+	var nsLabels map[string]string
+	if tenancy.NeedsNamespaceLabels(candidates) {
+		var err error
+		if nsLabels, err = e.namespaceLabels(ctx); err != nil {
+			return tenancy.DefaultChoice{}, err
+		}
+	}
+	return tenancy.ChooseDefault(nsLabels, candidates), nil
 }

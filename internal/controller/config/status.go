@@ -257,6 +257,12 @@ func (r *statusReconciler) observe(ctx context.Context, obj Object, ref string, 
 	if b, err := pool.ConnectionBudget(ctx); err != nil {
 		r.log.Debug("cannot read the connection budget", "config", ref, "error", err)
 	} else {
+		if p := spec.Namespaces; p != nil {
+			b.MaxTenants = p.MaxTenants
+		}
+		if l := spec.TenantLimits; l != nil {
+			b.ConnectionLimit = l.ConnectionLimit
+		}
 		bv := tenancy.DecideConnectionBudget(b)
 		o.Budget = &bv
 	}
