@@ -822,8 +822,10 @@ func TestDatabaseBindingAcceptsValidInput(t *testing.T) {
 			b.Spec.ForProvider.LoginRole = ptr.To("netbox_owner")
 			b.Spec.ForProvider.Extensions = []string{"pg_trgm", "citext"}
 		})},
-		"Static":               {obj: static(nil)},
-		"StaticWithExtensions": {obj: static(func(b *v1alpha1.DatabaseBinding) { b.Spec.ForProvider.Extensions = []string{"pg_trgm"} })},
+		// Names no server: the binder takes the namespace's default.
+		"DynamicOnTheDefaultServer": {obj: dynamic(func(b *v1alpha1.DatabaseBinding) { b.Spec.ProviderConfigReference = nil })},
+		"Static":                    {obj: static(nil)},
+		"StaticWithExtensions":      {obj: static(func(b *v1alpha1.DatabaseBinding) { b.Spec.ForProvider.Extensions = []string{"pg_trgm"} })},
 		// The one value spec.managementPolicies takes, written out.
 		"AllManagementPolicies": {obj: dynamic(func(b *v1alpha1.DatabaseBinding) {
 			b.Spec.ManagementPolicies = xpv2.ManagementPolicies{xpv2.ManagementActionAll}
@@ -860,10 +862,6 @@ func TestDatabaseBindingRejectsBadInput(t *testing.T) {
 		field string
 		msgs  []string
 	}{
-		"DynamicWithoutProviderConfigRef": {
-			obj:   dynamic(func(b *v1alpha1.DatabaseBinding) { b.Spec.ProviderConfigReference = nil }),
-			field: "spec.providerConfigRef", msgs: []string{"a dynamic binding names its instance", "kind ClusterProviderConfig"},
-		},
 		"DynamicWithProviderConfigKind": {
 			obj: dynamic(func(b *v1alpha1.DatabaseBinding) {
 				b.Spec.ProviderConfigReference = &xpv2.ProviderConfigReference{Kind: "ProviderConfig", Name: "instance"}

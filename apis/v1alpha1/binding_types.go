@@ -184,7 +184,7 @@ type DatabaseBindingObservation struct {
 
 // A DatabaseBindingSpec defines the desired state of a DatabaseBinding.
 //
-// +kubebuilder:validation:XValidation:rule="has(self.forProvider.databaseRef) || (has(self.providerConfigRef) && self.providerConfigRef.kind == 'ClusterProviderConfig')",message="a dynamic binding names its instance in spec.providerConfigRef (kind ClusterProviderConfig)",fieldPath=".providerConfigRef"
+// +kubebuilder:validation:XValidation:rule="has(self.forProvider.databaseRef) || !has(self.providerConfigRef) || self.providerConfigRef.kind == 'ClusterProviderConfig'",message="a dynamic binding names its instance in spec.providerConfigRef (kind ClusterProviderConfig), or none to take its namespace's default server",fieldPath=".providerConfigRef"
 // +kubebuilder:validation:XValidation:rule="!has(self.managementPolicies) || self.managementPolicies == ['*']",message="spec.managementPolicies of a DatabaseBinding is always [\"*\"], as the Tenant's Composition leaves it: without Delete (or Observe) its release would be skipped and the namespace's copy of the credential would stay in OpenBao",fieldPath=".managementPolicies",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="!has(self.writeConnectionSecretToRef)",message="spec.writeConnectionSecretToRef is not supported: the provider never writes a credential to a Kubernetes Secret; the credential is in OpenBao, and the Tenant's ExternalSecret projects it into the namespace",fieldPath=".writeConnectionSecretToRef",reason=FieldValueForbidden
 //

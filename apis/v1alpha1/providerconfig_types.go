@@ -263,6 +263,7 @@ type ProviderConfigStatus struct {
 // +kubebuilder:printcolumn:name="HOST",type="string",JSONPath=".spec.endpoint.host"
 // +kubebuilder:printcolumn:name="HOSTADDR",type="string",JSONPath=".spec.endpoint.hostaddr",priority=1
 // +kubebuilder:printcolumn:name="SSLMODE",type="string",JSONPath=".spec.endpoint.sslMode",priority=1
+// +kubebuilder:printcolumn:name="DEFAULT",type="boolean",JSONPath=".spec.namespaces.default"
 // +kubebuilder:printcolumn:name="PHASE",type="string",JSONPath=".status.phase"
 // +kubebuilder:printcolumn:name="VERSION",type="string",JSONPath=".status.postgresqlVersion"
 // +kubebuilder:printcolumn:name="READY",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].status"

@@ -19,7 +19,8 @@ import (
 )
 
 // A server that serves only labelled namespaces, one database each, with
-// the provider as its Pod (its RBAC as the docs grant it): a Tenant in
+// the provider as its Pod (its RBAC as the docs grant it) and Tenants
+// written by each namespace's own identity: a Tenant in
 // another namespace is told NamespaceNotAllowed and nothing is created; in
 // a served namespace the first Tenant is Ready and the second is told
 // NamespaceLimitReached; a ResourceQuota on Tenants refuses a third at
@@ -46,6 +47,7 @@ func TestNamespacePolicyAndQuota(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	asIn, asOut := appIdentity(ctx, t, in), appIdentity(ctx, t, out)
 	// Kubernetes' own count of Tenants in the namespace, across servers.
 	quota := &corev1.ResourceQuota{
 		ObjectMeta: metav1.ObjectMeta{Namespace: in, Name: "tenants"},
@@ -71,7 +73,7 @@ func TestNamespacePolicyAndQuota(t *testing.T) {
 		return func() string { return tenantkit.Describe(context.Background(), env, api, ns, name) }
 	}
 
-	tenantkit.CreateTenant(ctx, t, env, api, out, "elsewhere", spec)
+	createAs(ctx, t, asOut, out, "elsewhere", spec)
 	waitFor(ctx, t, "NamespaceNotAllowed on the Tenant outside the selector", reason(out, "elsewhere", "NamespaceNotAllowed"), describe(out, "elsewhere"))
 	tn, err := tenantkit.Get(ctx, env.Kube.Client, api, "Tenant", out, "elsewhere")
 	if err != nil {
@@ -81,9 +83,10 @@ func TestNamespacePolicyAndQuota(t *testing.T) {
 		t.Errorf("the Tenant's message %q: want the namespace named and the selector not", m)
 	}
 
-	tenantkit.NewTenant(ctx, t, env, api, in, "first", spec)
+	createAs(ctx, t, asIn, in, "first", spec)
+	tenantkit.WaitTenantReady(ctx, t, env, api, in, "first")
 	tenantkit.CheckSecretLogsIn(ctx, t, env, in, tenantkit.InstanceSecretName(inst, "first"))
-	tenantkit.CreateTenant(ctx, t, env, api, in, "second", spec)
+	createAs(ctx, t, asIn, in, "second", spec)
 	waitFor(ctx, t, "NamespaceLimitReached on the second Tenant", reason(in, "second", "NamespaceLimitReached"), describe(in, "second"))
 	waitFor(ctx, t, "the quota counts both Tenants", func() bool {
 		err := env.Kube.Client.Get(ctx, types.NamespacedName{Namespace: in, Name: "tenants"}, quota)
@@ -91,7 +94,7 @@ func TestNamespacePolicyAndQuota(t *testing.T) {
 		return err == nil && u.Value() == 2
 	}, func() string { return "" })
 	third := tenantkit.MustUnstructured("apiVersion: " + api + "\nkind: Tenant\nmetadata: {name: third, namespace: " + in + "}\nspec: " + spec + "\n")
-	if err := env.Kube.Client.Create(ctx, third); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "exceeded quota") {
+	if err := asIn.Create(ctx, third); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "exceeded quota") {
 		t.Errorf("a third Tenant past the namespace's ResourceQuota: %v; want Forbidden, exceeded quota", err)
 	}
 

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -561,6 +562,26 @@ func TestConnectionBudgetOvercommitted(t *testing.T) {
 		c := o.GetCondition(tenancy.ConditionConnectionBudget)
 		return c.Reason != "" && string(c.Reason) != tenancy.ReasonOvercommitted
 	})
+
+	// With a per-namespace limit and a default connection limit, the
+	// budget counts what one namespace may still add.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(cpc), cpc); err != nil {
+			return err
+		}
+		cpc.Spec.Namespaces = &v1alpha1.NamespacePolicy{MaxTenants: ptr.To[int32](3)}
+		cpc.Spec.TenantLimits = &v1alpha1.TenantLimits{ConnectionLimit: ptr.To[int32](2)}
+		return env.Kube.Client.Update(ctx, cpc)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, cpc, "the namespace allowance in the budget", func(o config.Object) bool {
+		st := o.ConfigStatus().Connections
+		return st != nil && st.NamespaceAllowance != nil && *st.NamespaceAllowance == 6
+	})
+	if c := cpc.GetCondition(tenancy.ConditionConnectionBudget); !strings.Contains(c.Message, "one namespace may still add up to 3 databases (spec.namespaces.maxTenants), 6 connections at the default limit of 2") {
+		t.Errorf("the budget's message does not count what a namespace may add: %q", c.Message)
+	}
 }
 
 // The canary runs last (Go runs tests in source order): every credential
