@@ -145,21 +145,21 @@ func TestDefaultServer(t *testing.T) {
 	}
 
 	// One default serving every namespace.
-	create(asPlain, plain, "landed")
-	landedOn(plain, "landed", small)
+	create(asPlain, plain, "dflt-landed")
+	landedOn(plain, "dflt-landed", small)
 
 	// A second default, for labelled namespaces: both serve critical.
 	mark(prod, &v1alpha1.NamespacePolicy{Default: true, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{label: "prod"}}})
-	create(asCritical, critical, "contested")
-	waitFor(ctx, t, "DefaultServerAmbiguous on the Tenant two defaults serve", reason(critical, "contested", "DefaultServerAmbiguous"), describe(critical, "contested"))
-	tn, err := tenantkit.Get(ctx, env.Kube.Client, api, "Tenant", critical, "contested")
+	create(asCritical, critical, "dflt-contested")
+	waitFor(ctx, t, "DefaultServerAmbiguous on the Tenant two defaults serve", reason(critical, "dflt-contested", "DefaultServerAmbiguous"), describe(critical, "dflt-contested"))
+	tn, err := tenantkit.Get(ctx, env.Kube.Client, api, "Tenant", critical, "dflt-contested")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if m := str(tn, "status", "message"); !strings.Contains(m, prod+", "+small) || strings.Contains(m, label) {
 		t.Errorf("the Tenant's message %q: want both defaults named and the selector not", m)
 	}
-	if n := tenantkit.DatabaseName(ctx, env, critical, "contested"); n != "" {
+	if n := tenantkit.DatabaseName(ctx, env, critical, "dflt-contested"); n != "" {
 		t.Errorf("the refused Tenant's binding names Database %s", n)
 	}
 
@@ -169,17 +169,17 @@ func TestDefaultServer(t *testing.T) {
 	mark(small, &v1alpha1.NamespacePolicy{Default: true, Selector: &metav1.LabelSelector{
 		MatchExpressions: []metav1.LabelSelectorRequirement{{Key: label, Operator: metav1.LabelSelectorOpDoesNotExist}},
 	}})
-	landedOn(critical, "contested", prod)
+	landedOn(critical, "dflt-contested", prod)
 
 	// The default moves off small altogether: the Tenant on it stays, a
 	// new one in that namespace has no default.
 	mark(small, nil)
-	create(asPlain, plain, "stranded")
-	waitFor(ctx, t, "NoDefaultServer on a Tenant no default serves", reason(plain, "stranded", "NoDefaultServer"), describe(plain, "stranded"))
+	create(asPlain, plain, "dflt-stranded")
+	waitFor(ctx, t, "NoDefaultServer on a Tenant no default serves", reason(plain, "dflt-stranded", "NoDefaultServer"), describe(plain, "dflt-stranded"))
 	time.Sleep(5 * time.Second) // more than two polls
-	landedOn(plain, "landed", small)
+	landedOn(plain, "dflt-landed", small)
 
-	for _, x := range []struct{ ns, name string }{{plain, "stranded"}, {critical, "contested"}, {plain, "landed"}} {
+	for _, x := range []struct{ ns, name string }{{plain, "dflt-stranded"}, {critical, "dflt-contested"}, {plain, "dflt-landed"}} {
 		tenantkit.DeleteTenant(ctx, t, env, api, x.ns, x.name)
 	}
 	// Nothing was ever created for the refused Tenants.
@@ -188,7 +188,7 @@ func TestDefaultServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, d := range dbs.Items {
-		if c := d.Spec.ClaimRef; c != nil && c.Name == "stranded" {
+		if c := d.Spec.ClaimRef; c != nil && c.Name == "dflt-stranded" {
 			t.Errorf("Database %s was made for the Tenant no default serves", d.Name)
 		}
 	}
