@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -545,12 +544,7 @@ subjects: [{kind: ServiceAccount, name: deployer, namespace: %s}]
 			t.Fatal(err)
 		}
 	}
-	cfg := rest.CopyConfig(env.Kube.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":deployer"}
-	as, err := client.New(cfg, client.Options{Scheme: env.Kube.Client.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	as := asServiceAccount(t, ns, "deployer")
 	if err := as.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "allowed"}}); err != nil {
 		t.Fatalf("the identity cannot create in its own namespace, so the refusals below prove nothing: %v", err)
 	}
@@ -621,12 +615,7 @@ subjects: [{kind: ServiceAccount, name: app, namespace: %s}]
 	if err := env.Kube.Client.Create(ctx, rb); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	cfg := rest.CopyConfig(env.Kube.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":app"}
-	as, err := client.New(cfg, client.Options{Scheme: env.Kube.Client.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	as := asServiceAccount(t, ns, "app")
 	forged := tenantkit.MustUnstructured(fmt.Sprintf(`apiVersion: %[1]s
 kind: DatabaseBinding
 metadata:

@@ -47,14 +47,21 @@ subjects: [{kind: ServiceAccount, name: deployer, namespace: %s}]
 			t.Fatal(err)
 		}
 	}
+	as := asServiceAccount(t, ns, "deployer")
+	if err := as.List(ctx, &v1alpha1.ClusterProviderConfigList{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("the app identity lists servers (%v): it is not the narrow identity this test means", err)
+	}
+	return as
+}
+
+// asServiceAccount is a client acting as the service account ns/name.
+func asServiceAccount(t *testing.T, ns, name string) client.Client {
+	t.Helper()
 	cfg := rest.CopyConfig(env.Kube.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":deployer"}
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + name}
 	as, err := client.New(cfg, client.Options{Scheme: env.Kube.Client.Scheme()})
 	if err != nil {
 		t.Fatal(err)
-	}
-	if err := as.List(ctx, &v1alpha1.ClusterProviderConfigList{}); !apierrors.IsForbidden(err) {
-		t.Fatalf("the app identity lists servers (%v): it is not the narrow identity this test means", err)
 	}
 	return as
 }
