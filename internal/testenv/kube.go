@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -43,6 +44,11 @@ type Kube struct {
 	AuditLog string
 
 	env *envtest.Environment
+	// apiserverProc and etcdProc take the place of envtest's processes
+	// once a fault has ended those (Faults.Kill, Faults.Restart): the
+	// harness starts them again with envtest's command line and data
+	// directory; nil until then.
+	apiserverProc, etcdProc *process
 	// serviceAccountKey signs service-account tokens (node networks only:
 	// kube-controller-manager's token controller reads it).
 	serviceAccountKey string
@@ -193,6 +199,14 @@ func startKube(ctx context.Context, root, binDir string, crdDirs []string, audit
 // Stop stops the apiserver and etcd.
 func (k *Kube) Stop() {
 	if k != nil && k.env != nil {
+		// The harness's processes in the place of envtest's (Faults),
+		// the apiserver before etcd, as envtest stops them; envtest then
+		// stops its own and removes etcd's data directory.
+		k.apiserverProc.stop(syscall.SIGTERM)
+		if k.etcdProc != nil {
+			_ = k.env.ControlPlane.GetAPIServer().Stop()
+			k.etcdProc.stop(syscall.SIGTERM)
+		}
 		_ = k.env.Stop()
 	}
 }

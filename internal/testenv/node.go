@@ -228,7 +228,9 @@ func runInNodeNetns(o Options) (int, error) {
 	}
 	ns := filepath.Join(dir, "netns")
 	defer func() {
-		cleanNode(dir)
+		// Where the run inside kept its node (its PID files): what it
+		// left running when it died is stopped here.
+		cleanNode(innerNodeDir(dir))
 		_ = syscall.Unmount(ns, syscall.MNT_DETACH)
 		if os.Getenv("PPT_KEEP_TESTENV") != "" {
 			fmt.Fprintf(os.Stderr, "testenv: kept %s\n", dir)
@@ -267,7 +269,7 @@ func runInNodeNetns(o Options) (int, error) {
 		return 0, err
 	}
 	cmd := exec.Command("nsenter", append([]string{"--net=" + ns, "--", "unshare", "--mount", "--propagation=private", "--", self}, os.Args[1:]...)...) //nolint:gosec,noctx // this test binary, again, in the namespaces; it ends by itself
-	cmd.Env = append(os.Environ(), nodeNetnsEnv+"="+ns, nodeDirEnv+"="+filepath.Join(dir, "node"), nodeResolvConfEnv+"="+resolv, nodeHostMntnsEnv+"="+hostMntns)
+	cmd.Env = append(os.Environ(), nodeNetnsEnv+"="+ns, nodeDirEnv+"="+innerNodeDir(dir), nodeResolvConfEnv+"="+resolv, nodeHostMntnsEnv+"="+hostMntns)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	if err := cmd.Start(); err != nil {
 		return 0, err
@@ -349,6 +351,9 @@ type Node struct {
 // nodeDir is where the node keeps its files: the directory NodeMain made
 // for it (so that it can clean up after a test binary that died), else one
 // in the run's directory.
+// innerNodeDir is the node's directory of a run NodeRun makes in dir.
+func innerNodeDir(dir string) string { return filepath.Join(dir, "node") }
+
 func nodeDir(root string) string {
 	if d := os.Getenv(nodeDirEnv); d != "" {
 		return d

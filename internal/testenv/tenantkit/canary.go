@@ -3,6 +3,7 @@ package tenantkit
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,10 +26,24 @@ import (
 // known to have looked at the objects).
 func Canary(ctx context.Context, t testing.TB, e *testenv.Env, minTenants int, extra map[string]string, mustMention string) {
 	t.Helper()
+	found, err := Leaks(ctx, e, minTenants, extra, mustMention)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range found {
+		t.Error(f)
+	}
+}
+
+// Leaks is Canary for a program: it returns what it found (a credential
+// where it must not be, or a check that would prove little), and an error
+// when it could not look.
+func Leaks(ctx context.Context, e *testenv.Env, minTenants int, extra map[string]string, mustMention string) ([]string, error) {
+	var found []string
 	secrets := []string{e.Postgres.AdminPassword, e.Postgres.AdminUser, e.Postgres.SuperPassword, e.OpenBao.RootToken}
 	sl := &corev1.SecretList{}
 	if err := e.Kube.Client.List(ctx, sl); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	tenants := 0
 	for _, s := range sl.Items {
@@ -38,7 +53,7 @@ func Canary(ctx context.Context, t testing.TB, e *testenv.Env, minTenants int, e
 		}
 	}
 	if tenants < minTenants {
-		t.Fatalf("only %d tenant Secrets to take passwords from, want %d: the check would prove little", tenants, minTenants)
+		return nil, fmt.Errorf("only %d tenant Secrets to take passwords from, want %d: the check would prove little", tenants, minTenants)
 	}
 	var dump strings.Builder
 	for _, gvk := range [][2]string{
@@ -50,7 +65,7 @@ func Canary(ctx context.Context, t testing.TB, e *testenv.Env, minTenants int, e
 		l.SetAPIVersion(gvk[0])
 		l.SetKind(gvk[1])
 		if err := e.Kube.Client.List(ctx, l); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		b, _ := json.Marshal(l)
 		dump.Write(b)
@@ -64,12 +79,12 @@ func Canary(ctx context.Context, t testing.TB, e *testenv.Env, minTenants int, e
 	for _, f := range files {
 		b, err := os.ReadFile(f) //nolint:gosec // the run's own logs
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		texts[filepath.Base(f)] = string(b)
 	}
 	if len(texts) < 6 {
-		t.Fatalf("only %d logs to look at: %v", len(texts), files)
+		return nil, fmt.Errorf("only %d logs to look at: %v", len(texts), files)
 	}
 	texts["objects, conditions and Events"] = dump.String()
 	for where, text := range texts {
@@ -80,11 +95,12 @@ func Canary(ctx context.Context, t testing.TB, e *testenv.Env, minTenants int, e
 				continue
 			}
 			if strings.Contains(text, s) {
-				t.Errorf("%s contains a credential (%.4s…)", where, s)
+				found = append(found, fmt.Sprintf("%s contains a credential (%.4s…)", where, s))
 			}
 		}
 	}
 	if !strings.Contains(dump.String(), mustMention) {
-		t.Errorf("the object dump does not mention %q: the check would prove little", mustMention)
+		found = append(found, fmt.Sprintf("the object dump does not mention %q: the check would prove little", mustMention))
 	}
+	return found, nil
 }
