@@ -18,7 +18,7 @@ OUTPUT ?= _output
 # The packages whose TestMain is testenv.NodeMain: one test node runs on a
 # machine at a time (the others wait for its lock), so `make test` runs
 # them one after another, after the rest.
-NODE_PKGS ?= ./test/pod/ ./test/install/ ./test/upgrade/ ./test/e2e/
+NODE_PKGS ?= ./test/pod/ ./test/install/ ./test/upgrade/ ./test/e2e/ ./test/soak/
 MODULE := $(shell $(GO) list -m 2>/dev/null)
 
 # PostgreSQL majors (supported: 14-18). The whole suite runs on the default
@@ -90,6 +90,10 @@ e2e: tools ## run the acceptance suite (test/e2e: the provider as the Pod core m
 .PHONY: bench
 bench: tools ## benchmark the provider against the floor on real components (BENCH_FLAGS=-large adds N=1000; docs/performance.md)
 	$(GO) run ./test/bench $(BENCH_FLAGS)
+
+.PHONY: soak
+soak: tools ## the chaos soak on the real stack (SOAK_FLAGS, e.g. -seed 7 -duration 30m -max-wave 200; docs/reliability.md)
+	$(GO) run ./test/soak $(SOAK_FLAGS)
 
 .PHONY: unit
 unit: ## run only the tests that need no real component (-short: the others skip)

@@ -67,7 +67,7 @@ type options struct {
 func main() {
 	var o options
 	var nodePkgs, matrixPkgs, majors string
-	flag.StringVar(&nodePkgs, "node-pkgs", "./test/pod/ ./test/install/ ./test/upgrade/ ./test/e2e/", "the packages on the test node, run one after another in this order")
+	flag.StringVar(&nodePkgs, "node-pkgs", "./test/pod/ ./test/install/ ./test/upgrade/ ./test/e2e/ ./test/soak/", "the packages on the test node, run one after another in this order")
 	flag.StringVar(&matrixPkgs, "matrix-pkgs", "", "the packages run again on each of -majors (patterns go list takes)")
 	flag.StringVar(&majors, "majors", "14 15 16 18", "the PostgreSQL majors of the matrix, besides the default")
 	flag.StringVar(&o.matrixE2E, "matrix-e2e", "", "the test/e2e tests run again on each of -majors (a -run pattern; empty: none)")
