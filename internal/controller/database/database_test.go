@@ -1561,12 +1561,16 @@ func TestEndpointChangeSendsNoPasswordAndDropsNothing(t *testing.T) {
 	t.Cleanup(func() { _ = c.Delete(context.Background(), cfg) })
 	setHost := func(host string) {
 		t.Helper()
-		cur := &v1alpha1.ClusterProviderConfig{}
-		if err := c.Get(ctx, client.ObjectKeyFromObject(cfg), cur); err != nil {
-			t.Fatal(err)
-		}
-		cur.Spec.Endpoint.Host = host
-		if err := c.Update(ctx, cur); err != nil {
+		// The config's controller writes its status meanwhile: read again
+		// on a conflict.
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur := &v1alpha1.ClusterProviderConfig{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(cfg), cur); err != nil {
+				return err
+			}
+			cur.Spec.Endpoint.Host = host
+			return c.Update(ctx, cur)
+		}); err != nil {
 			t.Fatal(err)
 		}
 	}
