@@ -758,6 +758,12 @@ func (x *Crossplane) waitCoreReady(ctx context.Context) error {
 // after it.
 func (x *Crossplane) RestartCore(ctx context.Context) error {
 	x.proc.stop(syscall.SIGTERM)
+	return x.startCore(ctx)
+}
+
+// startCore starts core with the flags and environment it first ran
+// with, and waits until it is ready.
+func (x *Crossplane) startCore(ctx context.Context) error {
 	cmd := exec.Command(x.coreArgs[0], x.coreArgs[1:]...) //nolint:gosec,noctx // the pinned binary, as first started; runs until Stop
 	cmd.Env = x.coreEnv
 	p, err := startProcess("crossplane", x.logFile, cmd)

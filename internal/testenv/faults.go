@@ -668,15 +668,7 @@ func (f *Faults) startHost(ctx context.Context, target string) error {
 			return httpOK(ctx, "http://"+e.MetricsAddr+"/metrics")
 		})
 	case TargetCrossplane:
-		x := f.e.Crossplane
-		cmd := exec.Command(x.coreArgs[0], x.coreArgs[1:]...) //nolint:gosec,noctx // the pinned binary, as first started; runs until Stop
-		cmd.Env = x.coreEnv
-		p, err := startProcess("crossplane", x.logFile, cmd)
-		if err != nil {
-			return err
-		}
-		x.proc = p
-		return x.waitCoreReady(ctx)
+		return f.e.Crossplane.startCore(ctx)
 	case TargetAPIServer, TargetEtcd:
 		return f.ctl[target].start(ctx)
 	}
@@ -986,51 +978,14 @@ type procRef struct {
 	Start uint64
 }
 
-// procInfo is what Faults reads of /proc/<pid>/stat.
-type procInfo struct {
-	PPID int
-	// State is R, S, D, T (stopped), t, Z (zombie), ...
-	State byte
-	Start uint64
-}
-
-// parseProcStat reads the contents of /proc/<pid>/stat. The command name
-// (in parentheses) may hold spaces and parentheses: the fields follow the
-// last ')'.
-func parseProcStat(s string) (procInfo, error) {
-	rp := strings.LastIndexByte(s, ')')
-	if rp < 0 || strings.IndexByte(s, '(') < 0 || rp+2 > len(s) {
-		return procInfo{}, errors.New("not a /proc/<pid>/stat line")
-	}
-	// After the name: state (3), ppid (4), ..., starttime (22).
-	f := strings.Fields(s[rp+1:])
-	if len(f) < 20 || len(f[0]) != 1 {
-		return procInfo{}, errors.New("too few fields in /proc/<pid>/stat")
-	}
-	ppid, err := strconv.Atoi(f[1])
-	if err != nil {
-		return procInfo{}, fmt.Errorf("ppid: %w", err)
-	}
-	start, err := strconv.ParseUint(f[19], 10, 64)
-	if err != nil {
-		return procInfo{}, fmt.Errorf("starttime: %w", err)
-	}
-	return procInfo{PPID: ppid, State: f[0][0], Start: start}, nil
-}
-
 // readProcInfo reads /proc/<pid>/stat; false when the process is gone.
-func readProcInfo(pid int) (procInfo, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return procInfo{}, false
-	}
-	i, err := parseProcStat(string(b))
-	return i, err == nil
+func readProcInfo(pid int) (ProcStat, bool) {
+	return ReadProcStat(fmt.Sprintf("/proc/%d/stat", pid))
 }
 
 // procTable reads every process's /proc/<pid>/stat.
-func procTable() map[int]procInfo {
-	t := map[int]procInfo{}
+func procTable() map[int]ProcStat {
+	t := map[int]ProcStat{}
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
@@ -1045,7 +1000,7 @@ func procTable() map[int]procInfo {
 }
 
 // descendants returns root's descendants in t, each after its parent.
-func descendants(t map[int]procInfo, root int) []int {
+func descendants(t map[int]ProcStat, root int) []int {
 	children := map[int][]int{}
 	for pid, i := range t {
 		if i.PPID != pid {

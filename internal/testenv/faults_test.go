@@ -15,16 +15,16 @@ import (
 // state, the parent and the start time follow the last ')'.
 func TestParseProcStat(t *testing.T) {
 	line := "4242 (a (b) c) d) T 17 4242 4242 0 -1 4194560 120 0 0 0 7 3 0 0 20 0 4 0 987654321 1000 20 18446744073709551615\n"
-	got, err := parseProcStat(line)
+	got, err := ParseProcStat(line)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (procInfo{PPID: 17, State: 'T', Start: 987654321}); got != want {
-		t.Errorf("parseProcStat = %+v, want %+v", got, want)
+	if want := (ProcStat{Comm: "a (b) c) d", PPID: 17, State: 'T', Start: 987654321, UTime: 7, STime: 3}); got != want {
+		t.Errorf("ParseProcStat = %+v, want %+v", got, want)
 	}
 	for _, bad := range []string{"", "4242 no name S 1", "4242 (x) S 1 2 3", "4242 (x) S one 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20"} {
-		if _, err := parseProcStat(bad); err == nil {
-			t.Errorf("parseProcStat(%q) = nil error", bad)
+		if _, err := ParseProcStat(bad); err == nil {
+			t.Errorf("ParseProcStat(%q) = nil error", bad)
 		}
 	}
 	self, ok := readProcInfo(os.Getpid())
@@ -37,7 +37,7 @@ func TestParseProcStat(t *testing.T) {
 }
 
 func TestDescendants(t *testing.T) {
-	tab := map[int]procInfo{
+	tab := map[int]ProcStat{
 		1: {PPID: 0}, 10: {PPID: 1}, 11: {PPID: 10}, 12: {PPID: 10}, 13: {PPID: 12},
 		20: {PPID: 1}, 21: {PPID: 20},
 	}

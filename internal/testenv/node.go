@@ -770,15 +770,8 @@ func pidAlive(file string) bool {
 // alive reports whether pid runs and is not a zombie (the harness's own
 // children are reaped by their Wait goroutine).
 func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	if i := strings.LastIndexByte(s, ')'); i > 0 && len(s) > i+2 {
-		return s[i+2] != 'Z'
-	}
-	return true
+	st, ok := ReadProcStat(fmt.Sprintf("/proc/%d/stat", pid))
+	return ok && st.State != 'Z'
 }
 
 // shimsOf returns the PIDs of the containerd shims started by the

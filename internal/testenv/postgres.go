@@ -339,11 +339,16 @@ func (p *Postgres) CPU() (time.Duration, error) {
 const ClockTick = time.Second / 100
 
 // ProcStat is what /proc/<pid>/stat says of a process: its command name,
-// its parent, and its CPU time in clock ticks, its own and that of the
-// children it reaped.
+// its state, its parent, its start time, and its CPU time in clock ticks,
+// its own and that of the children it reaped.
 type ProcStat struct {
-	Comm                         string
-	PPID                         int
+	Comm string
+	// State is R, S, D, T (stopped), t, Z (zombie), ...
+	State byte
+	PPID  int
+	// Start is the start time (clock ticks after boot): with the PID, it
+	// tells a process from a later one that reused its PID.
+	Start                        uint64
 	UTime, STime, CUTime, CSTime int64
 }
 
@@ -354,22 +359,37 @@ func ReadProcStat(path string) (ProcStat, bool) {
 	if err != nil {
 		return ProcStat{}, false
 	}
-	s := string(b)
+	p, err := ParseProcStat(string(b))
+	return p, err == nil
+}
+
+// ParseProcStat parses the contents of /proc/<pid>/stat. The command name
+// (in parentheses) may hold spaces and parentheses: the fields follow the
+// last ')'.
+func ParseProcStat(s string) (ProcStat, error) {
 	lp, rp := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-	if lp < 0 || rp < 0 || rp+2 > len(s) {
-		return ProcStat{}, false
+	if lp < 0 || rp < lp || rp+2 > len(s) {
+		return ProcStat{}, errors.New("not a /proc/<pid>/stat line")
 	}
-	f := strings.Fields(s[rp+2:])
-	if len(f) < 15 {
-		return ProcStat{}, false
+	// After the name: state (3), ppid (4), ..., utime (14) ... cstime
+	// (17), ..., starttime (22).
+	f := strings.Fields(s[rp+1:])
+	if len(f) < 20 || len(f[0]) != 1 {
+		return ProcStat{}, errors.New("too few fields in /proc/<pid>/stat")
 	}
-	p := ProcStat{Comm: s[lp+1 : rp]}
-	p.PPID, _ = strconv.Atoi(f[1])
+	p := ProcStat{Comm: s[lp+1 : rp], State: f[0][0]}
+	var err error
+	if p.PPID, err = strconv.Atoi(f[1]); err != nil {
+		return ProcStat{}, fmt.Errorf("ppid: %w", err)
+	}
+	if p.Start, err = strconv.ParseUint(f[19], 10, 64); err != nil {
+		return ProcStat{}, fmt.Errorf("starttime: %w", err)
+	}
 	p.UTime, _ = strconv.ParseInt(f[11], 10, 64)
 	p.STime, _ = strconv.ParseInt(f[12], 10, 64)
 	p.CUTime, _ = strconv.ParseInt(f[13], 10, 64)
 	p.CSTime, _ = strconv.ParseInt(f[14], 10, 64)
-	return p, true
+	return p, nil
 }
 
 // LogFile is the server's log (connections are logged, statements are not).
