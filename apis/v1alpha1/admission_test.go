@@ -685,6 +685,20 @@ func TestDatabaseRejectsUpdates(t *testing.T) {
 			change: func(d *v1alpha1.Database) { d.Spec.ReclaimPolicy = v1alpha1.ReclaimDelete },
 			field:  "spec.reclaimPolicy", msg: "needs Delete",
 		},
+		"ClaimPresetForAnotherTenantKeepingTheOldUID": {
+			initial: func(d *v1alpha1.Database) {
+				d.Spec.ClaimRef = &v1alpha1.ClaimReference{Namespace: "netbox", Name: "netbox", UID: "6f9619ff-8b86-4011-b42d-00c04fc964ff"}
+			},
+			change: func(d *v1alpha1.Database) { d.Spec.ClaimRef.Namespace, d.Spec.ClaimRef.Name = "erp", "erp" },
+			field:  "spec.claimRef.uid", msg: "keeps the uid of the Tenant it named",
+		},
+		"ClaimRenamedKeepingTheOldUID": {
+			initial: func(d *v1alpha1.Database) {
+				d.Spec.ClaimRef = &v1alpha1.ClaimReference{Namespace: "netbox", Name: "netbox", UID: "6f9619ff-8b86-4011-b42d-00c04fc964ff"}
+			},
+			change: func(d *v1alpha1.Database) { d.Spec.ClaimRef.Name = "netbox-next" },
+			field:  "spec.claimRef.uid", msg: "remove spec.claimRef.uid",
+		},
 		"DeletionPolicyOrphan": {
 			change: func(d *v1alpha1.Database) { d.Spec.DeletionPolicy = xpv2.DeletionOrphan },
 			field:  "spec.deletionPolicy", msg: "use spec.reclaimPolicy instead",
@@ -740,6 +754,12 @@ func TestDatabaseAllowedChanges(t *testing.T) {
 			d.Spec.ClaimRef = &v1alpha1.ClaimReference{Namespace: "netbox", Name: "netbox"}
 		}},
 		{"BindClaim", func(d *v1alpha1.Database) { d.Spec.ClaimRef.UID = "6f9619ff-8b86-4011-b42d-00c04fc964ff" }},
+		// The rebind: the claim preset for another Tenant, the old UID
+		// removed with it; the binder records the new one.
+		{"PresetClaimForAnotherTenant", func(d *v1alpha1.Database) {
+			d.Spec.ClaimRef = &v1alpha1.ClaimReference{Namespace: "erp", Name: "erp"}
+		}},
+		{"BindPresetClaim", func(d *v1alpha1.Database) { d.Spec.ClaimRef.UID = "7a9619ff-8b86-4011-b42d-00c04fc964ff" }},
 		{"ClearClaim", func(d *v1alpha1.Database) { d.Spec.ClaimRef = nil }},
 		// Requesting a rotation, another one, and removing the field.
 		{"RequestRotation", func(d *v1alpha1.Database) {

@@ -546,7 +546,11 @@ type DatabaseSpec struct {
 	// ClaimRef is the Tenant this Database is bound to, written by the
 	// binder; or, preset by an admin, the only Tenant that may bind it. A
 	// released Database keeps its claimRef (with the old Tenant's UID) and
-	// is not bindable until an admin clears or replaces it.
+	// is not bindable until an admin clears or replaces it. Presetting it
+	// for another Tenant removes the uid with the change (a merge patch
+	// keeps what it does not name: "uid":null): a claim naming a new
+	// Tenant with the old one's UID is refused.
+	// +kubebuilder:validation:XValidation:rule="(self.__namespace__ == oldSelf.__namespace__ && self.name == oldSelf.name) || !has(oldSelf.uid) || oldSelf.uid == '' || !has(self.uid) || self.uid != oldSelf.uid",message="spec.claimRef names another Tenant but keeps the uid of the Tenant it named: remove spec.claimRef.uid when presetting the claim for another Tenant (with a merge patch, \"uid\":null); the binder writes the new Tenant's uid",fieldPath=".uid",reason=FieldValueInvalid
 	// +optional
 	ClaimRef *ClaimReference `json:"claimRef,omitempty"`
 
