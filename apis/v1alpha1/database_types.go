@@ -337,6 +337,14 @@ type CredentialObservation struct {
 	// consumer with its own OpenBao identity reads the record.
 	// +optional
 	OpenBaoURL string `json:"openBaoURL,omitempty"`
+
+	// Version, on a DatabaseBinding, is the version of the Database's
+	// credential record whose password the delivery copy holds. The
+	// Tenant's ExternalSecret carries it as an annotation, so that a
+	// rotation reaches the app's Secret at once rather than at the next
+	// refresh.
+	// +optional
+	Version int64 `json:"version,omitempty"`
 }
 
 // DatabaseObservation is the observed state of a tenant database.

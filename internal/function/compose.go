@@ -5,6 +5,7 @@
 package function
 
 import (
+	"strconv"
 	"strings"
 
 	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
@@ -37,6 +38,14 @@ const ReasonCredentialProjectionFailed = "CredentialProjectionFailed" //nolint:g
 // AnnotationBindingReady marks the ExternalSecret: it is composed only
 // once the binding was Ready.
 const AnnotationBindingReady = "database.ayatori.ddupan.top/binding-ready"
+
+// AnnotationCredentialVersion is, on an ExternalSecret, the version of
+// the Database's credential record its delivery copy holds, as the
+// binding shows it. A change of any annotation makes ESO sync the
+// ExternalSecret at once, so a rotated password reaches the Secret within
+// seconds instead of at the next refreshInterval, and a Tenant whose
+// credential does not change costs no sync more.
+const AnnotationCredentialVersion = "database.ayatori.ddupan.top/credential-version"
 
 // CredentialKeys are the keys of the Secret, exactly: those of the record.
 var CredentialKeys = tenancy.CredentialKeys
@@ -98,6 +107,8 @@ type DataRole struct {
 type BindingRole struct {
 	Name, Role, Path string
 	Ready            bool
+	// Version is the record version its delivery copy holds (0: not shown).
+	Version int64
 }
 
 // Binding is the composed DatabaseBinding as observed.
@@ -105,8 +116,11 @@ type Binding struct {
 	Phase                                       string
 	Instance, DatabaseName, Database, LoginRole string
 	CredentialPath, OpenBaoURL                  string
-	Conditions                                  []Condition
-	DataRoles                                   []BindingRole
+	// CredentialVersion is the record version the delivery copy holds
+	// (0: not shown).
+	CredentialVersion int64
+	Conditions        []Condition
+	DataRoles         []BindingRole
 }
 
 // ExternalSecret is the composed ExternalSecret as observed.
@@ -115,7 +129,9 @@ type ExternalSecret struct {
 	Key string
 	// SecretName is status.binding.name: the Secret ESO wrote.
 	SecretName string
-	Conditions []Condition
+	// CredentialVersion is its AnnotationCredentialVersion.
+	CredentialVersion string
+	Conditions        []Condition
 	// Spec is its spec as observed: composed again unchanged when the path
 	// it reads cannot be told (neither the binding nor the spec say it), so
 	// that the Secret is never removed for lack of a status.
@@ -218,6 +234,11 @@ func Compose(o Observed) Desired {
 		if key == "" {
 			es["spec"] = o.ExternalSecret.Spec
 		}
+		var shown int64
+		if o.Binding != nil {
+			shown = o.Binding.CredentialVersion
+		}
+		setCredentialVersion(es, shown, o.ExternalSecret)
 		d.Resources[NameExternalSecret] = Resource{
 			Object: es,
 			Ready:  o.ExternalSecret != nil && conditionTrue(o.ExternalSecret.Conditions, "Ready") && o.ExternalSecret.SecretName != "",
@@ -265,10 +286,11 @@ func composeRoles(o Observed, esName string, open bool, d *Desired, st *Status) 
 	for _, r := range o.Tenant.DataRoles {
 		rs := RoleStatus{Name: r.Name, SecretName: roleSecretName(o.Tenant, esName, r)}
 		key := ""
+		var shown int64
 		if b := o.Binding; b != nil {
 			for _, br := range b.DataRoles {
 				if br.Name == r.Name {
-					key, rs.Role = br.Path, br.Role
+					key, rs.Role, shown = br.Path, br.Role, br.Version
 				}
 			}
 		}
@@ -282,6 +304,7 @@ func composeRoles(o Observed, esName string, open bool, d *Desired, st *Status) 
 			if key == "" {
 				es["spec"] = obs.Spec
 			}
+			setCredentialVersion(es, shown, obs)
 			rs.Ready = obs != nil && conditionTrue(obs.Conditions, "Ready") && obs.SecretName != ""
 			d.Resources[NameRoleSecretPrefix+r.Name] = Resource{Object: es, Ready: rs.Ready}
 			if obs != nil && st.Reason == "" {
@@ -399,6 +422,23 @@ func externalSecretObject(in Input, t Tenant, name, key string) map[string]any {
 			},
 			"dataFrom": []any{map[string]any{"extract": map[string]any{"key": key}}},
 		},
+	}
+}
+
+// setCredentialVersion annotates an ExternalSecret with the record
+// version the binding shows, or, while it shows none, with what the
+// observed ExternalSecret carries (an annotation that came and went would
+// make ESO sync for nothing).
+func setCredentialVersion(es map[string]any, shown int64, observed *ExternalSecret) {
+	v := ""
+	switch {
+	case shown > 0:
+		v = strconv.FormatInt(shown, 10)
+	case observed != nil:
+		v = observed.CredentialVersion
+	}
+	if v != "" {
+		es["metadata"].(map[string]any)["annotations"].(map[string]any)[AnnotationCredentialVersion] = v
 	}
 }
 

@@ -438,3 +438,83 @@ func TestComposeDefaultServer(t *testing.T) {
 		t.Errorf("Secret %v, want shop-api-postgresql", name)
 	}
 }
+
+// The ExternalSecrets carry the record version the binding shows, so that
+// ESO syncs them as soon as a rotation moves it; while the binding shows
+// none, what the observed ExternalSecret carries is kept, never dropped.
+func TestComposeCarriesTheCredentialVersion(t *testing.T) {
+	annotation := func(d Desired, name string) (string, bool) {
+		r, ok := d.Resources[name]
+		if !ok {
+			t.Fatalf("%s not composed", name)
+		}
+		v, ok := r.Object["metadata"].(map[string]any)["annotations"].(map[string]any)[AnnotationCredentialVersion]
+		if !ok {
+			return "", false
+		}
+		return v.(string), true
+	}
+	app := DataRole{Name: "app", Access: "readWrite"}
+	cases := map[string]struct {
+		binding              func() *Binding
+		es, roleES           *ExternalSecret
+		want, wantRole       string
+		wantNone, noneOfRole bool
+	}{
+		"ShownByTheBinding": {
+			binding: func() *Binding {
+				b := rolesBinding("app")
+				b.CredentialVersion, b.DataRoles[0].Version = 3, 2
+				return b
+			},
+			want: "3", wantRole: "2",
+		},
+		"RotatedOverAnOlderAnnotation": {
+			binding: func() *Binding {
+				b := rolesBinding("app")
+				b.CredentialVersion, b.DataRoles[0].Version = 4, 3
+				return b
+			},
+			es:     func() *ExternalSecret { e := syncedES(); e.CredentialVersion = "3"; return e }(),
+			roleES: func() *ExternalSecret { e := syncedRoleES("app"); e.CredentialVersion = "2"; return e }(),
+			want:   "4", wantRole: "3",
+		},
+		"NotShownKeepsTheObserved": {
+			binding: func() *Binding { return rolesBinding("app") },
+			es:      func() *ExternalSecret { e := syncedES(); e.CredentialVersion = "5"; return e }(),
+			roleES:  func() *ExternalSecret { e := syncedRoleES("app"); e.CredentialVersion = "6"; return e }(),
+			want:    "5", wantRole: "6",
+		},
+		"NotShownAnywhere": {
+			binding:  func() *Binding { return rolesBinding("app") },
+			wantNone: true, noneOfRole: true,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			o := Observed{Tenant: withRoles(dynamic(), app), Binding: tc.binding(), ExternalSecret: tc.es}
+			if tc.roleES != nil {
+				o.RoleSecrets = map[string]*ExternalSecret{"app": tc.roleES}
+			}
+			d := Compose(o)
+			if got, ok := annotation(d, NameExternalSecret); ok == tc.wantNone || got != tc.want {
+				t.Errorf("owner's ExternalSecret: annotation %q (present %v), want %q", got, ok, tc.want)
+			}
+			if got, ok := annotation(d, NameRoleSecretPrefix+"app"); ok == tc.noneOfRole || got != tc.wantRole {
+				t.Errorf("data role's ExternalSecret: annotation %q (present %v), want %q", got, ok, tc.wantRole)
+			}
+		})
+	}
+}
+
+// The binding's version comes as JSON numbers do through the function's
+// request: float64.
+func TestReadBindingVersion(t *testing.T) {
+	b := readBinding(map[string]any{"status": map[string]any{"atProvider": map[string]any{
+		"credential": map[string]any{"path": "p", "version": float64(7)},
+		"dataRoles":  []any{map[string]any{"name": "app", "credential": map[string]any{"path": "q", "version": float64(2)}}},
+	}}})
+	if b.CredentialVersion != 7 || len(b.DataRoles) != 1 || b.DataRoles[0].Version != 2 {
+		t.Errorf("read %+v, want version 7 and the role's 2", b)
+	}
+}

@@ -156,15 +156,16 @@ func readTenant(u map[string]any) Tenant {
 
 func readBinding(u map[string]any) *Binding {
 	return &Binding{
-		Phase:          str(u, "status", "atProvider", "phase"),
-		Instance:       str(u, "status", "atProvider", "instance"),
-		DatabaseName:   str(u, "status", "atProvider", "databaseName"),
-		Database:       str(u, "status", "atProvider", "database"),
-		LoginRole:      str(u, "status", "atProvider", "loginRole"),
-		CredentialPath: str(u, "status", "atProvider", "credential", "path"),
-		OpenBaoURL:     str(u, "status", "atProvider", "credential", "openBaoURL"),
-		Conditions:     conditions(u),
-		DataRoles:      bindingRoles(u),
+		Phase:             str(u, "status", "atProvider", "phase"),
+		Instance:          str(u, "status", "atProvider", "instance"),
+		DatabaseName:      str(u, "status", "atProvider", "databaseName"),
+		Database:          str(u, "status", "atProvider", "database"),
+		LoginRole:         str(u, "status", "atProvider", "loginRole"),
+		CredentialPath:    str(u, "status", "atProvider", "credential", "path"),
+		OpenBaoURL:        str(u, "status", "atProvider", "credential", "openBaoURL"),
+		CredentialVersion: num(u, "status", "atProvider", "credential", "version"),
+		Conditions:        conditions(u),
+		DataRoles:         bindingRoles(u),
 	}
 }
 
@@ -174,14 +175,15 @@ func bindingRoles(u map[string]any) []BindingRole {
 	for _, r := range roles {
 		if m, ok := r.(map[string]any); ok {
 			ready, _, _ := unstructured.NestedBool(m, "ready")
-			out = append(out, BindingRole{Name: str(m, "name"), Role: str(m, "role"), Path: str(m, "credential", "path"), Ready: ready})
+			out = append(out, BindingRole{Name: str(m, "name"), Role: str(m, "role"), Path: str(m, "credential", "path"), Ready: ready, Version: num(m, "credential", "version")})
 		}
 	}
 	return out
 }
 
 func readExternalSecret(u map[string]any) *ExternalSecret {
-	es := &ExternalSecret{SecretName: str(u, "status", "binding", "name"), Conditions: conditions(u)}
+	es := &ExternalSecret{SecretName: str(u, "status", "binding", "name"), Conditions: conditions(u),
+		CredentialVersion: str(u, "metadata", "annotations", AnnotationCredentialVersion)}
 	if spec, ok, _ := unstructured.NestedMap(u, "spec"); ok {
 		es.Spec = spec
 	}
@@ -250,6 +252,23 @@ func writeStatus(u map[string]any, s Status) error {
 		}
 	}
 	return nil
+}
+
+// num reads a whole number, as JSON (a float64) or Go (an int64) gives it.
+func num(u map[string]any, path ...string) int64 {
+	v, ok, _ := unstructured.NestedFieldNoCopy(u, path...)
+	if !ok {
+		return 0
+	}
+	switch n := v.(type) {
+	case float64:
+		return int64(n)
+	case int64:
+		return n
+	case int:
+		return int64(n)
+	}
+	return 0
 }
 
 func str(u map[string]any, path ...string) string {

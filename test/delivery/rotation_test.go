@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -70,4 +72,41 @@ func TestDeliveryIsReadWhenTheRecordMoves(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+
+	// The app's Secret follows within seconds, though its ExternalSecret
+	// refreshes only every hour: the binding shows the record version the
+	// copy holds, the Tenant's ExternalSecret carries it as an annotation,
+	// and ESO syncs an ExternalSecret whose annotations changed.
+	meta, err := kv.GetMetadata(ctx, tenantkit.RecordPath(database))
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := password(tenantkit.RecordPath(database))
+	es := &unstructured.Unstructured{}
+	es.SetAPIVersion("external-secrets.io/v1")
+	es.SetKind("ExternalSecret")
+	if err := env.Kube.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: tenantkit.SecretName(name)}, es); err != nil {
+		t.Fatal(err)
+	}
+	if ri, _, _ := unstructured.NestedString(es.Object, "spec", "refreshInterval"); ri != "1h" {
+		t.Fatalf("the ExternalSecret refreshes every %q: an hour would prove the Secret did not follow by its refresh", ri)
+	}
+	follow, cancelFollow := context.WithTimeout(ctx, time.Minute)
+	defer cancelFollow()
+	for {
+		sec := &corev1.Secret{}
+		err := env.Kube.Client.Get(follow, client.ObjectKey{Namespace: ns, Name: tenantkit.SecretName(name)}, sec)
+		if err == nil && string(sec.Data["password"]) == after {
+			break
+		}
+		if follow.Err() != nil {
+			b, _ := tenantkit.Get(context.Background(), env.Kube.Client, tenantkit.TenantAPI, "DatabaseBinding", ns, name)
+			v, _, _ := unstructured.NestedFieldNoCopy(b.Object, "status", "atProvider", "credential", "version")
+			_ = env.Kube.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: tenantkit.SecretName(name)}, es)
+			t.Fatalf("the app's Secret still holds the old password a minute after the rotation (record version %d, binding shows %v, ExternalSecret annotations %v)",
+				meta.CurrentVersion, v, es.GetAnnotations())
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	tenantkit.CheckSecretLogsIn(ctx, t, env, ns, tenantkit.SecretName(name))
 }

@@ -486,7 +486,9 @@ func TestDynamicProvisioning(t *testing.T) {
 	if diff := cmp.Diff(tenancy.DeliveryOwner(spec, db.GetName(), string(db.GetUID()), 1), rec.Owner); diff != "" {
 		t.Errorf("the copy's ownership metadata: -want +got:\n%s", diff)
 	}
-	wantCred := v1alpha1.CredentialObservation{Path: cp, OpenBaoURL: "https://openbao.example:8200/v1/kv/data/" + cp}
+	// Version: the record version the copy holds (the function annotates
+	// the ExternalSecret with it, so a rotation reaches the Secret at once).
+	wantCred := v1alpha1.CredentialObservation{Path: cp, OpenBaoURL: "https://openbao.example:8200/v1/kv/data/" + cp, Version: 1}
 	if diff := cmp.Diff(wantCred, b.Status.AtProvider.Credential); diff != "" {
 		t.Errorf("status.atProvider.credential: -want +got:\n%s", diff)
 	}

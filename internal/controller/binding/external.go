@@ -70,6 +70,11 @@ type external struct {
 	obs tenancy.BindingObservation
 	// roles are the data role verdicts (observeRoles).
 	roles []tenancy.RoleDeliveryVerdict
+	// sourceVersion and roleVersions are the record versions this
+	// Observe read for the owner's and each data role's delivery (0: not
+	// read, the last reading stands).
+	sourceVersion int
+	roleVersions  map[string]int
 	// slots counts what namespaces hold on servers that limit it (nil:
 	// the cache alone); slotInstance is the server whose slot this
 	// Observe took ("": none).
@@ -389,6 +394,7 @@ func (e *external) observeDelivery(ctx context.Context, b *v1alpha1.DatabaseBind
 		return e.kvFailed(b, "read the delivery copy", err)
 	}
 	metrics.DeliveryRead()
+	e.sourceVersion = o.Source.Version
 	v := tenancy.DecideDelivery(o)
 	e.delivery = v
 	if v.InSync && e.proofs != nil && e.records != nil && e.opts.LoginCheckInterval > 0 {
@@ -466,7 +472,17 @@ func (e *external) delivered(b *v1alpha1.DatabaseBinding) {
 }
 
 func (e *external) setCredential(b *v1alpha1.DatabaseBinding) {
-	b.Status.AtProvider.Credential = e.credentialAt(e.copyPath())
+	b.Status.AtProvider.Credential = versioned(e.credentialAt(e.copyPath()), e.sourceVersion, b.Status.AtProvider.Credential)
+}
+
+// versioned gives c the record version read now, or, when none was read
+// (the last reading stands), the version last shown for the same copy.
+func versioned(c v1alpha1.CredentialObservation, read int, last v1alpha1.CredentialObservation) v1alpha1.CredentialObservation {
+	c.Version = int64(read)
+	if read == 0 && last.Path == c.Path {
+		c.Version = last.Version
+	}
+	return c
 }
 
 // credentialAt locates the delivery copy at p as the namespace reads it.

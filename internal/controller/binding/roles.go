@@ -64,7 +64,7 @@ func roleRecordKey(db, name string) types.UID { return types.UID(db + "/data-rol
 // is delivered, and reports them in the binding's status. It returns
 // whether nothing is left to write.
 func (e *external) observeRoles(ctx context.Context, b *v1alpha1.DatabaseBinding) (bool, error) {
-	e.roles = nil
+	e.roles, e.roleVersions = nil, map[string]int{}
 	db := e.db
 	// The data roles' records live under the path a provisioning
 	// Database's record has, an import's too (its own record is the
@@ -98,6 +98,7 @@ func (e *external) observeRoles(ctx context.Context, b *v1alpha1.DatabaseBinding
 				return false, err
 			}
 			metrics.DeliveryRead()
+			e.roleVersions[name] = o.Delivery.Source.Version
 		}
 		if o.NeedsSource() || !o.Wanted {
 			if o.Delivery.Copy, err = e.read(ctx, o.Delivery.CopyPath); err != nil {
@@ -160,11 +161,15 @@ func (e *external) reportRoles(b *v1alpha1.DatabaseBinding) {
 		if e.db != nil {
 			r.Role = tenancy.DataRoleName(e.obs.Database.LoginRole, v.Name)
 		}
+		var last v1alpha1.CredentialObservation
+		if i := slices.IndexFunc(b.Status.AtProvider.DataRoles, func(o v1alpha1.BindingDataRoleObservation) bool { return o.Name == v.Name }); i >= 0 {
+			last = b.Status.AtProvider.DataRoles[i].Credential
+		}
 		if r.Ready {
-			r.Credential = e.credentialAt(e.roleCopyPath(v.Name))
-		} else if i := slices.IndexFunc(b.Status.AtProvider.DataRoles, func(o v1alpha1.BindingDataRoleObservation) bool { return o.Name == v.Name }); i >= 0 {
+			r.Credential = versioned(e.credentialAt(e.roleCopyPath(v.Name)), e.roleVersions[v.Name], last)
+		} else {
 			// Where it was delivered stays shown while it is written again.
-			r.Credential = b.Status.AtProvider.DataRoles[i].Credential
+			r.Credential = last
 		}
 		out = append(out, r)
 	}

@@ -134,7 +134,7 @@ func TestDataRolesDeliveredAndRemovedInOrder(t *testing.T) {
 	}
 	r, _ := roleStatus(b, "app")
 	want := v1alpha1.BindingDataRoleObservation{Name: "app", Role: "shop_app", Ready: true,
-		Credential: v1alpha1.CredentialObservation{Path: appCopy, OpenBaoURL: "https://openbao.example:8200/v1/kv/data/" + appCopy}}
+		Credential: v1alpha1.CredentialObservation{Path: appCopy, OpenBaoURL: "https://openbao.example:8200/v1/kv/data/" + appCopy, Version: 1}}
 	if diff := cmp.Diff(want, r); diff != "" {
 		t.Errorf("status.atProvider.dataRoles[app]: -want +got:\n%s", diff)
 	}
