@@ -75,7 +75,7 @@ func (s *soak) checkVersions(ctx context.Context) error {
 		return err
 	}
 	kv := root.KVv2(s.e.OpenBao.KVMount)
-	for _, t := range s.sorted() {
+	for _, t := range append(s.sorted(), s.retained()...) {
 		path := tenantkit.RecordPath(t.Database)
 		m, err := kv.GetMetadata(ctx, path)
 		if err != nil {
@@ -100,8 +100,9 @@ func (s *soak) checkVersions(ctx context.Context) error {
 }
 
 // checkServer: the server holds exactly the live Tenants' databases and
-// roles: nothing dropped that was not deleted with reclaim Delete, nothing
-// left of what was.
+// roles, and the Released ones on their way to a new Tenant: nothing
+// dropped that was not deleted with reclaim Delete, nothing left of what
+// was.
 func (s *soak) checkServer(ctx context.Context) error {
 	c, err := s.e.Postgres.SuperConn(ctx, "postgres")
 	if err != nil {
@@ -110,7 +111,7 @@ func (s *soak) checkServer(ctx context.Context) error {
 	defer c.Close(context.WithoutCancel(ctx)) //nolint:errcheck // a check's session
 	want := map[string]bool{}
 	wantRoles := map[string]bool{}
-	for _, t := range s.live {
+	for _, t := range append(s.sorted(), s.retained()...) {
 		want[t.DBName] = true
 		wantRoles[t.DBName] = true
 		if t.DataRole {
@@ -149,8 +150,9 @@ func (s *soak) checkServer(ctx context.Context) error {
 	return nil
 }
 
-// checkObjects: one Database per live Tenant (none for a deleted one),
-// each with its credential record; no record of a deleted one.
+// checkObjects: one Database per live Tenant (none for a deleted one), the
+// Released ones still claimed by the Tenant that released them; no record
+// of a deleted one.
 func (s *soak) checkObjects(ctx context.Context) error {
 	l := &unstructured.UnstructuredList{}
 	l.SetAPIVersion(tenantkit.TenantAPI)
@@ -170,15 +172,14 @@ func (s *soak) checkObjects(ctx context.Context) error {
 			s.report.violation("Tenant %s has two Databases: %s and %s", key, other, d.GetName())
 		}
 		byTenant[key] = d.GetName()
-		if _, live := s.live[key]; !live {
+		if _, live := s.live[key]; !live && !s.releasedBy(key, d.GetName()) {
 			s.report.violation("Database %s is left of the deleted Tenant %s", d.GetName(), key)
 		}
 	}
 	for key, t := range s.live {
-		if byTenant[key] == "" {
-			s.report.violation("the live Tenant %s has no Database", key)
+		if byTenant[key] != t.Database {
+			s.report.violation("the live Tenant %s has the Database %q, not %s", key, byTenant[key], t.Database)
 		}
-		_ = t
 	}
 	root, err := s.e.OpenBao.Client(s.e.OpenBao.RootToken)
 	if err != nil {
@@ -194,6 +195,27 @@ func (s *soak) checkObjects(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// retained are the Tenants whose Released Database is on its way to a
+// new Tenant.
+func (s *soak) retained() []*tenant {
+	ts := make([]*tenant, 0, len(s.rebinds))
+	for _, r := range s.rebinds {
+		ts = append(ts, r.old)
+	}
+	return ts
+}
+
+// releasedBy: the Tenant key released the Database db, which is on its
+// way to a new Tenant.
+func (s *soak) releasedBy(key, db string) bool {
+	for _, r := range s.rebinds {
+		if r.old.key() == key && r.old.Database == db {
+			return true
+		}
+	}
+	return false
 }
 
 // panicLine is a Go panic's first line, or a fatal runtime error.

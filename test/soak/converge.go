@@ -109,7 +109,25 @@ func (s *soak) notConverged(ctx context.Context) string {
 			id, _, _ := unstructured.NestedString(db.Object, "status", "atProvider", "credentialRotation", "id")
 			if want := fmt.Sprintf("soak-%d", t.Rotations); id != want {
 				waiting = append(waiting, fmt.Sprintf("%s (rotation %s not done: %q)", t.key(), want, id))
+				continue
 			}
+		}
+		// The app's Secret follows the rotation: it logs in.
+		if t.Synced < t.Rotations {
+			if err := s.withSecret(rctx, t, func(*pgx.Conn) error { return nil }); err != nil {
+				waiting = append(waiting, fmt.Sprintf("%s (its Secret does not log in after rotation %d: %v)", t.key(), t.Rotations, err))
+				continue
+			}
+			t.Synced = t.Rotations
+		}
+	}
+	for _, r := range s.rebinds {
+		w, err := s.rebindWaiting(rctx, r, seen)
+		if err != nil {
+			return err.Error()
+		}
+		if w != "" {
+			waiting = append(waiting, w)
 		}
 	}
 	for _, t := range s.gone {
@@ -141,7 +159,7 @@ func (s *soak) notConverged(ctx context.Context) string {
 // withSecret logs in with the Tenant's Secret, as its app would (its
 // host name, verify-full), and runs f in that session.
 func (s *soak) withSecret(ctx context.Context, t *tenant, f func(*pgx.Conn) error) error {
-	return s.login(ctx, t.NS, tenantkit.InstanceSecretName(tenantkit.DeleteInstance, t.Name), f)
+	return s.login(ctx, t.NS, t.secret(), f)
 }
 
 func (s *soak) login(ctx context.Context, ns, secret string, f func(*pgx.Conn) error) error {

@@ -80,7 +80,7 @@ func run(c config, out string) int {
 		return 2
 	}
 	defer e.Stop()
-	r, err := soakOn(ctx, e, c, say)
+	_, r, err := soakOn(ctx, e, c, say)
 	if err != nil {
 		say("%v", err)
 		return 2
@@ -102,26 +102,28 @@ func run(c config, out string) int {
 	return 0
 }
 
-// soakOn registers the platform on a started environment and soaks it.
-func soakOn(ctx context.Context, e *testenv.Env, c config, say func(string, ...any)) (*Report, error) {
+// soakOn registers the platform on a started environment and soaks it; it
+// returns the run (what it made, for more checks) and its figures.
+func soakOn(ctx context.Context, e *testenv.Env, c config, say func(string, ...any)) (*soak, *Report, error) {
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	if err := tenantkit.Platform(pctx, e); err != nil {
-		return nil, fmt.Errorf("platform: %w", err)
+		return nil, nil, fmt.Errorf("platform: %w", err)
 	}
 	prov, err := testenv.NewProviderPodControl(pctx, e)
 	if err != nil {
-		return nil, fmt.Errorf("provider Pod: %w", err)
+		return nil, nil, fmt.Errorf("provider Pod: %w", err)
 	}
 	defer prov.Close()
 	f, err := testenv.NewFaults(pctx, e)
 	if err != nil {
-		return nil, fmt.Errorf("faults: %w", err)
+		return nil, nil, fmt.Errorf("faults: %w", err)
 	}
 	defer f.Close()
 	s, err := newSoak(e, f, c, say)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return s.Run(ctx)
+	r, err := s.Run(ctx)
+	return s, r, err
 }

@@ -19,7 +19,7 @@ type Report struct {
 	// fault's end until everything converged.
 	Converge map[string][]time.Duration `json:"converge"`
 	Ops      struct {
-		Created, Deleted, Rotated, RowsChecked int
+		Created, Deleted, Rotated, Released, Rebound, RowsChecked int
 	} `json:"ops"`
 	LogsScanned int      `json:"logsScanned"`
 	Violations  []string `json:"violations"`
@@ -59,8 +59,8 @@ func quantile(ds []time.Duration, q float64) time.Duration {
 // Table prints the figures as docs/reliability.md shows them.
 func (r *Report) Table() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "seed %d, faults for %s (run %s): %d Tenants created, %d deleted, %d rotations; %d rows checked; %d logs scanned for panics\n\n",
-		r.Seed, r.Duration, r.Elapsed, r.Ops.Created, r.Ops.Deleted, r.Ops.Rotated, r.Ops.RowsChecked, r.LogsScanned)
+	fmt.Fprintf(&b, "seed %d, faults for %s (run %s): %d Tenants created, %d deleted, %d released and %d of those rebound to a new Tenant, %d rotations; %d rows checked; %d logs scanned for panics\n\n",
+		r.Seed, r.Duration, r.Elapsed, r.Ops.Created, r.Ops.Deleted, r.Ops.Released, r.Ops.Rebound, r.Ops.Rotated, r.Ops.RowsChecked, r.LogsScanned)
 	fmt.Fprintf(&b, "| fault | injected | converged after: p50 | p99 | max |\n|---|---:|---:|---:|---:|\n")
 	var ks []string
 	for k := range r.Converge {

@@ -49,8 +49,9 @@ type tenant struct {
 	DataRole bool
 	// Database is its Database object's name, once known.
 	Database string
-	// Rotations is how many rotations of its Database were asked.
-	Rotations int
+	// Rotations is how many rotations of its Database were asked, and
+	// Synced how many of them its Secret was seen logging in after.
+	Rotations, Synced int
 	// Row: a row was written with its Secret once it was Ready.
 	Row bool
 	// Deleted: its deletion was asked (reclaim Delete: its database, role
@@ -58,22 +59,39 @@ type tenant struct {
 	Deleted bool
 	// DBName is its database (and owner role) name on the server.
 	DBName string
+	// Instance is the server registration it names: DeleteInstance
+	// (reclaim Delete) or Instance (reclaim Retain: deleting it releases
+	// its Database, which only a rebind hands out again).
+	Instance string
+	// Static: it names its Database (spec.databaseRef), as a Tenant a
+	// Released Database was rebound to does.
+	Static bool
 }
 
 func (t *tenant) key() string { return t.NS + "/" + t.Name }
 
+// secret is the Secret its app reads.
+func (t *tenant) secret() string {
+	if t.Static {
+		return tenantkit.StaticSecretName(t.Name)
+	}
+	return tenantkit.InstanceSecretName(t.Instance, t.Name)
+}
+
 // soak is one run.
 type soak struct {
-	e      *testenv.Env
-	f      *testenv.Faults
-	c      config
-	say    func(string, ...any)
-	rnd    *rand.Rand
-	kube   client.Client
-	seq    int
-	live   map[string]*tenant
-	gone   []*tenant
-	report *Report
+	e    *testenv.Env
+	f    *testenv.Faults
+	c    config
+	say  func(string, ...any)
+	rnd  *rand.Rand
+	kube client.Client
+	seq  int
+	live map[string]*tenant
+	gone []*tenant
+	// rebinds are the Released Databases on their way to a new Tenant.
+	rebinds []*rebind
+	report  *Report
 }
 
 func newSoak(e *testenv.Env, f *testenv.Faults, c config, say func(string, ...any)) (*soak, error) {
@@ -177,14 +195,20 @@ func (s *soak) cycle(ctx context.Context, n int) error {
 // workload makes one change: a wave of new Tenants while there is room,
 // else deletions or rotations.
 func (s *soak) workload(ctx context.Context) error {
+	if err := s.advanceRebinds(ctx); err != nil {
+		return err
+	}
 	room := s.c.MaxLive - len(s.live)
+	deletable := len(s.candidates(func(t *tenant) bool { return t.Instance == tenantkit.DeleteInstance }))
 	switch r := s.rnd.IntN(10); {
 	case room > 0 && r < 4:
 		return s.createWave(ctx, 1+s.rnd.IntN(min(room, s.c.MaxWave)))
+	case r == 4 && len(s.candidates(rebindable)) > 0:
+		return s.releaseSome(ctx, 1+s.rnd.IntN(2))
 	case r >= 7 && len(s.live) > 0:
 		return s.rotateSome(ctx, 1+s.rnd.IntN(min(len(s.live), 3)))
-	case len(s.live) > 0:
-		return s.deleteSome(ctx, 1+s.rnd.IntN(max(len(s.live)/4, 1)))
+	case deletable > 0:
+		return s.deleteSome(ctx, 1+s.rnd.IntN(max(deletable/4, 1)))
 	}
 	return s.createWave(ctx, 1+s.rnd.IntN(max(min(room, s.c.MaxWave), 1)))
 }
@@ -194,11 +218,16 @@ func nsName(i int) string { return fmt.Sprintf("soak-%d", i) }
 func (s *soak) createWave(ctx context.Context, k int) error {
 	for range k {
 		s.seq++
-		t := &tenant{NS: nsName(s.seq % s.c.Namespaces), Name: fmt.Sprintf("soak-%d", s.seq), DataRole: s.seq%3 == 0}
+		t := &tenant{NS: nsName(s.seq % s.c.Namespaces), Name: fmt.Sprintf("soak-%d", s.seq), DataRole: s.seq%3 == 0, Instance: tenantkit.DeleteInstance}
 		t.DBName = strings.ReplaceAll(t.Name, "-", "_")
-		spec := "{instanceRef: " + tenantkit.DeleteInstance + "}"
+		// One in four on the Retain registration, without data roles:
+		// those are the ones released and rebound.
+		if s.seq%4 == 1 && !t.DataRole {
+			t.Instance = tenantkit.Instance
+		}
+		spec := "{instanceRef: " + t.Instance + "}"
 		if t.DataRole {
-			spec = "{instanceRef: " + tenantkit.DeleteInstance + ", dataRoles: [{name: ro, access: readOnly}]}"
+			spec = "{instanceRef: " + t.Instance + ", dataRoles: [{name: ro, access: readOnly}]}"
 		}
 		u := tenantkit.MustUnstructured(fmt.Sprintf("apiVersion: %s\nkind: Tenant\nmetadata: {name: %s, namespace: %s}\nspec: %s\n", tenantkit.TenantAPI, t.Name, t.NS, spec))
 		if err := retryAPI(ctx, func(ctx context.Context) error { return s.kube.Create(ctx, u) }); err != nil {
@@ -210,29 +239,47 @@ func (s *soak) createWave(ctx context.Context, k int) error {
 	return nil
 }
 
-// pick draws k live Tenants whose Database is known (in a fixed order, so
-// the seed decides).
-func (s *soak) pick(k int) []*tenant {
+// candidates are the live Tenants whose Database is known and that ok
+// accepts, in a fixed order (so the seed decides).
+func (s *soak) candidates(ok func(*tenant) bool) []*tenant {
 	var ts []*tenant
 	for _, t := range s.live {
-		if t.Database != "" {
+		if t.Database != "" && ok(t) {
 			ts = append(ts, t)
 		}
 	}
 	slices.SortFunc(ts, func(a, b *tenant) int { return strings.Compare(a.key(), b.key()) })
+	return ts
+}
+
+// pick draws k of the candidates ok accepts.
+func (s *soak) pick(k int, ok func(*tenant) bool) []*tenant {
+	ts := s.candidates(ok)
 	s.rnd.Shuffle(len(ts), func(i, j int) { ts[i], ts[j] = ts[j], ts[i] })
 	return ts[:min(k, len(ts))]
 }
 
+func anyTenant(*tenant) bool { return true }
+
+// deleteTenant asks for a Tenant's deletion.
+func (s *soak) deleteTenant(ctx context.Context, t *tenant) error {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(tenantkit.TenantAPI)
+	u.SetKind("Tenant")
+	u.SetNamespace(t.NS)
+	u.SetName(t.Name)
+	if err := retryAPI(ctx, func(ctx context.Context) error { return client.IgnoreNotFound(s.kube.Delete(ctx, u)) }); err != nil {
+		return fmt.Errorf("delete Tenant %s: %w", t.key(), err)
+	}
+	return nil
+}
+
+// deleteSome deletes k Tenants of the Delete registration: their
+// database, roles and record go with them.
 func (s *soak) deleteSome(ctx context.Context, k int) error {
-	for _, t := range s.pick(k) {
-		u := &unstructured.Unstructured{}
-		u.SetAPIVersion(tenantkit.TenantAPI)
-		u.SetKind("Tenant")
-		u.SetNamespace(t.NS)
-		u.SetName(t.Name)
-		if err := retryAPI(ctx, func(ctx context.Context) error { return client.IgnoreNotFound(s.kube.Delete(ctx, u)) }); err != nil {
-			return fmt.Errorf("delete Tenant %s: %w", t.key(), err)
+	for _, t := range s.pick(k, func(t *tenant) bool { return t.Instance == tenantkit.DeleteInstance }) {
+		if err := s.deleteTenant(ctx, t); err != nil {
+			return err
 		}
 		t.Deleted = true
 		delete(s.live, t.key())
@@ -245,7 +292,7 @@ func (s *soak) deleteSome(ctx context.Context, k int) error {
 // rotateSome asks the Databases of k Tenants for a new password (the
 // admin's spec.credentialRotation, with a new id).
 func (s *soak) rotateSome(ctx context.Context, k int) error {
-	for _, t := range s.pick(k) {
+	for _, t := range s.pick(k, anyTenant) {
 		id := fmt.Sprintf("soak-%d", t.Rotations+1)
 		patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"credentialRotation":{"id":"`+id+`"}}}`))
 		u := &unstructured.Unstructured{}

@@ -2,10 +2,16 @@ package main
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"ddupan.top/provider-postgresql-tenant/internal/testenv"
+	"ddupan.top/provider-postgresql-tenant/internal/testenv/tenantkit"
 )
 
 var env *testenv.Env
@@ -17,22 +23,94 @@ func TestMain(m *testing.M) {
 // The short soak: a few minutes of every fault kind, with a fixed seed, on
 // the stack the long run uses. A regression that breaks an invariant under
 // faults shows here; the figures come from the long run
-// (docs/reliability.md).
+// (docs/reliability.md). Then each check is shown able to fail: what it
+// looks for is planted, and it must say so.
 func TestSoakShort(t *testing.T) {
 	testenv.Need(t)
 	c := defaultConfig()
 	c.Seed, c.Duration, c.MaxWave, c.MaxLive, c.MaxFault, c.Settle = 20261205, 3*time.Minute, 6, 12, 8*time.Second, 3*time.Minute
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
-	r, err := soakOn(ctx, env, c, t.Logf)
+	s, r, err := soakOn(ctx, env, c, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Log("\n" + r.Table())
-	if r.Ops.Created == 0 || len(r.Injected) == 0 || r.Ops.RowsChecked == 0 {
+	if r.Ops.Created == 0 || r.Ops.Deleted == 0 || r.Ops.Rotated == 0 || r.Ops.Rebound == 0 || len(r.Injected) == 0 || r.Ops.RowsChecked == 0 {
 		t.Errorf("the soak did too little to prove anything: %+v, faults %v", r.Ops, r.Injected)
 	}
 	for _, v := range r.Violations {
 		t.Errorf("invariant violated: %s", v)
+	}
+	if t.Failed() {
+		return
+	}
+	checksCatchWhatIsPlanted(ctx, t, s)
+}
+
+// checksCatchWhatIsPlanted plants, after a clean run, one breach of each
+// invariant the final checks look for, and wants each reported: a lost
+// row, a password made twice, a database and a role no Tenant has, the
+// credential record of a deleted Tenant, a panic in the provider's log.
+func checksCatchWhatIsPlanted(ctx context.Context, t *testing.T, s *soak) {
+	live := s.sorted()
+	if len(live) < 2 || len(s.gone) == 0 {
+		t.Fatalf("the run left %d live and %d deleted Tenants: too few to plant in", len(live), len(s.gone))
+	}
+	lost, twice := live[0], live[1]
+	if err := s.withSecret(ctx, lost, func(c *pgx.Conn) error {
+		_, err := c.Exec(ctx, `DELETE FROM soak`)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	root, err := s.e.OpenBao.Client(s.e.OpenBao.RootToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := root.KVv2(s.e.OpenBao.KVMount)
+	if _, err := kv.Patch(ctx, tenantkit.RecordPath(twice.Database), map[string]any{"password": "planted-second-password"}); err != nil {
+		t.Fatal(err)
+	}
+	deleted := s.gone[0]
+	if _, err := kv.Put(ctx, tenantkit.RecordPath(deleted.Database), map[string]any{"planted": "yes"}); err != nil {
+		t.Fatal(err)
+	}
+	su, err := s.e.Postgres.SuperConn(ctx, "postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer su.Close(context.WithoutCancel(ctx)) //nolint:errcheck // test session
+	for _, q := range []string{`CREATE DATABASE soak_planted`, `CREATE ROLE soak_planted_role`} {
+		if _, err := su.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(s.e.Dir, "provider-planted.log"), []byte("starting\npanic: planted\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	s.report.Violations = nil
+	s.checkRows(ctx)
+	for _, check := range []func(context.Context) error{s.checkVersions, s.checkServer, s.checkObjects} {
+		if err := check(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.checkPanics(); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(s.report.Violations, "\n")
+	for what, want := range map[string]string{
+		"the lost row":                  "Tenant " + lost.key() + ": its Secret and row: 0 rows",
+		"the password made twice":       "Database " + twice.Database + " of " + twice.key() + ": ",
+		"the database of no Tenant":     "the database soak_planted",
+		"the role of no Tenant":         "the role soak_planted_role",
+		"the deleted Tenant's record":   "the credential record of " + deleted.key(),
+		"the panic in the provider log": "provider-planted.log: panic: planted",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("%s was planted, but no check said %q; they said:\n%s", what, want, got)
+		}
 	}
 }
