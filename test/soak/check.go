@@ -222,7 +222,10 @@ func (s *soak) releasedBy(key, db string) bool {
 var panicLine = regexp.MustCompile(`(^|[^a-zA-Z])(panic: |fatal error: )`)
 
 // checkPanics: no process of ours (the provider and the function, in
-// every container run the kubelet kept a log of) panicked.
+// every container run the kubelet kept a log of) panicked. The kubelet
+// keeps the logs of a container's current and previous runs only, so the
+// run checks after every cycle (a cycle restarts each container at most
+// once) as well as at the end; a panic is reported once.
 func (s *soak) checkPanics() error {
 	var logs []string
 	roots := []string{s.e.Dir}
@@ -256,7 +259,10 @@ func (s *soak) checkPanics() error {
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
 			if panicLine.MatchString(sc.Text()) {
-				s.report.violation("%s: %s", filepath.Base(p), sc.Text())
+				if v := filepath.Base(p) + ": " + sc.Text(); !s.panics[v] {
+					s.panics[v] = true
+					s.report.violation("%s", v)
+				}
 				break
 			}
 		}

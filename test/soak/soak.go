@@ -91,7 +91,9 @@ type soak struct {
 	gone []*tenant
 	// rebinds are the Released Databases on their way to a new Tenant.
 	rebinds []*rebind
-	report  *Report
+	// panics are the panic lines reported already.
+	panics map[string]bool
+	report *Report
 }
 
 func newSoak(e *testenv.Env, f *testenv.Faults, c config, say func(string, ...any)) (*soak, error) {
@@ -110,6 +112,7 @@ func newSoak(e *testenv.Env, f *testenv.Faults, c config, say func(string, ...an
 		e: e, f: f, c: c, say: say, kube: kube,
 		rnd:    rand.New(rand.NewPCG(uint64(c.Seed), uint64(c.Seed)^0x5eed)), //nolint:gosec // a reproducible choice, not a secret
 		live:   map[string]*tenant{},
+		panics: map[string]bool{},
 		report: newReport(c),
 	}, nil
 }
@@ -189,7 +192,7 @@ func (s *soak) cycle(ctx context.Context, n int) error {
 		return err
 	}
 	s.report.converged(picked, took)
-	return nil
+	return s.checkPanics()
 }
 
 // workload makes one change: a wave of new Tenants while there is room,
