@@ -115,10 +115,15 @@ func TestRebindRunbookAsWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	dbName, owner := string(sec.Data["database"]), string(sec.Data["username"])
-	old, err := env.Postgres.ConnConfig(owner, oldPassword, dbName)
-	if err != nil {
-		t.Fatal(err)
+	config := func(password string) *pgx.ConnConfig {
+		t.Helper()
+		c, err := env.Postgres.ConnConfig(owner, password, dbName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
 	}
+	old := config(oldPassword)
 	oc, err := pgx.ConnectConfig(ctx, old)
 	if err != nil {
 		t.Fatal(err)
@@ -161,11 +166,7 @@ func TestRebindRunbookAsWritten(t *testing.T) {
 	if got == oldPassword {
 		t.Error("the new Tenant got the old team's password")
 	}
-	nc, err := env.Postgres.ConnConfig(owner, got, dbName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := pgx.ConnectConfig(ctx, nc)
+	c, err := pgx.ConnectConfig(ctx, config(got))
 	if err != nil {
 		t.Fatal(err)
 	}

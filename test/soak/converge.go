@@ -100,10 +100,8 @@ func (s *soak) notConverged(ctx context.Context) string {
 			t.Database, _, _ = unstructured.NestedString(u.Object, "status", "databaseName")
 		}
 		if t.Rotations > 0 {
-			db := &unstructured.Unstructured{}
-			db.SetAPIVersion(tenantkit.TenantAPI)
-			db.SetKind("Database")
-			if err := s.kube.Get(rctx, client.ObjectKey{Name: t.Database}, db); err != nil {
+			db, err := s.getDatabase(rctx, t.Database)
+			if err != nil {
 				return fmt.Sprintf("cannot read Database %s: %v", t.Database, err)
 			}
 			id, _, _ := unstructured.NestedString(db.Object, "status", "atProvider", "credentialRotation", "id")
@@ -136,10 +134,7 @@ func (s *soak) notConverged(ctx context.Context) string {
 			continue
 		}
 		if t.Database != "" {
-			db := &unstructured.Unstructured{}
-			db.SetAPIVersion(tenantkit.TenantAPI)
-			db.SetKind("Database")
-			err := s.kube.Get(rctx, client.ObjectKey{Name: t.Database}, db)
+			_, err := s.getDatabase(rctx, t.Database)
 			if err == nil {
 				waiting = append(waiting, t.key()+" (its Database "+t.Database+" is still there)")
 			} else if !apierrors.IsNotFound(err) {
