@@ -16,12 +16,20 @@ import (
 // repair that does not hold never turns into a fast loop.
 const confirmAfterRepair = 2 * time.Second
 
+// confirmAfterCreate is the wait before the Observe that confirms data
+// roles just created: PostgreSQL and OpenBao read their writes at once, so
+// it is only long enough for the informer cache to see the status the
+// create wrote (a reconcile that reads an older one loses its status write
+// to a conflict). A creation happens once per role, so it cannot loop; a
+// new Tenant's Secrets wait for it.
+const confirmAfterCreate = 100 * time.Millisecond
+
 // confirmer remembers which Databases were just repaired.
 type confirmer struct {
 	mu       sync.Mutex
 	repaired map[types.UID]bool
 	// created: a data role was just created (once per role: it cannot
-	// loop), observed again after confirmAfterRepair whatever the last
+	// loop), observed again after confirmAfterCreate whatever the last
 	// early confirmation.
 	created map[types.UID]bool
 	last    map[types.UID]time.Time
@@ -59,10 +67,7 @@ func (c *confirmer) PollInterval(mg resource.Managed, poll time.Duration) time.D
 	if c.created[uid] {
 		delete(c.created, uid)
 		delete(c.repaired, uid)
-		if poll > confirmAfterRepair {
-			return confirmAfterRepair
-		}
-		return poll
+		return min(poll, confirmAfterCreate)
 	}
 	if !c.repaired[uid] {
 		return poll

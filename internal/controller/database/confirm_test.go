@@ -49,7 +49,7 @@ func TestConfirmAfterRepair(t *testing.T) {
 			want: []time.Duration{confirmAfterRepair, poll, confirmAfterRepair},
 		},
 		// The owner's repair right after its create used the early
-		// confirmation; the data roles created next are confirmed soon
+		// confirmation; the data roles created next are confirmed at once
 		// all the same (a new Tenant waits for them).
 		"DataRolesCreatedAfterAnEarlyConfirmation": {
 			steps: []step{
@@ -57,7 +57,13 @@ func TestConfirmAfterRepair(t *testing.T) {
 				{after: 2 * time.Second, repaired: dbA, created: dbA, ask: dbA, poll: poll},
 				{after: 2 * time.Second, repaired: dbA, ask: dbA, poll: poll},
 			},
-			want: []time.Duration{confirmAfterRepair, confirmAfterRepair, poll},
+			want: []time.Duration{confirmAfterRepair, confirmAfterCreate, poll},
+		},
+		// Data roles created with the owner's first write: no fixed wait
+		// before the Observe that shows them Ready.
+		"DataRolesCreatedAreConfirmedAtOnce": {
+			steps: []step{{created: dbA, ask: dbA, poll: poll}, {after: time.Second, ask: dbA, poll: poll}},
+			want:  []time.Duration{confirmAfterCreate, poll},
 		},
 		"PollShorterThanTheConfirmation": {
 			steps: []step{{repaired: dbA, ask: dbA, poll: time.Second}},
