@@ -718,6 +718,7 @@ func TestDatabaseRejectsUpdates(t *testing.T) {
 				t.Fatalf("create: %v", err)
 			}
 			tc.change(d)
+			// unguarded-update: only the kube-apiserver runs in these tests (no controller): nothing else writes the Database the test made
 			wantRejected(t, c.Update(ctx, d), tc.field, tc.msg)
 		})
 	}
@@ -773,6 +774,7 @@ func TestDatabaseAllowedChanges(t *testing.T) {
 	for _, s := range steps {
 		s.change(d)
 		want := d.Spec.DeepCopy()
+		// unguarded-update: only the kube-apiserver runs in these tests (no controller): nothing else writes the Database the test made
 		if err := c.Update(ctx, d); err != nil {
 			t.Fatalf("%s: %v", s.name, err)
 		}
@@ -813,6 +815,7 @@ func TestDatabaseRejectsBadStatus(t *testing.T) {
 				t.Fatal(err)
 			}
 			tc.mut(&d.Status)
+			// unguarded-update: only the kube-apiserver runs in these tests (no controller): nothing else writes the Database the test made
 			wantRejected(t, c.Status().Update(ctx, d), tc.field, tc.msg)
 		})
 	}
@@ -826,6 +829,7 @@ func TestDatabaseRejectsBadStatus(t *testing.T) {
 			Phase: v1alpha1.BindingReleased, Claim: "netbox/netbox",
 			ReleasedClaim: &v1alpha1.ClaimReference{Namespace: "netbox", Name: "netbox", UID: "6f9619ff-8b86-4011-b42d-00c04fc964ff"},
 		}
+		// unguarded-update: only the kube-apiserver runs in these tests (no controller): nothing else writes the Database the test made
 		if err := c.Status().Update(ctx, d); err != nil {
 			t.Errorf("a Released status was rejected: %v", err)
 		}
@@ -1155,6 +1159,7 @@ func TestDatabaseBindingRejectsUpdates(t *testing.T) {
 				t.Fatalf("create: %v", err)
 			}
 			tc.change(tc.obj)
+			// unguarded-update: only the kube-apiserver runs in these tests (no controller): nothing else writes the DatabaseBinding the test made
 			wantRejected(t, c.Update(ctx, tc.obj), tc.field, tc.msg)
 		})
 	}
@@ -1172,6 +1177,7 @@ func TestDatabaseBindingAllowedChanges(t *testing.T) {
 	b.Spec.ForProvider.Extensions = []string{"citext", "pg_trgm"}
 	b.Spec.ForProvider.LoginRole = ptr.To("netbox_owner")
 	want := b.Spec.ForProvider.DeepCopy()
+	// unguarded-update: only the kube-apiserver runs in these tests (no controller): nothing else writes the DatabaseBinding the test made
 	if err := c.Update(ctx, b); err != nil {
 		t.Fatalf("allowed change rejected: %v", err)
 	}
@@ -1187,6 +1193,7 @@ func TestDatabaseBindingAllowedChanges(t *testing.T) {
 		nil,
 	} {
 		b.Spec.ForProvider.DataRoles = roles
+		// unguarded-update: only the kube-apiserver runs in these tests (no controller): nothing else writes the DatabaseBinding the test made
 		if err := c.Update(ctx, b); err != nil {
 			t.Fatalf("data roles %v rejected: %v", roles, err)
 		}

@@ -62,6 +62,7 @@ type options struct {
 	outDir      string
 	durations   string
 	only        string
+	measured    string
 }
 
 func main() {
@@ -77,6 +78,7 @@ func main() {
 	flag.StringVar(&o.outDir, "out", "_output/test", "where the test binaries and each job's log go")
 	flag.StringVar(&o.durations, "durations", "", "the file with the last run's durations (default: in the component cache's logs)")
 	flag.StringVar(&o.only, "only", "", "run only the jobs whose name matches this pattern")
+	flag.StringVar(&o.measured, "measured", "hack/testrun/durations.json", "the committed durations a whole run refreshes (\"\": none)")
 	flag.Parse()
 	o.nodePkgs, o.matrixPkgs, o.majors = strings.Fields(nodePkgs), strings.Fields(matrixPkgs), strings.Fields(majors)
 	if o.durations == "" {
@@ -137,21 +139,24 @@ func run(ctx context.Context, o options) int {
 	})
 
 	var mu sync.Mutex
-	running := map[*job]bool{}
+	running := map[*job]time.Time{}
+	finished := map[*job]bool{}
 	var wg sync.WaitGroup
 	do := func(j *job) {
 		mu.Lock()
-		running[j] = true
+		running[j] = time.Now()
 		mu.Unlock()
 		execute(ctx, o, j)
 		mu.Lock()
 		delete(running, j)
+		finished[j] = true
+		n, left := len(finished), estimateLeft(node, pool, running, finished, last, o.jobs, time.Now())
 		mu.Unlock()
 		status := "ok  "
 		if j.err != nil {
 			status = "FAIL"
 		}
-		say("%s %-60s %6.0fs", status, j.name, j.end.Sub(j.start).Seconds())
+		say("%s %-56s %6.0fs  [%d of %d jobs; %s in, about %s left]", status, j.name, j.end.Sub(j.start).Seconds(), n, len(jobs), since(t0), left)
 	}
 	wg.Add(1)
 	go func() {
@@ -181,12 +186,13 @@ func run(ctx context.Context, o options) int {
 			case <-t.C:
 				mu.Lock()
 				var names []string
-				for j := range running {
-					names = append(names, fmt.Sprintf("%s (%s)", j.name, since(j.start)))
+				for j, start := range running {
+					names = append(names, fmt.Sprintf("%s (%s)", j.name, since(start)))
 				}
+				n, left := len(finished), estimateLeft(node, pool, running, finished, last, o.jobs, time.Now())
 				mu.Unlock()
 				sort.Strings(names)
-				say("%s so far; running: %s", since(t0), strings.Join(names, ", "))
+				say("%d of %d jobs done, %s in, about %s left; running: %s", n, len(jobs), since(t0), left, strings.Join(names, ", "))
 			}
 		}
 	}()
@@ -198,6 +204,12 @@ func run(ctx context.Context, o options) int {
 	close(done)
 
 	writeDurations(o.durations, last, jobs)
+	if o.only == "" && ctx.Err() == nil {
+		// A whole run also refreshes the durations a clean machine's first
+		// run orders its jobs by (committed beside this program): only
+		// this run's jobs, so a removed one leaves no stale entry.
+		writeDurations(o.measured, map[string]float64{}, jobs)
+	}
 	return report(jobs, t0)
 }
 
@@ -377,7 +389,9 @@ func execute(ctx context.Context, o options, j *job) {
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Env = os.Environ()
 	if j.major != "" {
-		cmd.Env = append(cmd.Env, "PG_MAJOR="+j.major)
+		// PPT_PG_MATRIX: the tests that prove nothing that depends on the
+		// major skip themselves (testenv.MajorIndependent).
+		cmd.Env = append(cmd.Env, "PG_MAJOR="+j.major, "PPT_PG_MATRIX="+j.major)
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
@@ -481,6 +495,35 @@ func report(jobs []*job, t0 time.Time) int {
 
 func since(t time.Time) string { return time.Since(t).Round(time.Second).String() }
 
+// unknownDuration is what a job no run has timed yet is taken to last.
+const unknownDuration = 60.0
+
+// estimateLeft is how long the run has still to go, from the last run's
+// durations: the node lane's jobs left one after another, or the pool's
+// spread over its workers, whichever is longer. A running job counts what
+// it has left of its last duration (nothing once past it).
+func estimateLeft(node, pool []*job, running map[*job]time.Time, finished map[*job]bool, last map[string]float64, workers int, now time.Time) time.Duration {
+	left := func(js []*job) float64 {
+		var sum float64
+		for _, j := range js {
+			if finished[j] {
+				continue
+			}
+			d, ok := last[j.key()]
+			if !ok {
+				d = unknownDuration
+			}
+			if start, ok := running[j]; ok {
+				d = max(0, d-now.Sub(start).Seconds())
+			}
+			sum += d
+		}
+		return sum
+	}
+	secs := max(left(node), left(pool)/float64(max(1, workers)))
+	return (time.Duration(secs) * time.Second).Round(time.Second)
+}
+
 // measured are the durations of a run on a 2-core machine, for a cache
 // without any yet (a clean machine's first run): the longest jobs start
 // first then too.
@@ -501,6 +544,9 @@ func readDurations(file string) map[string]float64 {
 // writeDurations keeps each job's last duration (of a run that ended; a
 // cancelled run keeps the old ones).
 func writeDurations(file string, last map[string]float64, jobs []*job) {
+	if file == "" {
+		return
+	}
 	for _, j := range jobs {
 		if !j.end.IsZero() {
 			last[j.key()] = j.end.Sub(j.start).Seconds()

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -40,5 +41,32 @@ func TestWhatFailed(t *testing.T) {
 	got[1] = failedBlocks(log, 2)[1]
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("failedBlocks (-want +got):\n%s", diff)
+	}
+}
+
+func TestEstimateLeft(t *testing.T) {
+	now := time.Unix(1000, 0)
+	a, b, c, d, n1, n2 := &job{name: "a"}, &job{name: "b"}, &job{name: "c"}, &job{name: "d"}, &job{name: "n1"}, &job{name: "n2"}
+	last := map[string]float64{"a": 100, "b": 200, "c": 300, "n1": 50, "n2": 100}
+	pool, node := []*job{a, b, c, d}, []*job{n1, n2}
+	cases := map[string]struct {
+		running  map[*job]time.Time
+		finished map[*job]bool
+		want     time.Duration
+	}{
+		// The pool: 100+200+300 and d unknown (60), over two workers.
+		"nothing started": {map[*job]time.Time{}, map[*job]bool{}, 330 * time.Second},
+		// c ran 250 s of its 300, b is done; the pool's 100+50+60 over two
+		// workers is 105 s, the node lane's n2 100 s.
+		"under way": {map[*job]time.Time{c: now.Add(-250 * time.Second)}, map[*job]bool{b: true, n1: true}, 105 * time.Second},
+		// A job past its last duration counts nothing: the node lane is the
+		// longer.
+		"over time": {map[*job]time.Time{n2: now.Add(-10 * time.Second)}, map[*job]bool{a: true, b: true, c: true, d: true, n1: true}, 90 * time.Second},
+		"all done":  {map[*job]time.Time{}, map[*job]bool{a: true, b: true, c: true, d: true, n1: true, n2: true}, 0},
+	}
+	for name, tc := range cases {
+		if got := estimateLeft(node, pool, tc.running, tc.finished, last, 2, now); got != tc.want {
+			t.Errorf("%s: estimateLeft = %s, want %s", name, got, tc.want)
+		}
 	}
 }

@@ -21,16 +21,21 @@ import (
 // everything as it was and is retried after a backoff of its own.
 
 // SizeRetryBase and SizeRetryCap bound the backoffs of size measurements:
-// after n consecutive failures the next attempt waits
-// SizeRetryBase·2^(n-1), at most SizeRetryCap.
+// after n consecutive failures the next attempt waits base·2^(n-1), at most
+// SizeRetryCap, where base is SizeRetryBase unless a test sets a shorter
+// one.
 const (
 	SizeRetryBase = 30 * time.Second
 	SizeRetryCap  = time.Hour
 )
 
-// SizeBackoff is the wait after the n-th consecutive failure (n ≥ 1).
-func SizeBackoff(n int) time.Duration {
-	d := SizeRetryBase
+// SizeBackoff is the wait after the n-th consecutive failure (n ≥ 1), from
+// base (SizeRetryBase when 0).
+func SizeBackoff(base time.Duration, n int) time.Duration {
+	d := base
+	if d <= 0 {
+		d = SizeRetryBase
+	}
 	for i := 1; i < n && d < SizeRetryCap; i++ {
 		d *= 2
 	}
@@ -121,7 +126,8 @@ type SizeOutcome struct {
 // database of the config's Databases) with these outcomes. problem, when
 // set, is why the refresh stopped (it could not reach the server): the
 // statements it did not run change nothing.
-func MergeSizes(prev SizeState, databases []string, outcomes []SizeOutcome, problem string, now time.Time) SizeState {
+// retryBase is the backoff base of failed measurements (SizeBackoff).
+func MergeSizes(prev SizeState, databases []string, outcomes []SizeOutcome, problem string, now time.Time, retryBase time.Duration) SizeState {
 	next := SizeState{At: prev.At, Sizes: map[string]MeasuredSize{}, Failed: map[string]SizeFailure{}}
 	listed := map[string]bool{}
 	for _, d := range databases {
@@ -153,7 +159,7 @@ func MergeSizes(prev SizeState, databases []string, outcomes []SizeOutcome, prob
 				f.Since = now
 			}
 			f.Failures++
-			f.Next = now.Add(SizeBackoff(f.Failures))
+			f.Next = now.Add(SizeBackoff(retryBase, f.Failures))
 			f.Reason = o.Err
 			next.Failed[d] = f
 		default:
@@ -169,7 +175,7 @@ func MergeSizes(prev SizeState, databases []string, outcomes []SizeOutcome, prob
 	}
 	if problem != "" {
 		next.Failures = prev.Failures + 1
-		next.Next = now.Add(SizeBackoff(next.Failures))
+		next.Next = now.Add(SizeBackoff(retryBase, next.Failures))
 		next.Problem = problem
 		return next
 	}

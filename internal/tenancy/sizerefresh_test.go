@@ -16,7 +16,7 @@ var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 func TestSizeBackoff(t *testing.T) {
 	want := map[int]time.Duration{1: 30 * time.Second, 2: time.Minute, 3: 2 * time.Minute, 7: 32 * time.Minute, 8: time.Hour, 9: time.Hour, 1000: time.Hour}
 	for n, w := range want {
-		if got := SizeBackoff(n); got != w {
+		if got := SizeBackoff(0, n); got != w {
 			t.Errorf("SizeBackoff(%d) = %s, want %s", n, got, w)
 		}
 	}
@@ -137,7 +137,7 @@ func TestMergeSizes(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got := MergeSizes(tc.prev, tc.dbs, tc.outcomes, tc.problem, t0)
+			got := MergeSizes(tc.prev, tc.dbs, tc.outcomes, tc.problem, t0, 0)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("MergeSizes: -want +got:\n%s", diff)
 			}

@@ -116,6 +116,7 @@ func TestDNSAnswer(t *testing.T) {
 // Service's name resolves, a name outside the cluster domain is refused
 // (nothing is forwarded), and each query is recorded.
 func TestDNSServer(t *testing.T) {
+	MajorIndependent(t)
 	// Port 0 picks a free UDP port; the same TCP port may be taken by
 	// another test package: try again then.
 	var d *DNS
@@ -179,6 +180,7 @@ func TestDNSServer(t *testing.T) {
 
 // A headless Service's name answers its ready endpoints' IPv4 addresses.
 func TestReadyAddresses(t *testing.T) {
+	MajorIndependent(t)
 	yes, no := true, false
 	slices := []discoveryv1.EndpointSlice{
 		{AddressType: discoveryv1.AddressTypeIPv4, Endpoints: []discoveryv1.Endpoint{

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -371,6 +372,7 @@ func Main(m *testing.M, o Options, env **Env, hooks ...func(*Env) (func(), error
 	}
 	*env = e
 	fmt.Fprintf(os.Stderr, "testenv: environment started in %s\n", time.Since(t0).Round(100*time.Millisecond))
+	listenToVersionPoints()
 	t0 = time.Now()
 	var stops []func()
 	for _, h := range hooks {
@@ -389,6 +391,10 @@ func Main(m *testing.M, o Options, env **Env, hooks ...func(*Env) (func(), error
 		fmt.Fprintf(os.Stderr, "testenv: hooks done in %s\n", time.Since(t0).Round(100*time.Millisecond))
 	}
 	code := m.Run()
+	if missed := uncoveredVersionPoints(); code == 0 && len(missed) > 0 {
+		fmt.Fprintf(os.Stderr, "FAIL: tests marked MajorIndependent reach SQL that differs by PostgreSQL major and that no test run on every major reaches, so the matrix would run it on the default major only: unmark them, or add a test on every major that reaches it:\n  %s\n", strings.Join(missed, "\n  "))
+		code = 1
+	}
 	t0 = time.Now()
 	for i := len(stops) - 1; i >= 0; i-- {
 		stops[i]()

@@ -37,6 +37,7 @@ func TestParseProcStat(t *testing.T) {
 }
 
 func TestDescendants(t *testing.T) {
+	MajorIndependent(t)
 	tab := map[int]ProcStat{
 		1: {PPID: 0}, 10: {PPID: 1}, 11: {PPID: 10}, 12: {PPID: 10}, 13: {PPID: 12},
 		20: {PPID: 1}, 21: {PPID: 20},
@@ -55,6 +56,7 @@ func TestDescendants(t *testing.T) {
 // A process tree is stopped whole, resumed whole and killed whole; a PID
 // whose start time does not match is never signalled.
 func TestProcessTree(t *testing.T) {
+	MajorIndependent(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "sh", "-c", "sleep 300 & sleep 300 & wait")
@@ -137,6 +139,7 @@ func TestProcessTree(t *testing.T) {
 // one and the network without a node are clear errors, and the network is
 // never changed outside the node's namespace.
 func TestFaultsBadInput(t *testing.T) {
+	MajorIndependent(t)
 	t.Setenv(nodeNetnsEnv, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -193,6 +196,7 @@ func TestFaultsBadInput(t *testing.T) {
 // The cut drops what crosses the Pods' bridge both ways, in a table of its
 // own that the restore removes whether or not it is there.
 func TestCutRuleset(t *testing.T) {
+	MajorIndependent(t)
 	cut, restore := cutRuleset(), restoreRuleset()
 	for _, want := range []string{restore, "table inet " + faultsTable, `iifname "cni0" drop`, `oifname "cni0" drop`, "hook prerouting", "hook postrouting"} {
 		if !strings.Contains(cut, want) {

@@ -106,6 +106,7 @@ func fake(t *testing.T, mode, port string, env ...string) *exec.Cmd {
 // No manager may exit and no function may ever take the port. Rounds:
 // PPT_STRESS_ROUNDS (default 3).
 func TestFixedPortEnvironmentsStartTogether(t *testing.T) {
+	MajorIndependent(t)
 	rounds := 3
 	if n, err := strconv.Atoi(os.Getenv("PPT_STRESS_ROUNDS")); err == nil && n > 0 {
 		rounds = n

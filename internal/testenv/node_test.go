@@ -17,6 +17,7 @@ import (
 // host's namespace with no binaries, so nothing could start even without
 // the refusal.
 func TestNodeRefusesTheHostNetwork(t *testing.T) {
+	MajorIndependent(t)
 	ctx := context.Background()
 	ca, err := newCA(t.TempDir(), "ca")
 	if err != nil {
@@ -46,6 +47,7 @@ func TestNodeRefusesTheHostNetwork(t *testing.T) {
 // private one, seen there while the host's file stays as it was, with no
 // mount on it.
 func TestNodeResolvConfStaysInItsMountNamespace(t *testing.T) {
+	MajorIndependent(t)
 	host, err := nsID("/proc/self/ns/mnt")
 	if err != nil {
 		t.Fatal(err)

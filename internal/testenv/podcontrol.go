@@ -292,6 +292,7 @@ func (p *ProviderPodControl) edit(ctx context.Context, change func(drc *unstruct
 		if err := unstructured.SetNestedSlice(drc.Object, ctrs, path...); err != nil {
 			return Permanent(err)
 		}
+		// unguarded-update: the WaitFor around it reads, changes and writes again on any error, a conflict included (the edit is already a retried read-then-update)
 		return p.env.Kube.Client.Update(ctx, drc)
 	})
 }

@@ -18,7 +18,13 @@ func TestMain(m *testing.M) {
 	if os.Getenv(resolvHelperEnv) != "" {
 		os.Exit(resolvConfHelper())
 	}
-	Main(m, All, &env)
+	// The matrix runs only the tests of the PostgreSQL server (the others
+	// are MajorIndependent): it starts nothing else.
+	o := All
+	if InMatrix() {
+		o = Options{Postgres: true}
+	}
+	Main(m, o, &env)
 }
 
 // The PostgreSQL server accepts the admin over TLS with verify-full, by IP
@@ -119,6 +125,7 @@ func TestPostgresRejects(t *testing.T) {
 // write/read/metadata-delete round trip under the tenant base path, and
 // nothing outside it.
 func TestOpenBaoKubernetesAuthKVRoundTrip(t *testing.T) {
+	MajorIndependent(t)
 	Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -185,6 +192,7 @@ func TestOpenBaoKubernetesAuthKVRoundTrip(t *testing.T) {
 // A service account other than the provider's cannot log in as the
 // provider's role, even with a token of the role's audience.
 func TestOpenBaoRejectsOtherServiceAccount(t *testing.T) {
+	MajorIndependent(t)
 	Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -207,6 +215,7 @@ func TestOpenBaoRejectsOtherServiceAccount(t *testing.T) {
 
 // A missing binary fails with the command that installs it.
 func TestMissingBinaryNamesInstallCommand(t *testing.T) {
+	MajorIndependent(t)
 	t.Setenv("PPT_BIN", t.TempDir())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

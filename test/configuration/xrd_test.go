@@ -270,6 +270,7 @@ func testTenantImmutableFields(t *testing.T, g string) {
 				t.Fatal(err)
 			}
 			tc.change(u)
+			// unguarded-update: only the kube-apiserver runs here (the XRDs served as CRDs, no Crossplane): nothing else writes the Tenant the test made; the test checks what the API server admits
 			err := env.Kube.Client.Update(ctx, u)
 			if err == nil || !strings.Contains(err.Error(), tc.field+":") || !strings.Contains(err.Error(), tc.msg) {
 				t.Errorf("update: %v, want a rejection naming %s", err, tc.field)

@@ -20,7 +20,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -276,18 +275,9 @@ func checkDriftPutBack(ctx context.Context, t *testing.T, ns, name, esName strin
 	}
 	before := es.GetUID()
 	// ESO and Crossplane write it too: the edit is made again on a conflict.
-	if err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		cur, err := tenantkit.Get(ctx, env.Kube.Client, "external-secrets.io/v1", "ExternalSecret", ns, esName)
-		if err != nil {
-			return err
-		}
-		if err := unstructured.SetNestedField(cur.Object, "7m", "spec", "refreshInterval"); err != nil {
-			return err
-		}
-		return env.Kube.Client.Update(ctx, cur)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Edit(t, env.Kube.Client, tenantkit.Ref("external-secrets.io/v1", "ExternalSecret", ns, esName), func(cur *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(cur.Object, "7m", "spec", "refreshInterval")
+	})
 	if err := testenv.WaitFor(ctx, time.Minute, func(ctx context.Context) error {
 		cur, err := tenantkit.Get(ctx, env.Kube.Client, "external-secrets.io/v1", "ExternalSecret", ns, esName)
 		if err != nil {

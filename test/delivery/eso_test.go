@@ -16,6 +16,7 @@ import (
 	"ddupan.top/provider-postgresql-tenant/internal/function"
 	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
 	"ddupan.top/provider-postgresql-tenant/internal/testenv"
+	"ddupan.top/provider-postgresql-tenant/internal/testenv/tenantkit"
 )
 
 // shippedExternalSecretSpec is the spec of the ExternalSecret the Tenant's
@@ -77,21 +78,15 @@ func (s *esSync) create(ctx context.Context, t *testing.T, spec map[string]any) 
 // ExternalSecret to ESO) and waits until it has.
 func (s *esSync) refresh(ctx context.Context, t *testing.T) {
 	t.Helper()
-	es := &unstructured.Unstructured{}
-	es.SetAPIVersion("external-secrets.io/v1")
-	es.SetKind("ExternalSecret")
-	if err := env.Kube.Client.Get(ctx, client.ObjectKey{Namespace: s.ns, Name: s.name}, es); err != nil {
-		t.Fatal(err)
-	}
-	a := es.GetAnnotations()
-	if a == nil {
-		a = map[string]string{}
-	}
-	a["force-sync"] = fmt.Sprint(s.syncs)
-	es.SetAnnotations(a)
-	if err := env.Kube.Client.Update(ctx, es); err != nil {
-		t.Fatal(err)
-	}
+	// ESO writes it too (its status): the edit is made again on a conflict.
+	testenv.Edit(t, env.Kube.Client, tenantkit.Ref("external-secrets.io/v1", "ExternalSecret", s.ns, s.name), func(es *unstructured.Unstructured) {
+		a := es.GetAnnotations()
+		if a == nil {
+			a = map[string]string{}
+		}
+		a["force-sync"] = fmt.Sprint(s.syncs)
+		es.SetAnnotations(a)
+	})
 	s.wait(ctx, t)
 }
 
@@ -263,16 +258,11 @@ func TestExternalSecretReadsOnceAndProjectsSevenKeys(t *testing.T) {
 	// the shipped one (as a new Composition revision applies it), keeps
 	// its Secret: the same seven keys with the same values.
 	before := secretData(ctx, t, perKey, "orders-postgresql")
-	es := &unstructured.Unstructured{}
-	es.SetAPIVersion("external-secrets.io/v1")
-	es.SetKind("ExternalSecret")
-	if err := env.Kube.Client.Get(ctx, client.ObjectKey{Namespace: perKey, Name: "orders-postgresql"}, es); err != nil {
-		t.Fatal(err)
-	}
-	es.Object["spec"] = shippedExternalSecretSpec(t, tenancy.DeliveryPath(env.OpenBao.TenantBasePath, perKey, "orders"), "orders-postgresql")
-	if err := env.Kube.Client.Update(ctx, es); err != nil {
-		t.Fatal(err)
-	}
+	// ESO writes it too (its status): the edit is made again on a conflict.
+	es := tenantkit.Ref("external-secrets.io/v1", "ExternalSecret", perKey, "orders-postgresql")
+	testenv.Edit(t, env.Kube.Client, es, func(es *unstructured.Unstructured) {
+		es.Object["spec"] = shippedExternalSecretSpec(t, tenancy.DeliveryPath(env.OpenBao.TenantBasePath, perKey, "orders"), "orders-postgresql")
+	})
 	synced, _, _ := unstructured.NestedString(es.Object, "status", "syncedResourceVersion")
 	(&esSync{ns: perKey, name: "orders-postgresql", last: synced}).wait(ctx, t)
 	after := secretData(ctx, t, perKey, "orders-postgresql")

@@ -34,14 +34,11 @@ func deleteAndWatch(ctx context.Context, t *testing.T, apiVersion, instance, ns,
 	t.Helper()
 	es := tenantkit.InstanceSecretName(instance, name)
 	if hold {
-		o, err := tenantkit.Get(ctx, env.Kube.Client, "external-secrets.io/v1", "ExternalSecret", ns, es)
-		if err != nil {
-			t.Fatal(err)
-		}
-		o.SetFinalizers(append(o.GetFinalizers(), holdFinalizer))
-		if err := env.Kube.Client.Update(ctx, o); err != nil {
-			t.Fatal(err)
-		}
+		// ESO and Crossplane write it too: the edit is made again on a
+		// conflict.
+		testenv.Edit(t, env.Kube.Client, tenantkit.Ref("external-secrets.io/v1", "ExternalSecret", ns, es), func(o *unstructured.Unstructured) {
+			o.SetFinalizers(append(o.GetFinalizers(), holdFinalizer))
+		})
 	}
 	tn, err := tenantkit.Get(ctx, env.Kube.Client, apiVersion, "Tenant", ns, name)
 	if err != nil {
@@ -87,14 +84,9 @@ func deleteAndWatch(ctx context.Context, t *testing.T, apiVersion, instance, ns,
 		if err := env.Kube.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: es}, &corev1.Secret{}); err != nil {
 			t.Fatalf("the Secret went while its ExternalSecret still exists: %v", err)
 		}
-		o, err := tenantkit.Get(ctx, env.Kube.Client, "external-secrets.io/v1", "ExternalSecret", ns, es)
-		if err != nil {
-			t.Fatal(err)
-		}
-		o.SetFinalizers(slices.DeleteFunc(o.GetFinalizers(), func(f string) bool { return f == holdFinalizer }))
-		if err := env.Kube.Client.Update(ctx, o); err != nil {
-			t.Fatal(err)
-		}
+		testenv.Edit(t, env.Kube.Client, tenantkit.Ref("external-secrets.io/v1", "ExternalSecret", ns, es), func(o *unstructured.Unstructured) {
+			o.SetFinalizers(slices.DeleteFunc(o.GetFinalizers(), func(f string) bool { return f == holdFinalizer }))
+		})
 	}
 	for esGone.IsZero() || dbGone.IsZero() {
 		now := time.Now()

@@ -12,7 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"ddupan.top/provider-postgresql-tenant/internal/controller/binding"
@@ -358,13 +357,8 @@ func TestStatusWipedOnEveryObject(t *testing.T) {
 	for _, o := range [][4]string{{api, "Tenant", ns, name}, {api, "DatabaseBinding", ns, name}, {api, "Database", "", dbName}, {"external-secrets.io/v1", "ExternalSecret", ns, tenantkit.SecretName(name)}} {
 		// The object's controller may write its status meanwhile: read
 		// again and wipe again on a conflict.
-		err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-			u, err := tenantkit.Get(ctx, env.Kube.Client, o[0], o[1], o[2], o[3])
-			if err != nil {
-				return err
-			}
+		err := testenv.EditStatusE(ctx, env.Kube.Client, tenantkit.Ref(o[0], o[1], o[2], o[3]), func(u *unstructured.Unstructured) {
 			u.Object["status"] = map[string]any{}
-			return env.Kube.Client.Status().Update(ctx, u)
 		})
 		if err != nil {
 			t.Fatalf("wipe %s: %v", o[1], err)

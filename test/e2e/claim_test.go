@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"ddupan.top/provider-postgresql-tenant/internal/controller/binding"
@@ -79,22 +78,14 @@ func TestDynamicProvisioningIsIdempotent(t *testing.T) {
 
 	for i := range 20 {
 		for _, o := range [][3]string{{"Tenant", ns, name}, {"DatabaseBinding", ns, name}, {"Database", "", db.GetName()}} {
-			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-				u, err := tenantkit.Get(ctx, env.Kube.Client, api, o[0], o[1], o[2])
-				if err != nil {
-					return err
-				}
+			testenv.Edit(t, env.Kube.Client, tenantkit.Ref(api, o[0], o[1], o[2]), func(u *unstructured.Unstructured) {
 				a := u.GetAnnotations()
 				if a == nil {
 					a = map[string]string{}
 				}
 				a["test/poke"] = fmt.Sprint(i)
 				u.SetAnnotations(a)
-				return env.Kube.Client.Update(ctx, u)
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
@@ -315,19 +306,10 @@ func TestImportStaticBindReleaseRebind(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = su.Close(ctx)
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		u := getDatabase(ctx, t, dbName)
-		if err := unstructured.SetNestedStringSlice(u.Object, []string{"Observe", "Update"}, "spec", "managementPolicies"); err != nil {
-			return err
-		}
-		if err := unstructured.SetNestedMap(u.Object, map[string]any{"id": "before-rebind", "terminateSessions": true}, "spec", "credentialRotation"); err != nil {
-			return err
-		}
-		return env.Kube.Client.Update(ctx, u)
+	testenv.Edit(t, env.Kube.Client, tenantkit.Ref(api, "Database", "", dbName), func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedStringSlice(u.Object, []string{"Observe", "Update"}, "spec", "managementPolicies")
+		_ = unstructured.SetNestedMap(u.Object, map[string]any{"id": "before-rebind", "terminateSessions": true}, "spec", "credentialRotation")
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	waitFor(ctx, t, "the rotation", func() bool {
 		return str(getDatabase(ctx, t, dbName), "status", "atProvider", "credentialRotation", "id") == "before-rebind"
 	}, func() string {
@@ -342,16 +324,9 @@ func TestImportStaticBindReleaseRebind(t *testing.T) {
 		t.Error("a session of the old password survived the rotation")
 	}
 	const ns2, tenant2 = "erp-next", "erp-next"
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		u := getDatabase(ctx, t, dbName)
-		if err := unstructured.SetNestedStringMap(u.Object, map[string]string{"namespace": ns2, "name": tenant2}, "spec", "claimRef"); err != nil {
-			return err
-		}
-		return env.Kube.Client.Update(ctx, u)
+	testenv.Edit(t, env.Kube.Client, tenantkit.Ref(api, "Database", "", dbName), func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedStringMap(u.Object, map[string]string{"namespace": ns2, "name": tenant2}, "spec", "claimRef")
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	tenantkit.NewTenant(ctx, t, env, api, ns2, tenant2, "{databaseRef: "+dbName+"}")
 	got := tenantkit.CheckSecretLogsIn(ctx, t, env, ns2, tenantkit.StaticSecretName(tenant2))
 	if got == password {
@@ -497,14 +472,9 @@ func TestTwoTenantsRaceForOneDatabase(t *testing.T) {
 			tenantkit.DeleteTenant(ctx, t, env, api, ns, name)
 		}
 		// Released; the admin opens it again for the next round.
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			u := getDatabase(ctx, t, dbName)
+		testenv.Edit(t, env.Kube.Client, tenantkit.Ref(api, "Database", "", dbName), func(u *unstructured.Unstructured) {
 			unstructured.RemoveNestedField(u.Object, "spec", "claimRef")
-			return env.Kube.Client.Update(ctx, u)
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 	}
 }
 
@@ -706,19 +676,14 @@ func TestExternalNameEditMovesNothing(t *testing.T) {
 	tenantkit.NewTenant(ctx, t, env, api, ns, name, "{instanceRef: shared}")
 	password := tenantkit.CheckSecretLogsIn(ctx, t, env, ns, tenantkit.SecretName(name))
 	db := tenantkit.BoundDatabase(ctx, t, env, ns, name)
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		u := getDatabase(ctx, t, db.GetName())
+	testenv.Edit(t, env.Kube.Client, tenantkit.Ref(api, "Database", "", db.GetName()), func(u *unstructured.Unstructured) {
 		a := u.GetAnnotations()
 		if a == nil {
 			a = map[string]string{}
 		}
 		a["crossplane.io/external-name"] = "moved"
 		u.SetAnnotations(a)
-		return env.Kube.Client.Update(ctx, u)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	time.Sleep(8 * time.Second) // several polls
 	if hasDB, role := tenantkit.ServerHas(ctx, t, env, "moved", "moved"); hasDB || role {
 		t.Errorf("the edit created database %v / role %v named moved", hasDB, role)

@@ -353,12 +353,11 @@ func TestForgedPhaseNeverSkipsVerification(t *testing.T) {
 	if err := env.Kube.Client.Create(ctx, d); err != nil {
 		t.Fatal(err)
 	}
-	d.Status.AtProvider.Phase = v1alpha1.DatabasePhaseReady
-	d.Status.AtProvider.Owner = name
-	d.SetConditions(xpv2.Available().WithMessage("forged"))
-	if err := env.Kube.Client.Status().Update(ctx, d); err != nil {
-		t.Fatal(err)
-	}
+	testenv.EditStatus(t, env.Kube.Client, d, func(d *v1alpha1.Database) {
+		d.Status.AtProvider.Phase = v1alpha1.DatabasePhaseReady
+		d.Status.AtProvider.Owner = name
+		d.SetConditions(xpv2.Available().WithMessage("forged"))
+	})
 	prov.restart(ctx, t)
 	for {
 		if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {

@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"ddupan.top/provider-postgresql-tenant/internal/testenv"
@@ -63,19 +62,9 @@ func TestTenantDataRoles(t *testing.T) {
 	}
 
 	// The report role goes: its Secret first, then its copy, then its role.
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		u, err := tenantkit.Get(ctx, env.Kube.Client, api, "Tenant", ns, name)
-		if err != nil {
-			return err
-		}
-		if err := unstructured.SetNestedSlice(u.Object, []any{map[string]any{"name": "app", "access": "readWrite"}}, "spec", "dataRoles"); err != nil {
-			return err
-		}
-		return env.Kube.Client.Update(ctx, u)
+	testenv.Edit(t, env.Kube.Client, tenantkit.Ref(api, "Tenant", ns, name), func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedSlice(u.Object, []any{map[string]any{"name": "app", "access": "readWrite"}}, "spec", "dataRoles")
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	describe := func() string { return tenantkit.Describe(context.Background(), env, api, ns, name) }
 	waitFor(ctx, t, "the report role is dropped", func() bool {
 		_, has := tenantkit.ServerHas(ctx, t, env, "roles_app", "roles_app_report")

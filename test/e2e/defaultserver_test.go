@@ -97,16 +97,12 @@ func TestDefaultServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	mark := func(name string, p *v1alpha1.NamespacePolicy) {
-		cfg := &v1alpha1.ClusterProviderConfig{}
-		err := env.Kube.Client.Get(ctx, types.NamespacedName{Name: name}, cfg)
-		switch {
-		case apierrors.IsNotFound(err):
+		cfg := &v1alpha1.ClusterProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		err := testenv.EditE(ctx, env.Kube.Client, cfg, func(cfg *v1alpha1.ClusterProviderConfig) { cfg.Spec.Namespaces = p })
+		if apierrors.IsNotFound(err) {
 			cfg = &v1alpha1.ClusterProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: *shared.Spec.DeepCopy()}
 			cfg.Spec.Namespaces = p
 			err = env.Kube.Client.Create(ctx, cfg)
-		case err == nil:
-			cfg.Spec.Namespaces = p
-			err = env.Kube.Client.Update(ctx, cfg)
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -115,11 +111,12 @@ func TestDefaultServer(t *testing.T) {
 	// No other test's Tenant names no server; none is left a default.
 	t.Cleanup(func() {
 		for _, name := range []string{small, prod} {
-			cfg := &v1alpha1.ClusterProviderConfig{}
-			if err := env.Kube.Client.Get(context.Background(), types.NamespacedName{Name: name}, cfg); err == nil && cfg.Spec.Namespaces != nil {
-				cfg.Spec.Namespaces.Default = false
-				_ = env.Kube.Client.Update(context.Background(), cfg)
-			}
+			cfg := &v1alpha1.ClusterProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: name}}
+			_ = testenv.EditE(context.Background(), env.Kube.Client, cfg, func(cfg *v1alpha1.ClusterProviderConfig) {
+				if cfg.Spec.Namespaces != nil {
+					cfg.Spec.Namespaces.Default = false
+				}
+			})
 		}
 	})
 	mark(small, &v1alpha1.NamespacePolicy{Default: true})

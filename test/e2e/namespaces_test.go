@@ -115,13 +115,7 @@ func TestNamespacePolicyAndQuota(t *testing.T) {
 	}
 
 	// The admin narrows the selector: the bound Tenant stays Ready.
-	if err := env.Kube.Client.Get(ctx, types.NamespacedName{Name: inst}, cfg); err != nil {
-		t.Fatal(err)
-	}
-	cfg.Spec.Namespaces.Selector.MatchLabels[label] = "no"
-	if err := env.Kube.Client.Update(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Edit(t, env.Kube.Client, cfg, func(cfg *v1alpha1.ClusterProviderConfig) { cfg.Spec.Namespaces.Selector.MatchLabels[label] = "no" })
 	waitFor(ctx, t, "the waiting Tenant is now outside the selector", reason(in, "second", "NamespaceNotAllowed"), describe(in, "second"))
 	time.Sleep(5 * time.Second) // more than two polls
 	if tn, err := tenantkit.Get(ctx, env.Kube.Client, api, "Tenant", in, "first"); err != nil || tenantkit.Ready(tn) != "True" || str(tn, "status", "reason") != "" {

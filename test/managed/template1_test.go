@@ -60,10 +60,7 @@ func TestUnhardenedTemplate1WithoutASuperuser(t *testing.T) {
 			return r.Reason == "UnsafeTemplates" && strings.Contains(r.Message, "REVOKE CREATE ON SCHEMA public FROM PUBLIC") &&
 				strings.Contains(r.Message, "unhardenedTemplate1 to Warn")
 		})
-		cfg.Spec.UnhardenedTemplate1 = v1alpha1.Template1Warn
-		if err := c.Update(ctx, cfg); err != nil {
-			t.Fatal(err)
-		}
+		testenv.Edit(t, c, cfg, func(cfg *v1alpha1.ClusterProviderConfig) { cfg.Spec.UnhardenedTemplate1 = v1alpha1.Template1Warn })
 		await(t, cfg, "Ready with the warning", func(o *v1alpha1.ClusterProviderConfig) bool {
 			r := o.GetCondition(xpv2.TypeReady)
 			return readyReason(r) == "Ready" && strings.Contains(r.Message, "WARNING: unhardenedTemplate1 is Warn")

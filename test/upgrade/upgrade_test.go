@@ -197,13 +197,12 @@ func upgradeTo(ctx context.Context, t *testing.T, p pkg, version string) {
 	o := &unstructured.Unstructured{}
 	o.SetAPIVersion("pkg.crossplane.io/v1")
 	o.SetKind(p.kind)
-	if err := env.Kube.Client.Get(ctx, client.ObjectKey{Name: p.name}, o); err != nil {
-		t.Fatal(err)
-	}
-	_ = unstructured.SetNestedField(o.Object, ref, "spec", "package")
-	if err := env.Kube.Client.Update(ctx, o); err != nil {
-		t.Fatal(err)
-	}
+	o.SetName(p.name)
+	// Crossplane's package manager writes it too: the edit is made again
+	// on a conflict.
+	testenv.Edit(t, env.Kube.Client, o, func(o *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(o.Object, ref, "spec", "package")
+	})
 	defer func() {
 		if t.Failed() {
 			t.Logf("after %s %s to %s:\n%s", p.kind, p.name, version, packageState(ctx, p))

@@ -76,6 +76,7 @@ func (p *Pool) CleanupAccess(ctx context.Context, database, role string) (Cleanu
 		return rep, err
 	}
 	for _, m := range members {
+		versionPoint("CleanupAccess.revokeMember")
 		stmt := fmt.Sprintf(qRevokeMember, r, pgx.Identifier{m[0]}.Sanitize())
 		if major >= 16 && m[1] != "" {
 			stmt = fmt.Sprintf(qRevokeMember16, r, pgx.Identifier{m[0]}.Sanitize(), pgx.Identifier{m[1]}.Sanitize())
@@ -95,6 +96,7 @@ func (p *Pool) CleanupAccess(ctx context.Context, database, role string) (Cleanu
 		return rep, err
 	}
 	for _, m := range left {
+		versionPoint("CleanupAccess.remainingMember")
 		why := "the server kept it"
 		if e, ok := refused[m[0]+"\x00"+m[1]]; ok {
 			why = "the server refused to revoke it (" + e + ")"

@@ -75,6 +75,7 @@ func (p *Pool) Check(ctx context.Context) (Health, error) {
 		return h, &Error{Class: ClassInvalid, msg: fmt.Sprintf("the admin session's search_path is %q, not the pinned %q: a connection pooler between the provider and the server may be dropping startup parameters; connect the provider to the server directly (or to a pooler in session mode that keeps them)", h.SearchPath, SafeSearchPath)}
 	}
 	h.SelfGrant = true
+	versionPoint("Health.SelfGrant")
 	if h.Major >= 16 && !h.Superuser && !p.selfGrantOK.Load() {
 		h.SelfGrant, h.SelfGrantProblem, err = p.probeSelfGrant(ctx)
 		if err != nil {
@@ -120,6 +121,7 @@ func (p *Pool) probeSelfGrant(ctx context.Context) (bool, string, error) {
 // Supported returns nil when the major version is supported, else an
 // UnsupportedVersion error naming the supported range.
 func Supported(version string, major int) error {
+	versionPoint("Supported")
 	if major < MinMajor {
 		return &Error{Class: ClassUnsupported, msg: fmt.Sprintf("PostgreSQL %s is not supported: this provider supports PostgreSQL %d to %d", version, MinMajor, MaxMajor)}
 	}
@@ -140,6 +142,7 @@ func (h Health) Privileges() error {
 	if !h.CreateRole {
 		missing = append(missing, "CREATEROLE")
 	}
+	versionPoint("Health.Privileges")
 	if !h.Inherit && h.Major < 16 {
 		// Before 16, the admin uses a tenant role's privileges (to change
 		// CONNECT, end sessions and drop its database) only through
@@ -157,6 +160,7 @@ func (h Health) Privileges() error {
 
 // Warning returns a note for a server newer than the tested majors, or "".
 func (h Health) Warning() string {
+	versionPoint("Health.Warning")
 	if h.Major > MaxMajor {
 		return fmt.Sprintf("PostgreSQL %d is newer than the majors this provider is tested on (%d to %d)", h.Major, MinMajor, MaxMajor)
 	}

@@ -2,7 +2,6 @@ package postgres_test
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -132,18 +131,7 @@ func TestLimitAfterAuthentication(t *testing.T) {
 	// A session of the role closed a moment ago (provisioning's own proof)
 	// is counted until its backend has exited: wait for none, so that the
 	// limit of 1 is the app's.
-	if err := testenv.WaitFor(ctx, 10*time.Second, func(ctx context.Context) error {
-		var n int
-		if err := su.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE usename = 'rot_limit'").Scan(&n); err != nil {
-			return err
-		}
-		if n > 0 {
-			return fmt.Errorf("%d sessions of rot_limit", n)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	testenv.AwaitSessions(t, su, "", "rot_limit", 0, 10*time.Second)
 	if _, err := su.Exec(ctx, "ALTER ROLE rot_limit CONNECTION LIMIT 1"); err != nil {
 		t.Fatal(err)
 	}

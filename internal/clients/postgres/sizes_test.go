@@ -118,7 +118,7 @@ func TestAFailingSizeBatchCostsOnlyItself(t *testing.T) {
 	// Merged, the sizes of the failing batches are the last known ones and
 	// the others' are new.
 	prev := tenancy.SizeState{At: start.Add(-time.Hour), Sizes: map[string]tenancy.MeasuredSize{"szk_bad": {Bytes: 7, At: start.Add(-time.Hour)}}}
-	next := tenancy.MergeSizes(prev, []string{"szk_a", "szk_b", "szk_bad", "szk_slow", "szk_c"}, got, problem, start)
+	next := tenancy.MergeSizes(prev, []string{"szk_a", "szk_b", "szk_bad", "szk_slow", "szk_c"}, got, problem, start, 0)
 	if next.Sizes["szk_bad"].Bytes != 7 || next.Sizes["szk_a"].Bytes < 1<<20 || next.Sizes["szk_c"].Bytes < 1<<20 || next.Failed["szk_slow"].Failures != 1 {
 		t.Errorf("merged state: %+v", next)
 	}

@@ -192,6 +192,7 @@ const qVerifierReadable = `SELECT pg_catalog.has_table_privilege('pg_catalog.pg_
 // qObserve returns the observe query for a server major version, with the
 // verifier digest when the admin may read it.
 func qObserve(major int, verifier bool) string {
+	versionPoint("qObserve")
 	m, a, v, g := memberBefore16, adminBefore16, noVerifier, grantedBefore16
 	om := otherMembersBefore16
 	if major >= 16 {
@@ -319,6 +320,7 @@ WHERE d.datname OPERATOR(pg_catalog.=) $1::pg_catalog.name AND r.rolname OPERATO
 
 // qMembershipGranted returns the membership query for a server major.
 func qMembershipGranted(major int) string {
+	versionPoint("qMembershipGranted")
 	g := grantedBefore16
 	if major >= 16 {
 		g = granted16
@@ -383,6 +385,7 @@ FROM pg_catalog.pg_database d WHERE d.datname OPERATOR(pg_catalog.=) 'template0'
 
 // qTemplateLocaleFor returns qTemplateLocale for a server major.
 func qTemplateLocaleFor(major int) string {
+	versionPoint("qTemplateLocaleFor")
 	prov, loc, rules := `'c'::pg_catalog.text`, `NULL::pg_catalog.text`, `NULL::pg_catalog.text`
 	if major >= 15 {
 		prov, loc = `d.datlocprovider::pg_catalog.text`, `d.daticulocale::pg_catalog.text`
@@ -420,6 +423,7 @@ const DatabaseEncoding = "UTF8"
 // (UTF8 when it has none) and the locale l, for a server major. It is the
 // one place these options are built.
 func databaseOptions(l Locale, major int) (string, error) {
+	versionPoint("databaseOptions")
 	var b strings.Builder
 	b.WriteString("TEMPLATE " + TemplateDatabase)
 	opt := func(name, value string) error {
@@ -547,6 +551,7 @@ FROM pg_catalog.pg_database d WHERE d.datname OPERATOR(pg_catalog.=) $1::pg_cata
 
 // qDatabaseLocaleFor returns qDatabaseLocale for a server major.
 func qDatabaseLocaleFor(major int) string {
+	versionPoint("qDatabaseLocaleFor")
 	prov, loc := `'c'::pg_catalog.text`, `NULL::pg_catalog.text`
 	if major >= 15 {
 		prov, loc = `d.datlocprovider::pg_catalog.text`, `d.daticulocale::pg_catalog.text`
@@ -583,6 +588,7 @@ const qOptionsSupport = `SELECT
 
 // qOptionsSupportFor returns qOptionsSupport for a server major.
 func qOptionsSupportFor(major int) string {
+	versionPoint("qOptionsSupportFor")
 	icu, builtin := `c.collcollate`, `false`
 	if major >= 15 {
 		icu = `c.colliculocale`
@@ -643,6 +649,7 @@ var pinnedSettings = map[string]string{
 // (an older server refuses a startup parameter it does not know), with
 // searchPath.
 func PinnedSettings(major int, searchPath string) map[string]string {
+	versionPoint("PinnedSettings")
 	m := make(map[string]string, len(pinnedSettings)+2)
 	for k, v := range pinnedSettings {
 		m[k] = v

@@ -147,8 +147,8 @@ func foreignSessions(t *testing.T, database, role string) int {
 	t.Helper()
 	c := env.Postgres.SuperConnT(t, "postgres")
 	defer c.Close(context.Background()) //nolint:errcheck // test
-	var n int
-	if err := c.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND usename = $2`, database, role).Scan(&n); err != nil {
+	n, err := testenv.SessionCount(context.Background(), c, database, role)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return n

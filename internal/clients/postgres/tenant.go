@@ -350,6 +350,7 @@ func (p *Pool) grantToAdmin(ctx context.Context, quotedRole string) (string, err
 	if err != nil {
 		return "", err
 	}
+	versionPoint("grantToAdmin")
 	if major >= 16 {
 		return fmt.Sprintf(qGrantRoleToAdmin16, quotedRole), nil
 	}

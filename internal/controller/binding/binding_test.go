@@ -207,11 +207,10 @@ func instance(t *testing.T, reclaim v1alpha1.ReclaimPolicy) string {
 	if err := env.Kube.Client.Create(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	cfg.Status.SetConditions(xpv2.Available())
-	cfg.Status.Phase = v1alpha1.ConfigPhaseReady
-	if err := env.Kube.Client.Status().Update(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
+	testenv.EditStatus(t, env.Kube.Client, cfg, func(cfg *v1alpha1.ClusterProviderConfig) {
+		cfg.Status.SetConditions(xpv2.Available())
+		cfg.Status.Phase = v1alpha1.ConfigPhaseReady
+	})
 	return cfg.GetName()
 }
 
@@ -235,15 +234,11 @@ func makeReady(t *testing.T, db *v1alpha1.Database, password string) {
 		t.Fatal(err)
 	}
 	proven.set(db.GetUID(), ver)
-	if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(db), db); err != nil {
-		t.Fatal(err)
-	}
-	db.Status.SetConditions(xpv2.Available())
-	db.Status.AtProvider.Phase = v1alpha1.DatabasePhaseReady
-	db.Status.AtProvider.Credential.Path = p
-	if err := env.Kube.Client.Status().Update(ctx, db); err != nil {
-		t.Fatal(err)
-	}
+	testenv.EditStatus(t, env.Kube.Client, db, func(db *v1alpha1.Database) {
+		db.Status.SetConditions(xpv2.Available())
+		db.Status.AtProvider.Phase = v1alpha1.DatabasePhaseReady
+		db.Status.AtProvider.Credential.Path = p
+	})
 }
 
 // database creates a static Database on inst, Ready with its record.
@@ -690,10 +685,7 @@ func TestReleasedIsNotRebound(t *testing.T) {
 	// reclaimPolicy Delete: a binding that released what it never bound
 	// would delete the Database.
 	db := database(t, inst, &old, v1alpha1.ReclaimDelete, "released-secret")
-	db.Status.Binding = tenancy.ReleasedStatus(old)
-	if err := env.Kube.Client.Status().Update(ctx, db); err != nil {
-		t.Fatal(err)
-	}
+	testenv.EditStatus(t, env.Kube.Client, db, func(db *v1alpha1.Database) { db.Status.Binding = tenancy.ReleasedStatus(old) })
 	rv := db.GetResourceVersion()
 	b := staticBinding(ns, "shop", tenant(t, ns, "shop", "shop-db"), inst, db.GetName())
 	create(t, b)
@@ -848,10 +840,7 @@ func TestHandWrittenBindingTakesNothing(t *testing.T) {
 			inst := instance(t, v1alpha1.ReclaimRetain)
 			old := v1alpha1.ClaimReference{Namespace: ns, Name: "shop", UID: string(uuid.NewUUID())}
 			db := database(t, inst, &old, v1alpha1.ReclaimDelete, "forged-secret")
-			db.Status.Binding = tenancy.ReleasedStatus(old)
-			if err := env.Kube.Client.Status().Update(ctx, db); err != nil {
-				t.Fatal(err)
-			}
+			testenv.EditStatus(t, env.Kube.Client, db, func(db *v1alpha1.Database) { db.Status.Binding = tenancy.ReleasedStatus(old) })
 			rv := db.GetResourceVersion()
 			b := staticBinding(ns, "shop", old.UID, "", db.GetName())
 			tc.owner(b)
@@ -992,18 +981,11 @@ func TestReleasedIsNotReboundEvenForItsTenant(t *testing.T) {
 	}
 
 	// The admin clears the claim: the Tenant's binding binds it again.
-	if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(db), db); err != nil {
-		t.Fatal(err)
-	}
-	db.Spec.ClaimRef = nil
-	if err := env.Kube.Client.Update(ctx, db); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Edit(t, env.Kube.Client, db, func(db *v1alpha1.Database) { db.Spec.ClaimRef = nil })
 	// As the Database controller (not running here) shows it.
-	db.Status.Binding = tenancy.BindingOf(nil, db.Status.Binding, false)
-	if err := env.Kube.Client.Status().Update(ctx, db); err != nil {
-		t.Fatal(err)
-	}
+	testenv.EditStatus(t, env.Kube.Client, db, func(db *v1alpha1.Database) {
+		db.Status.Binding = tenancy.BindingOf(nil, db.Status.Binding, false)
+	})
 	awaitBinding(t, again, "the binding is Available after the admin's edit", available)
 }
 
@@ -1012,7 +994,6 @@ func TestReleasedIsNotReboundEvenForItsTenant(t *testing.T) {
 // messages of a Database that is not its own.
 func TestRefusalsNameNoOtherClaim(t *testing.T) {
 	testenv.Need(t)
-	ctx := context.Background()
 	owner, thief := namespace(t), namespace(t)
 	inst := instance(t, v1alpha1.ReclaimRetain)
 	db := database(t, inst, nil, v1alpha1.ReclaimRetain, "owned-secret")
@@ -1031,10 +1012,9 @@ func TestRefusalsNameNoOtherClaim(t *testing.T) {
 	// not relayed.
 	const secretMessage = "only-for-the-admin-0451"
 	other := database(t, inst, nil, v1alpha1.ReclaimRetain, "other-secret")
-	other.Status.SetConditions(xpv2.Condition{Type: xpv2.TypeReady, Status: corev1.ConditionFalse, Reason: "Conflict", Message: secretMessage, LastTransitionTime: metav1.Now()})
-	if err := env.Kube.Client.Status().Update(ctx, other); err != nil {
-		t.Fatal(err)
-	}
+	testenv.EditStatus(t, env.Kube.Client, other, func(d *v1alpha1.Database) {
+		d.Status.SetConditions(xpv2.Condition{Type: xpv2.TypeReady, Status: corev1.ConditionFalse, Reason: "Conflict", Message: secretMessage, LastTransitionTime: metav1.Now()})
+	})
 	wb := staticBinding(thief, "wait", tenant(t, thief, "wait", "wait-db"), inst, other.GetName())
 	create(t, wb)
 	awaitBinding(t, wb, "DatabaseNotReady", readyReason(tenancy.ReasonDatabaseNotReady))
@@ -1071,11 +1051,5 @@ func orphan(ctx context.Context, t *testing.T, ns, name string, b *v1alpha1.Data
 	if err := env.Kube.Client.Delete(ctx, u); err != nil {
 		t.Fatal(err)
 	}
-	if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
-		t.Fatal(err)
-	}
-	b.SetOwnerReferences(nil)
-	if err := env.Kube.Client.Update(ctx, b); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Edit(t, env.Kube.Client, b, func(b *v1alpha1.DatabaseBinding) { b.SetOwnerReferences(nil) })
 }

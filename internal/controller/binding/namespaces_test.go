@@ -94,14 +94,8 @@ func TestSlotsCountEachDatabaseOnce(t *testing.T) {
 func policyInstance(t *testing.T, p *v1alpha1.NamespacePolicy) string {
 	t.Helper()
 	name := instance(t, v1alpha1.ReclaimRetain)
-	cfg := &v1alpha1.ClusterProviderConfig{}
-	if err := env.Kube.Client.Get(context.Background(), types.NamespacedName{Name: name}, cfg); err != nil {
-		t.Fatal(err)
-	}
-	cfg.Spec.Namespaces = p
-	if err := env.Kube.Client.Update(context.Background(), cfg); err != nil {
-		t.Fatal(err)
-	}
+	cfg := &v1alpha1.ClusterProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	testenv.Edit(t, env.Kube.Client, cfg, func(cfg *v1alpha1.ClusterProviderConfig) { cfg.Spec.Namespaces = p })
 	return name
 }
 
@@ -149,14 +143,9 @@ func TestNamespacePolicyOfTheServer(t *testing.T) {
 	})
 	outside := namespace(t)
 	served := namespace(t)
-	n := &corev1.Namespace{}
-	if err := env.Kube.Client.Get(ctx, types.NamespacedName{Name: served}, n); err != nil {
-		t.Fatal(err)
-	}
-	n.Labels = map[string]string{label: "yes"}
-	if err := env.Kube.Client.Update(ctx, n); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Edit(t, env.Kube.Client, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: served}}, func(n *corev1.Namespace) {
+		n.Labels = map[string]string{label: "yes"}
+	})
 
 	refused := dynamicBinding(t, outside, inst, "elsewhere")
 	awaitBinding(t, refused, "a Tenant outside the selector is refused", readyReason(tenancy.ReasonNamespaceNotAllowed))
@@ -213,14 +202,9 @@ func TestNamespacePolicyOfTheServer(t *testing.T) {
 		makeReady(t, db, fmt.Sprintf("policy-secret-%d", i))
 		awaitBinding(t, b, "the binding is Available", available)
 	}
-	cfg := &v1alpha1.ClusterProviderConfig{}
-	if err := env.Kube.Client.Get(ctx, types.NamespacedName{Name: inst}, cfg); err != nil {
-		t.Fatal(err)
-	}
-	cfg.Spec.Namespaces.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{label: "other"}}
-	if err := env.Kube.Client.Update(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Edit(t, env.Kube.Client, &v1alpha1.ClusterProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: inst}}, func(cfg *v1alpha1.ClusterProviderConfig) {
+		cfg.Spec.Namespaces.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{label: "other"}}
+	})
 	awaitBinding(t, limited, "the waiting Tenant is now outside the selector", readyReason(tenancy.ReasonNamespaceNotAllowed))
 	time.Sleep(3 * poll)
 	for _, b := range bound {

@@ -67,14 +67,7 @@ func externalSecret(t *testing.T, ns, name, key string) *unstructured.Unstructur
 
 func release(t *testing.T, es *unstructured.Unstructured) {
 	t.Helper()
-	ctx := context.Background()
-	if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(es), es); err != nil {
-		t.Fatal(err)
-	}
-	es.SetFinalizers(nil)
-	if err := env.Kube.Client.Update(ctx, es); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Edit(t, env.Kube.Client, es, func(es *unstructured.Unstructured) { es.SetFinalizers(nil) })
 }
 
 // A deleted binding releases nothing, and keeps its delivery copy, while an

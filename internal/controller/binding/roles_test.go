@@ -10,7 +10,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -43,16 +42,9 @@ func makeRoleReady(t *testing.T, db *v1alpha1.Database, name string, access v1al
 		t.Fatal(err)
 	}
 	proven.set(roleRecordKey(string(db.GetUID()), name), ver)
-	err = retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(db), db); err != nil {
-			return err
-		}
+	testenv.EditStatus(t, env.Kube.Client, db, func(db *v1alpha1.Database) {
 		db.Status.AtProvider.DataRoles = append(db.Status.AtProvider.DataRoles, v1alpha1.DataRoleObservation{Name: name, Role: role, Access: access, CredentialPath: p, Ready: true})
-		return env.Kube.Client.Status().Update(ctx, db)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 func roleStatus(b *v1alpha1.DatabaseBinding, name string) (v1alpha1.BindingDataRoleObservation, bool) {
@@ -204,15 +196,5 @@ func TestStaticBindingNeverAddsADataRole(t *testing.T) {
 
 func setRoles(t *testing.T, b *v1alpha1.DatabaseBinding, roles ...v1alpha1.BindingDataRole) {
 	t.Helper()
-	ctx := context.Background()
-	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
-			return err
-		}
-		b.Spec.ForProvider.DataRoles = roles
-		return env.Kube.Client.Update(ctx, b)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testenv.Edit(t, env.Kube.Client, b, func(b *v1alpha1.DatabaseBinding) { b.Spec.ForProvider.DataRoles = roles })
 }

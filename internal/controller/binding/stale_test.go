@@ -52,6 +52,7 @@ func drive(t *testing.T, e *external, b *v1alpha1.DatabaseBinding) {
 	case !o.ResourceExists:
 		_, err = e.Create(ctx, b)
 	case !o.ResourceUpToDate:
+		// unguarded-update: the binder's own external-client step, driven as the managed reconciler drives it, not a test's read-then-update
 		_, err = e.Update(ctx, b)
 	}
 	if err != nil {

@@ -110,7 +110,7 @@ func (r *statusReconciler) refreshSizes(ctx context.Context, obj *v1alpha1.Clust
 	start := time.Now()
 	batches, deferred := tenancy.PlanSizes(names, prevState.Failed, now, postgres.SizeBatch)
 	outcomes, problem := pool.MeasureSizes(ctx, batches)
-	next := tenancy.MergeSizes(prevState, names, outcomes, problem, now)
+	next := tenancy.MergeSizes(prevState, names, outcomes, problem, now, r.opts.SizeRetryBase)
 	s.put(obj.GetUID(), obj.GetName(), next)
 	sum := tenancy.SummarizeSizeState(databases, next)
 	r.log.Debug("Measured the databases", "config", ref, "databases", sum.Databases, "total", sum.Total, "statements", len(batches),

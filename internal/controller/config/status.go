@@ -64,6 +64,9 @@ type StatusOptions struct {
 	// DefaultSizeInterval) at a health check.
 	Sizes        *Sizes
 	SizeInterval time.Duration
+	// SizeRetryBase is the backoff base of a database whose size could not
+	// be measured (0: tenancy.SizeRetryBase): shorter in tests.
+	SizeRetryBase time.Duration
 }
 
 // SetupStatus adds the health/status controller of ClusterProviderConfigs,

@@ -81,6 +81,7 @@ func startChangeLogs() (*changeLogs, *controller.ChangeLogOptions, func(), error
 // log service, and no entry holds the role's password or the admin's
 // username or password.
 func TestChangeLogsRecordEveryWriteWithoutSecrets(t *testing.T) {
+	testenv.MajorIndependent(t)
 	testenv.Need(t)
 	ctx := context.Background()
 	const name = "chlog"

@@ -48,6 +48,7 @@ func (r *countingReader) Get(ctx context.Context, key client.ObjectKey, obj clie
 // binding status shown; an up-to-date cache answers a Database whose
 // status already says Bound without reading the API server.
 func TestClaimancyFromACacheBehind(t *testing.T) {
+	testenv.MajorIndependent(t)
 	testenv.Need(t)
 	ctx := context.Background()
 	b := binding(t, "claims-cache", "cached", "claim-cache-db")

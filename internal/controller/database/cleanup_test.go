@@ -8,7 +8,6 @@ import (
 
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
@@ -20,17 +19,9 @@ import (
 // requestCleanup sets spec.accessCleanup.
 func requestCleanup(t *testing.T, d *v1alpha1.Database, id string) {
 	t.Helper()
-	ctx := context.Background()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
-			return err
-		}
+	testenv.Edit(t, env.Kube.Client, d, func(d *v1alpha1.Database) {
 		d.Spec.AccessCleanup = &v1alpha1.AccessCleanup{ID: id}
-		return env.Kube.Client.Update(ctx, d)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 func cleanedUp(id string) func(*v1alpha1.Database) bool {
@@ -124,16 +115,8 @@ func TestAccessCleanupOnRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(3 * poll)
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(d), got); err != nil {
-			return err
-		}
-		got.Status = v1alpha1.DatabaseStatus{}
-		return env.Kube.Client.Status().Update(ctx, got)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	got.SetName(d.GetName())
+	testenv.EditStatus(t, env.Kube.Client, got, func(got *v1alpha1.Database) { got.Status = v1alpha1.DatabaseStatus{} })
 	waitDB(t, d, "status rebuilt", cleanedUp("c1"))
 	time.Sleep(3 * poll)
 	if err := su.QueryRow(ctx, "SELECT has_database_privilege('acl_other', 'acldb', 'CONNECT')").Scan(&connect); err != nil {
@@ -147,6 +130,7 @@ func TestAccessCleanupOnRequest(t *testing.T) {
 // TestAccessCleanupWithoutUpdateIsReported: without Update in the
 // management policies a cleanup is InvalidSpec and revokes nothing.
 func TestAccessCleanupWithoutUpdateIsReported(t *testing.T) {
+	testenv.MajorIndependent(t)
 	testenv.Need(t)
 	ctx := context.Background()
 	d := newDB("aclro", func(d *v1alpha1.Database) {

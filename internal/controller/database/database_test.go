@@ -21,7 +21,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -93,8 +92,8 @@ func start(e *testenv.Env) (func(), error) {
 		return nil, err
 	}
 	changes = cl
-	_, stopControllers, err := inproc.Start(e, inproc.Options{ChangeLogs: clo, MinPollInterval: minPoll, PollObserver: polls.observe, Poll: poll, ConfigInterval: 5 * time.Second, ConfigRetry: time.Second, StepHook: hook, PoolHook: hook, Logs: logs,
-		LoginCheckInterval: loginCheck, SizeInterval: 2 * time.Second, WrapKV: func(kv database.KV) database.KV { kvCounter.KV = kv; return kvCounter }})
+	_, stopControllers, err := inproc.Start(e, inproc.Options{Writes: writes, ChangeLogs: clo, MinPollInterval: minPoll, PollObserver: polls.observe, Poll: poll, ConfigInterval: 5 * time.Second, ConfigRetry: time.Second, StepHook: hook, PoolHook: hook, Logs: logs,
+		LoginCheckInterval: loginCheck, SizeInterval: 2 * time.Second, SizeRetryBase: 3 * time.Second, WrapKV: func(kv database.KV) database.KV { kvCounter.KV = kv; return kvCounter }})
 	if err != nil {
 		stopChangeLogs()
 		return nil, err
@@ -620,6 +619,7 @@ func TestUntrustedExtensionRejectedBeforeAnyWrite(t *testing.T) {
 }
 
 func TestAvailabilityQueryFailureIsDependencyUnavailable(t *testing.T) {
+	testenv.MajorIndependent(t)
 	testenv.Need(t)
 	inject(database.StepCheckExtensions, 1000)
 	d := newDB("extq")
@@ -728,26 +728,19 @@ func TestExtensionRemovalIsRefusedAndNothingDropped(t *testing.T) {
 }
 
 func TestStatusWipedIsRebuilt(t *testing.T) {
+	testenv.MajorIndependent(t)
 	testenv.Need(t)
-	ctx := context.Background()
 	d := newDB("wipe")
 	apply(t, d)
 	waitDB(t, d, "Ready", ready)
 	k := readKV(t, dbPath("wipe"))
 	// Wipe and forge: a status claiming Ready with nonsense must not skip
 	// any verification.
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
-			return err
-		}
+	testenv.EditStatus(t, env.Kube.Client, d, func(d *v1alpha1.Database) {
 		d.Status = v1alpha1.DatabaseStatus{}
 		d.Status.AtProvider.Phase = v1alpha1.DatabasePhaseReady
 		d.Status.AtProvider.Owner = "forged"
-		return env.Kube.Client.Status().Update(ctx, d)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	waitDB(t, d, "rebuilt", func(d *v1alpha1.Database) bool {
 		return ready(d) && d.Status.AtProvider.Owner == "wipe" && d.Status.AtProvider.DatabaseOID != 0
 	})
@@ -1055,7 +1048,7 @@ func binding(t *testing.T, ns, tenant, d string) *v1alpha1.DatabaseBinding {
 	if err := env.Kube.EnsureNamespace(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	name := "db-" + tenant + "-" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
+	name := testenv.UniqueName("db-" + tenant)
 	uid, err := testenv.CreateTenant(ctx, env.Kube.Client, ns, tenant, name)
 	if err != nil {
 		t.Fatal(err)
@@ -1090,6 +1083,7 @@ func phase(p v1alpha1.BindingPhase) func(*v1alpha1.Database) bool {
 // (the Database watches DatabaseBindings); a Released Database stays Ready;
 // clearing the claim makes it Available and keeps the released claim.
 func TestBindingPhaseFollowsBindings(t *testing.T) {
+	testenv.MajorIndependent(t)
 	testenv.Need(t)
 	ctx := context.Background()
 	claim := &v1alpha1.ClaimReference{Namespace: "claims-a", Name: "shop"}
@@ -1194,6 +1188,7 @@ func TestBindingPhaseFollowsBindings(t *testing.T) {
 // policy in effect when the deletion started decides, whatever
 // spec.reclaimPolicy says later.
 func TestDeletionWaitsWhileBoundAndKeepsTheReclaimPolicyOfItsStart(t *testing.T) {
+	testenv.MajorIndependent(t)
 	testenv.Need(t)
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -1276,6 +1271,7 @@ func TestDeletionWaitsWhileBoundAndKeepsTheReclaimPolicyOfItsStart(t *testing.T)
 // Conflict: it neither logs in with it, repairs, nor drops anything, even
 // with reclaimPolicy Delete.
 func TestImportOfAnotherDatabasesRecordIsRefused(t *testing.T) {
+	testenv.MajorIndependent(t)
 	testenv.Need(t)
 	ctx := context.Background()
 	victim := newDB("victim")
@@ -1315,6 +1311,7 @@ func TestImportOfAnotherDatabasesRecordIsRefused(t *testing.T) {
 // logs in and nothing is repaired (the import may Update), and the
 // Database can be deleted, dropping nothing.
 func TestImportUnderTheTenantBasePathIsRefused(t *testing.T) {
+	testenv.MajorIndependent(t)
 	testenv.Need(t)
 	ctx := context.Background()
 	su := superConn(t, "postgres")
@@ -1374,6 +1371,7 @@ func TestImportUnderTheTenantBasePathIsRefused(t *testing.T) {
 // ImmutableField: nothing is written or created, and a deletion drops
 // nothing and keeps the finalizer.
 func TestChangedNamesAreImmutableField(t *testing.T) {
+	testenv.MajorIndependent(t)
 	testenv.Need(t)
 	ctx := context.Background()
 	root, _ := env.OpenBao.Client(env.OpenBao.RootToken)
@@ -1544,6 +1542,7 @@ func TestZZCanary(t *testing.T) {
 // with its tenant's password, nor rewrites its record, nor drops anything
 // when deleted, until the endpoint is the recorded one again.
 func TestEndpointChangeSendsNoPasswordAndDropsNothing(t *testing.T) {
+	testenv.MajorIndependent(t)
 	testenv.Need(t)
 	ctx := context.Background()
 	pg := env.Postgres
@@ -1561,18 +1560,10 @@ func TestEndpointChangeSendsNoPasswordAndDropsNothing(t *testing.T) {
 	t.Cleanup(func() { _ = c.Delete(context.Background(), cfg) })
 	setHost := func(host string) {
 		t.Helper()
-		// The config's controller writes its status meanwhile: read again
-		// on a conflict.
-		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			cur := &v1alpha1.ClusterProviderConfig{}
-			if err := c.Get(ctx, client.ObjectKeyFromObject(cfg), cur); err != nil {
-				return err
-			}
-			cur.Spec.Endpoint.Host = host
-			return c.Update(ctx, cur)
-		}); err != nil {
-			t.Fatal(err)
-		}
+		// The config's controller writes its status meanwhile.
+		cur := &v1alpha1.ClusterProviderConfig{}
+		cur.SetName(cfg.GetName())
+		testenv.Edit(t, c, cur, func(cur *v1alpha1.ClusterProviderConfig) { cur.Spec.Endpoint.Host = host })
 	}
 	d := newDB("moving", func(d *v1alpha1.Database) {
 		d.Spec.ProviderConfigReference.Name = "moving"

@@ -9,9 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 	"ddupan.top/provider-postgresql-tenant/internal/testenv"
@@ -165,16 +163,9 @@ func TestDataRolesUseTheOwnersDataOnly(t *testing.T) {
 	}
 
 	// Removed from the spec: its sessions end, the role and its record go.
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
-			return err
-		}
+	testenv.Edit(t, env.Kube.Client, d, func(d *v1alpha1.Database) {
 		d.Spec.ForProvider.DataRoles = d.Spec.ForProvider.DataRoles[:1]
-		return env.Kube.Client.Update(ctx, d)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	waitDB(t, d, "the read-only role removed", func(d *v1alpha1.Database) bool {
 		return dataRolesReady(d) && !readPG(t, "drshop", "drshop_report").RoleExists
 	})

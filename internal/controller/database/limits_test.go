@@ -9,8 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
@@ -20,18 +18,9 @@ import (
 // setConfigLimits sets the shared config's spec.tenantLimits.
 func setConfigLimits(t *testing.T, l *v1alpha1.TenantLimits) {
 	t.Helper()
-	ctx := context.Background()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cfg := &v1alpha1.ClusterProviderConfig{}
-		if err := env.Kube.Client.Get(ctx, types.NamespacedName{Name: configName}, cfg); err != nil {
-			return err
-		}
-		cfg.Spec.TenantLimits = l
-		return env.Kube.Client.Update(ctx, cfg)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := &v1alpha1.ClusterProviderConfig{}
+	cfg.SetName(configName)
+	testenv.Edit(t, env.Kube.Client, cfg, func(cfg *v1alpha1.ClusterProviderConfig) { cfg.Spec.TenantLimits = l })
 }
 
 // roleLimits reads a role's connection limit, its own defaults and

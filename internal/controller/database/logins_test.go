@@ -136,6 +136,7 @@ func TestReadyDatabaseLogsInOnlyWhenTheCatalogChanges(t *testing.T) {
 // again, not at every poll: between two checks it uses the record it
 // proved by its last login.
 func TestRecordChangedByHandIsNoticedAtTheLoginCheck(t *testing.T) {
+	testenv.MajorIndependent(t)
 	testenv.Need(t)
 	ctx := context.Background()
 	d := newDB("bypoll")
@@ -171,6 +172,7 @@ func TestRecordChangedByHandIsNoticedAtTheLoginCheck(t *testing.T) {
 // installed as the owner with the password from OpenBao, never with the
 // remembered record's stand-in, which would be refused.
 func TestWorkFoundOnARememberedRecordReadsTheRecordFirst(t *testing.T) {
+	testenv.MajorIndependent(t)
 	testenv.Need(t)
 	ctx := context.Background()
 	d := newDB("later")

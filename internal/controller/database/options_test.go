@@ -9,11 +9,8 @@ import (
 
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	corev1 "k8s.io/api/core/v1"
-	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
@@ -244,22 +241,12 @@ func TestImportReportsOptionDifferences(t *testing.T) {
 	}
 }
 
-// updateSpec writes d's spec, retrying on a conflict with a status write
-// of the provider (a Database's first size lands in its status a few
-// seconds after it is Ready): the spec change is made again on the latest
-// version of the object.
+// updateSpec writes d's spec (as the caller changed it) onto the latest
+// version of the object: the provider writes its status meanwhile (a
+// Database's first size lands a few seconds after it is Ready).
 func updateSpec(ctx context.Context, d *v1alpha1.Database) error {
 	spec := d.Spec.DeepCopy()
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		err := env.Kube.Client.Update(ctx, d)
-		if kerrors.IsConflict(err) {
-			if gerr := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(d), d); gerr != nil {
-				return gerr
-			}
-			d.Spec = *spec.DeepCopy()
-		}
-		return err
-	})
+	return testenv.EditE(ctx, env.Kube.Client, d, func(d *v1alpha1.Database) { d.Spec = *spec.DeepCopy() })
 }
 
 // TestAFailingSizeKeepsTheOthersAndIsNamed: while the size statements of
@@ -269,6 +256,7 @@ func updateSpec(ctx context.Context, d *v1alpha1.Database) error {
 // status.sizes names it with the reason; once it can be measured again
 // (after its backoff), it is no longer named.
 func TestAFailingSizeKeepsTheOthersAndIsNamed(t *testing.T) {
+	testenv.MajorIndependent(t)
 	testenv.Need(t)
 	keep, failing := newDB("szkeep"), newDB("szfail")
 	apply(t, keep)

@@ -8,9 +8,8 @@ import (
 	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/meta"
-	"k8s.io/client-go/util/retry"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 	"ddupan.top/provider-postgresql-tenant/internal/testenv"
 )
 
@@ -21,16 +20,26 @@ const minPoll = 2 * time.Second
 // pollIntervals records the poll interval crossplane-runtime hands the
 // Database controller's poll hook, per Database.
 type pollIntervals struct {
-	mu   sync.Mutex
-	last map[string]time.Duration
+	mu    sync.Mutex
+	last  map[string]time.Duration
+	count map[string]int // reconciles that ended with a poll interval
 }
 
-var polls = &pollIntervals{last: map[string]time.Duration{}}
+var polls = &pollIntervals{last: map[string]time.Duration{}, count: map[string]int{}}
 
 func (p *pollIntervals) observe(name string, d time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.last[name] = d
+	p.count[name]++
+}
+
+// polled is how many reconciles of the Database name ended waiting for
+// its next poll.
+func (p *pollIntervals) polled(name string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.count[name]
 }
 
 func (p *pollIntervals) of(name string) time.Duration {
@@ -44,6 +53,7 @@ func (p *pollIntervals) of(name string) time.Duration {
 // shorter than --min-poll-interval is raised to it, so one resource cannot
 // make the provider poll the shared server at will.
 func TestPollIntervalAnnotationHasAFloor(t *testing.T) {
+	testenv.MajorIndependent(t)
 	testenv.Need(t)
 	ctx := context.Background()
 	d := newDB("pollfloor")
@@ -55,16 +65,9 @@ func TestPollIntervalAnnotationHasAFloor(t *testing.T) {
 	} {
 		// The controller may write the Database meanwhile: annotate the
 		// latest one.
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
-				return err
-			}
+		testenv.Edit(t, env.Kube.Client, d, func(d *v1alpha1.Database) {
 			meta.AddAnnotations(d, map[string]string{meta.AnnotationKeyPollInterval: tc.annotation.String()})
-			return env.Kube.Client.Update(ctx, d)
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 		if err := testenv.WaitFor(ctx, 60*time.Second, func(context.Context) error {
 			if got := polls.of(d.Name); got != tc.want {
 				return fmt.Errorf("%w: poll interval %s", testenv.ErrNotYet, got)

@@ -22,6 +22,7 @@ import (
 // deleted: nothing is dropped, the annotation is replaced by the record of
 // this deletion (Retain), and a Warning Event says the value was ignored.
 func TestPresetReclaimAnnotationNeverDrops(t *testing.T) {
+	testenv.MajorIndependent(t)
 	testenv.Need(t)
 	ctx := context.Background()
 	for _, tc := range []struct {

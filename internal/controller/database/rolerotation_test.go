@@ -4,9 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"k8s.io/client-go/util/retry"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 	"ddupan.top/provider-postgresql-tenant/internal/testenv"
 )
@@ -14,17 +11,7 @@ import (
 // edit updates d with mut, re-read on every conflict.
 func edit(t *testing.T, d *v1alpha1.Database, mut func(*v1alpha1.Database)) {
 	t.Helper()
-	ctx := context.Background()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
-			return err
-		}
-		mut(d)
-		return env.Kube.Client.Update(ctx, d)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testenv.Edit(t, env.Kube.Client, d, mut)
 }
 
 // roleRotated: Ready, and the data role's status shows the rotation of

@@ -8,8 +8,6 @@ import (
 
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	"github.com/jackc/pgx/v5"
-	"k8s.io/client-go/util/retry"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 	"ddupan.top/provider-postgresql-tenant/internal/controller/database"
@@ -19,17 +17,9 @@ import (
 // requestRotation sets spec.credentialRotation.
 func requestRotation(t *testing.T, d *v1alpha1.Database, id string, terminate bool) {
 	t.Helper()
-	ctx := context.Background()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
-			return err
-		}
+	testenv.Edit(t, env.Kube.Client, d, func(d *v1alpha1.Database) {
 		d.Spec.CredentialRotation = &v1alpha1.CredentialRotation{ID: id, TerminateSessions: terminate}
-		return env.Kube.Client.Update(ctx, d)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 func rotated(id string) func(*v1alpha1.Database) bool {
@@ -117,7 +107,6 @@ func TestRotationEndsOldSessionsWhenAsked(t *testing.T) {
 
 func TestRotationInterruptedAfterTheKVWriteFinishesWithTheNewPassword(t *testing.T) {
 	testenv.Need(t)
-	ctx := context.Background()
 	for i, step := range []string{database.StepRotateRole, database.StepRotateSessions, database.StepRotateRecord} {
 		t.Run(step, func(t *testing.T) {
 			name := []string{"rotfault0", "rotfault1", "rotfault2"}[i]
@@ -140,16 +129,7 @@ func TestRotationInterruptedAfterTheKVWriteFinishesWithTheNewPassword(t *testing
 			// again.
 			// The controller may write the status at the same time:
 			// wipe the latest one.
-			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-				if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
-					return err
-				}
-				d.Status = v1alpha1.DatabaseStatus{}
-				return env.Kube.Client.Status().Update(ctx, d)
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			testenv.EditStatus(t, env.Kube.Client, d, func(d *v1alpha1.Database) { d.Status = v1alpha1.DatabaseStatus{} })
 			waitDB(t, d, "status rebuilt", rotated("r1"))
 			time.Sleep(3 * poll)
 			if k := readKV(t, dbPath(name)); k.Versions != old.Versions+1 || k.Data["password"] != pw {
@@ -182,6 +162,7 @@ func TestRotationRequestedAgainAndAtCreation(t *testing.T) {
 }
 
 func TestRotationWithoutUpdateIsReportedAndNothingWritten(t *testing.T) {
+	testenv.MajorIndependent(t)
 	testenv.Need(t)
 	d := newDB("rotro", func(d *v1alpha1.Database) {
 		d.Spec.ManagementPolicies = xpv2.ManagementPolicies{xpv2.ManagementActionObserve, xpv2.ManagementActionCreate, xpv2.ManagementActionDelete}

@@ -87,6 +87,7 @@ func TestQuietStatusSkipsOnlyUpdatesThatChangeNothing(t *testing.T) {
 			w := Writer{SubResourceWriter: countingWriter{n: &n}, Cache: cacheOf{obj: tc.obj()}}
 			o := tc.obj()
 			tc.change(o)
+			// unguarded-update: the quiet Writer over a counting stub and a one-object cache: no API server, the call under test
 			if err := w.Update(context.Background(), o); err != nil {
 				t.Fatal(err)
 			}

@@ -62,9 +62,13 @@ func (m manager) GetClient() client.Client { return m.c }
 type write func(ctx context.Context, c client.Client, obj client.Object) error
 
 func statusUpdate(ctx context.Context, c client.Client, obj client.Object) error {
+	// unguarded-update: the stub apiserver answers a set error; this is the write a managed reconciler makes, and a conflict is the case under test
 	return c.Status().Update(ctx, obj)
 }
-func update(ctx context.Context, c client.Client, obj client.Object) error { return c.Update(ctx, obj) }
+func update(ctx context.Context, c client.Client, obj client.Object) error {
+	// unguarded-update: the stub apiserver answers a set error; this is the write a managed reconciler makes, and a conflict is the case under test
+	return c.Update(ctx, obj)
+}
 func statusPatch(ctx context.Context, c client.Client, obj client.Object) error {
 	return c.Status().Patch(ctx, obj, client.MergeFrom(obj))
 }

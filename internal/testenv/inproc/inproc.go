@@ -49,6 +49,9 @@ type Options struct {
 	// SizeInterval is how often the configs' database sizes are measured
 	// (0: the provider's default).
 	SizeInterval time.Duration
+	// SizeRetryBase is the backoff base of a failed size measurement (0:
+	// the provider's).
+	SizeRetryBase time.Duration
 	// WrapKV, when set, wraps the real OpenBao client the Database
 	// controller uses (to count or fail its calls).
 	WrapKV func(database.KV) database.KV
@@ -61,6 +64,9 @@ type Options struct {
 	// ChangeLogs, when set, receive the Database and binding controllers'
 	// change log entries (--enable-changelogs).
 	ChangeLogs *controller.ChangeLogOptions
+	// Writes, when set, counts the writes the Database and binding
+	// controllers send to the API server.
+	Writes *Writes
 }
 
 // Controllers are the provider's controllers running in this process
@@ -124,7 +130,7 @@ func Start(e *testenv.Env, co Options) (*Controllers, func(), error) {
 		return nil, nil, err
 	}
 	sizes := config.NewSizes()
-	if err := config.SetupStatus(mgr, o, config.StatusOptions{Namespace: opts.Namespace, Pools: pools, Interval: co.ConfigInterval, RetryInterval: co.ConfigRetry, Sizes: sizes, SizeInterval: co.SizeInterval}); err != nil {
+	if err := config.SetupStatus(mgr, o, config.StatusOptions{Namespace: opts.Namespace, Pools: pools, Interval: co.ConfigInterval, RetryInterval: co.ConfigRetry, Sizes: sizes, SizeInterval: co.SizeInterval, SizeRetryBase: co.SizeRetryBase}); err != nil {
 		return nil, nil, err
 	}
 	logins := database.NewLogins()
@@ -132,10 +138,17 @@ func Start(e *testenv.Env, co Options) (*Controllers, func(), error) {
 	if co.WrapKV != nil {
 		dkv = co.WrapKV(kv)
 	}
-	if err := database.Setup(mgr, o, database.Deps{Options: opts, Pools: pools, KV: dkv, StepHook: co.StepHook, Logins: logins, Sizes: sizes, PollObserver: co.PollObserver}); err != nil {
+	// The Database and binding controllers write through a client that
+	// counts their writes when asked (the status writes a reconcile drops
+	// as unchanged are not sent, so not counted).
+	cmgr := ctrl.Manager(mgr)
+	if co.Writes != nil {
+		cmgr = countingManager{Manager: mgr, w: co.Writes}
+	}
+	if err := database.Setup(cmgr, o, database.Deps{Options: opts, Pools: pools, KV: dkv, StepHook: co.StepHook, Logins: logins, Sizes: sizes, PollObserver: co.PollObserver}); err != nil {
 		return nil, nil, err
 	}
-	if err := binding.Setup(mgr, o, binding.Deps{Options: opts, KV: kv, Records: logins}); err != nil {
+	if err := binding.Setup(cmgr, o, binding.Deps{Options: opts, KV: kv, Records: logins}); err != nil {
 		return nil, nil, err
 	}
 	cctx, cancel := context.WithCancel(ctx)

@@ -113,6 +113,17 @@ func MustUnstructured(y string) *unstructured.Unstructured {
 	return u
 }
 
+// Ref is an object of any kind named ns/name with nothing else set: what
+// testenv.Edit and EditStatus read, change and write.
+func Ref(apiVersion, kind, ns, name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(apiVersion)
+	u.SetKind(kind)
+	u.SetNamespace(ns)
+	u.SetName(name)
+	return u
+}
+
 // Get reads one object of any kind.
 func Get(ctx context.Context, c client.Client, apiVersion, kind, ns, name string) (*unstructured.Unstructured, error) {
 	u := &unstructured.Unstructured{}
