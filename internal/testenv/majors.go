@@ -48,9 +48,12 @@ func MajorIndependent(t testing.TB) {
 }
 
 // points are the version points reached in this process, split by whether
-// a MajorIndependent test was running (a point reached by a controller
-// while such a test runs counts as its, whichever object it was for: the
-// split errs towards running more on every major, never fewer).
+// a MajorIndependent test was running. A point reached by a controller
+// while such a test runs counts as its, whichever object it was for; one
+// reached after it ended (a later poll of an object it left) counts as
+// unmarked. So the check sees what a marked test's own steps reach (its
+// creates, repairs, cleanups, rotations), not what only the later polls of
+// its leftovers would: the marks must still say the truth.
 var points = struct {
 	mu          sync.Mutex
 	independent string              // the running MajorIndependent test, "" when none
