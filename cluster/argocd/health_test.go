@@ -246,6 +246,9 @@ var readyReasons = map[string]struct{ tenant, database string }{
 	// admin or the team ends it).
 	tenancy.ReasonDataRoleNotReady:    {Progressing, ""},
 	tenancy.ReasonDataRoleUnavailable: {Degraded, ""},
+	// An extension a static binding's Database lacks: only the admin
+	// installs it.
+	tenancy.ReasonExtensionsMissing: {Degraded, ""},
 	// The server's namespace policy: an admin's change, or a Tenant
 	// deleted in the namespace, ends it.
 	tenancy.ReasonNamespaceNotAllowed:   {Degraded, ""},

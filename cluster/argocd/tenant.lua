@@ -43,6 +43,9 @@ local degraded = {
   -- a data role the bound Database does not have (or has with another
   -- access): only an admin adds it there, or the team removes it
   DataRoleUnavailable = true,
+  -- an extension the Tenant asks for that the Database it binds lacks:
+  -- only an admin installs it there (the credential is delivered)
+  ExtensionsMissing = true,
   -- the server does not serve the namespace, or the namespace holds all
   -- the databases it allows one namespace: an admin, or a deleted Tenant,
   -- ends it

@@ -3,6 +3,7 @@ package tenancy
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 )
@@ -204,4 +205,45 @@ func DatabaseDataRoles(cur []v1alpha1.DataRole, wanted []v1alpha1.BindingDataRol
 		}
 	}
 	return out, changed
+}
+
+// DatabaseExtensions is a dynamic Database's spec.forProvider.extensions
+// once the binding's are added: the Database's own in their order, then
+// each one the binding asks for that it lacks. Extensions are append-only
+// on both sides (the provider never drops one), so nothing is removed.
+// changed is false when nothing is added.
+func DatabaseExtensions(cur, wanted []string) (out []string, changed bool) {
+	out = slices.Clone(cur)
+	for _, x := range wanted {
+		if !slices.Contains(out, x) {
+			out = append(out, x)
+			changed = true
+		}
+	}
+	return out, changed
+}
+
+// Reasons of a DatabaseBinding's Ready condition about its extensions.
+const (
+	// ReasonExtensionsMissing: a static binding's Tenant asks for
+	// extensions its bound Database does not have; the admin installs
+	// them (a bound existing Database is the admin's). The credential is
+	// delivered.
+	ReasonExtensionsMissing = "ExtensionsMissing"
+)
+
+// StaticExtensionsProblem is the Ready reason and message of a static
+// binding whose Tenant asks for extensions that are not installed in its
+// Database (installed: the Database's status.atProvider.extensions), or
+// "" for a dynamic binding (its extensions are added to its Database) and
+// when every one is there.
+func StaticExtensionsProblem(s BindingSpec, database string, installed []string) (reason, message string) {
+	if !s.Static() {
+		return "", ""
+	}
+	m := Missing(s.Extensions, installed)
+	if len(m) == 0 {
+		return "", ""
+	}
+	return ReasonExtensionsMissing, fmt.Sprintf("the Database %s this Tenant binds lacks the extensions %s it asks for: the credential is delivered, but a bound existing Database's extensions are installed by your platform team; ask them to install these", database, strings.Join(m, ", "))
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 )
@@ -149,5 +150,52 @@ func TestNewDynamicDatabaseCarriesDataRoles(t *testing.T) {
 	db := NewDynamicDatabase(s, "")
 	if diff := cmp.Diff([]v1alpha1.DataRole{{Name: "app", Access: v1alpha1.DataReadWrite}}, db.Spec.ForProvider.DataRoles); diff != "" {
 		t.Errorf("-want +got:\n%s", diff)
+	}
+}
+
+func TestDatabaseExtensions(t *testing.T) {
+	cases := map[string]struct {
+		cur, wanted []string
+		want        []string
+		changed     bool
+	}{
+		"nothing asked":                {cur: []string{"pg_trgm"}, want: []string{"pg_trgm"}},
+		"all there":                    {cur: []string{"pg_trgm", "citext"}, wanted: []string{"citext", "pg_trgm"}, want: []string{"pg_trgm", "citext"}},
+		"one added later":              {cur: []string{"pg_trgm"}, wanted: []string{"pg_trgm", "citext"}, want: []string{"pg_trgm", "citext"}, changed: true},
+		"the first one":                {wanted: []string{"citext"}, want: []string{"citext"}, changed: true},
+		"one only the Database has":    {cur: []string{"hstore"}, wanted: []string{"citext"}, want: []string{"hstore", "citext"}, changed: true},
+		"never removed, kept in order": {cur: []string{"b", "a"}, wanted: []string{"a"}, want: []string{"b", "a"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, changed := DatabaseExtensions(tc.cur, tc.wanted)
+			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" || changed != tc.changed {
+				t.Errorf("DatabaseExtensions(%v, %v) = %v, %v; want %v, %v (-want +got):\n%s", tc.cur, tc.wanted, got, changed, tc.want, tc.changed, diff)
+			}
+		})
+	}
+}
+
+func TestStaticExtensionsProblem(t *testing.T) {
+	static := BindingSpec{DatabaseRef: "legacy", Extensions: []string{"citext", "pg_trgm"}}
+	dynamic := BindingSpec{Database: "app", Extensions: []string{"citext"}}
+	cases := map[string]struct {
+		s         BindingSpec
+		installed []string
+		reason    string
+		mentions  string
+	}{
+		"static, all installed":        {s: static, installed: []string{"plpgsql", "pg_trgm", "citext"}},
+		"static, one missing":          {s: static, installed: []string{"plpgsql", "pg_trgm"}, reason: ReasonExtensionsMissing, mentions: "lacks the extensions citext"},
+		"static, none asked":           {s: BindingSpec{DatabaseRef: "legacy"}},
+		"dynamic: added, not reported": {s: dynamic},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			reason, msg := StaticExtensionsProblem(tc.s, "legacy", tc.installed)
+			if reason != tc.reason || !strings.Contains(msg, tc.mentions) {
+				t.Errorf("StaticExtensionsProblem = %q, %q; want %q mentioning %q", reason, msg, tc.reason, tc.mentions)
+			}
+		})
 	}
 }

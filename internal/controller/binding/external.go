@@ -424,7 +424,21 @@ func (e *external) withRoles(ctx context.Context, b *v1alpha1.DatabaseBinding, u
 	if err != nil {
 		return managed.ExternalObservation{}, err
 	}
+	e.reportExtensions(b)
 	return managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: upToDate && ok}, nil
+}
+
+// reportExtensions reports, on a binding otherwise Ready, the extensions
+// its Tenant asks for that a static binding's Database lacks: the admin
+// installs them; the credential is delivered all the same.
+func (e *external) reportExtensions(b *v1alpha1.DatabaseBinding) {
+	if e.db == nil || b.GetCondition(xpv2.TypeReady).Status != corev1.ConditionTrue {
+		return
+	}
+	if reason, msg := tenancy.StaticExtensionsProblem(e.spec, e.db.GetName(), e.db.Status.AtProvider.Extensions); reason != "" {
+		metrics.Failure("binding", reason)
+		setReady(b, reason, msg)
+	}
 }
 
 // remembered reports whether the last reading of the delivery in sync
@@ -622,7 +636,9 @@ func (e *external) Update(ctx context.Context, b *v1alpha1.DatabaseBinding) (man
 		// a Delivering write first and a Ready one after the next Observe
 		// (each write of a composed binding re-renders its Tenant).
 		e.delivered(b)
-		return managed.ExternalUpdate{}, e.updateRoles(ctx, b)
+		err := e.updateRoles(ctx, b)
+		e.reportExtensions(b)
+		return managed.ExternalUpdate{}, err
 	}
 	return managed.ExternalUpdate{}, nil
 }

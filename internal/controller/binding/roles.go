@@ -16,7 +16,8 @@ import (
 )
 
 // StepRoleCopy runs before a data role's delivery copy is written;
-// StepRoleDatabase before the Database's data roles are written.
+// StepRoleDatabase before the Database's data roles and extensions are
+// written.
 const (
 	StepRoleCopy     = "RoleCopy"
 	StepRoleDatabase = "RoleDatabase"
@@ -128,7 +129,8 @@ func (e *external) observeRoles(ctx context.Context, b *v1alpha1.DatabaseBinding
 			return false, nil
 		}
 	}
-	return true, nil
+	_, _, changed := e.databaseSpec()
+	return !changed, nil
 }
 
 // rememberedAt reports whether the last delivery in sync remembered under
@@ -201,7 +203,7 @@ func (e *external) updateRoles(ctx context.Context, b *v1alpha1.DatabaseBinding)
 			}
 		}
 	}
-	if err := e.writeDatabaseRoles(ctx); err != nil {
+	if err := e.writeDatabaseSpec(ctx); err != nil {
 		errs = append(errs, err)
 	}
 	e.reportRoles(b)
@@ -235,14 +237,25 @@ func (e *external) writeRoleCopy(ctx context.Context, v tenancy.RoleDeliveryVerd
 	return nil
 }
 
-// writeDatabaseRoles adds and removes the dynamic Database's data roles as
-// decided, with the resourceVersion read (a conflict is retried by the next
-// reconcile, which reads and decides again).
-func (e *external) writeDatabaseRoles(ctx context.Context) error {
+// databaseSpec is the dynamic Database's spec.forProvider.dataRoles and
+// extensions as the binding and the data role verdicts want them, and
+// whether either differs from the Database's: the one path by which a
+// Tenant's later edits reach its Database (a static binding's Database is
+// the admin's, and nothing is written to it).
+func (e *external) databaseSpec() (roles []v1alpha1.DataRole, exts []string, changed bool) {
 	if e.spec.Static() || e.db == nil {
-		return nil
+		return nil, nil, false
 	}
-	roles, changed := tenancy.DatabaseDataRoles(e.db.Spec.ForProvider.DataRoles, e.spec.DataRoles, e.roles)
+	roles, rc := tenancy.DatabaseDataRoles(e.db.Spec.ForProvider.DataRoles, e.spec.DataRoles, e.roles)
+	exts, xc := tenancy.DatabaseExtensions(e.db.Spec.ForProvider.Extensions, e.spec.Extensions)
+	return roles, exts, rc || xc
+}
+
+// writeDatabaseSpec writes what databaseSpec decided into the dynamic
+// Database, with the resourceVersion read (a conflict is retried by the
+// next reconcile, which reads and decides again).
+func (e *external) writeDatabaseSpec(ctx context.Context) error {
+	roles, exts, changed := e.databaseSpec()
 	if !changed {
 		return nil
 	}
@@ -252,9 +265,9 @@ func (e *external) writeDatabaseRoles(ctx context.Context) error {
 		}
 	}
 	db := e.db.DeepCopy()
-	db.Spec.ForProvider.DataRoles = roles
+	db.Spec.ForProvider.DataRoles, db.Spec.ForProvider.Extensions = roles, exts
 	if err := e.kube.Update(ctx, db); err != nil {
-		return fmt.Errorf("cannot write the data roles of Database %s: %w", db.GetName(), err)
+		return fmt.Errorf("cannot write the data roles and extensions of Database %s: %w", db.GetName(), err)
 	}
 	return nil
 }
