@@ -645,6 +645,14 @@ func decideImport(o Observation) Verdict {
 	} else if !o.DB.RoleConnect && o.ImportUpdate {
 		d = append(d, fmt.Sprintf("the role %q holds no explicit CONNECT", o.Role))
 	}
+	// A tenant database is no template and has no connection limit of its
+	// own, an import's like a provisioned one's.
+	if o.DB.IsTemplate {
+		d = append(d, "the database is marked a template (datistemplate is true): any role with CREATEDB may copy it")
+	}
+	if o.DB.ConnLimited {
+		d = append(d, "the database has a connection limit of its own (datconnlimit is not -1)")
+	}
 	switch {
 	case !o.KV.Present || o.KV.Data["password"] == "":
 		d = append(d, fmt.Sprintf("no credential at %s", o.Path))
@@ -673,15 +681,36 @@ func decideImport(o Observation) Verdict {
 		v.Ready = true
 		v.Phase = v1alpha1.DatabasePhaseReady
 		v.Message = fmt.Sprintf("imported read-only: database %q, role %q and the credential at %s match", o.Database, o.Role, o.Path)
+		if o.ImportUpdate {
+			v.Message = fmt.Sprintf("imported with Update allowed: database %q, role %q and the credential at %s match; drift is repaired", o.Database, o.Role, o.Path)
+		}
 		return v
 	}
 	v.Reason = ReasonImportDifferences
-	v.Message = "imported read-only; nothing was changed. Differences: " + strings.Join(d, "; ")
-	if len(v.Repairs) > 0 {
+	switch {
+	case len(v.Repairs) > 0:
 		v.Reason = ""
 		v.Message = "imported with Update allowed: repairing " + JoinRepairs(v.Repairs) + ". Differences: " + strings.Join(d, "; ")
+	case o.ImportUpdate:
+		v.Message = "imported with Update allowed; nothing was changed (" + importNotRepaired(o) + "). Differences: " + strings.Join(d, "; ")
+	default:
+		v.Message = "imported read-only; nothing was changed. Differences: " + strings.Join(d, "; ")
 	}
 	return v
+}
+
+// importNotRepaired says why an import whose policies allow Update repairs
+// none of its differences.
+func importNotRepaired(o Observation) string {
+	switch {
+	case o.Login == LoginLimitFull:
+		return "an import is repaired only once its credential logs in as its role, and every session the role's or the database's connection limit allows is in use"
+	case !o.R.Exists || o.Login != LoginOK:
+		return "an import is repaired only once its credential logs in as its role"
+	case o.R.Elevated:
+		return fmt.Sprintf("the role %q has been given SUPERUSER, REPLICATION or BYPASSRLS, which only a superuser can take away", o.Role)
+	}
+	return "none of the differences is one the provider repairs"
 }
 
 // catalogRepairs lists the repairs of the role, the database and its

@@ -458,6 +458,153 @@ func TestDecideImportWithUpdate(t *testing.T) {
 	}
 }
 
+// TestDecideImportDatabaseAttributes: a template flag or a connection
+// limit on an imported database is a difference like its owner or CONNECT:
+// reported and left alone by a read-only import, repaired by one whose
+// policies allow Update once its credential logs in.
+func TestDecideImportDatabaseAttributes(t *testing.T) {
+	type out struct {
+		Ready, UpToDate bool
+		Reason          string
+		Repairs         []Repair
+		Differences     []string
+	}
+	const (
+		template = "the database is marked a template (datistemplate is true): any role with CREATEDB may copy it"
+		limit    = "the database has a connection limit of its own (datconnlimit is not -1)"
+	)
+	cases := map[string]struct {
+		o    func(*Observation)
+		want out
+		msg  string
+	}{
+		"read-only, template": {
+			o:    func(o *Observation) { o.DB.IsTemplate = true },
+			want: out{UpToDate: true, Reason: ReasonImportDifferences, Differences: []string{template}},
+			msg:  "imported read-only; nothing was changed. Differences: " + template,
+		},
+		"read-only, connection limit": {
+			o:    func(o *Observation) { o.DB.ConnLimited = true },
+			want: out{UpToDate: true, Reason: ReasonImportDifferences, Differences: []string{limit}},
+			msg:  "imported read-only; nothing was changed. Differences: " + limit,
+		},
+		"read-only, both": {
+			o:    func(o *Observation) { o.DB.IsTemplate, o.DB.ConnLimited = true, true },
+			want: out{UpToDate: true, Reason: ReasonImportDifferences, Differences: []string{template, limit}},
+		},
+		"Update, template": {
+			o:    func(o *Observation) { o.ImportUpdate, o.DB.IsTemplate = true, true },
+			want: out{Repairs: []Repair{RepairDatabase}, Differences: []string{template}},
+			msg:  "imported with Update allowed: repairing " + string(RepairDatabase),
+		},
+		"Update, connection limit": {
+			o:    func(o *Observation) { o.ImportUpdate, o.DB.ConnLimited = true, true },
+			want: out{Repairs: []Repair{RepairDatabase}, Differences: []string{limit}},
+		},
+		"Update, both, with another owner": {
+			o: func(o *Observation) {
+				o.ImportUpdate, o.DB.IsTemplate, o.DB.ConnLimited, o.DB.Owner = true, true, true, "legacy"
+			},
+			want: out{Repairs: []Repair{RepairOwner, RepairDatabase}, Differences: []string{`the database is owned by "legacy", not "shop"`, template, limit}},
+		},
+		"Update, template, credential refused: reported, nothing repaired": {
+			o: func(o *Observation) {
+				o.ImportUpdate, o.DB.IsTemplate, o.Login, o.Installed = true, true, LoginRefused, nil
+			},
+			want: out{UpToDate: true, Reason: ReasonImportDifferences,
+				Differences: []string{template, `the credential at postgresql-databases/shop does not log in as "shop"`}},
+			msg: "imported with Update allowed; nothing was changed (an import is repaired only once its credential logs in as its role)",
+		},
+		"Update, connection limit full: reported, nothing repaired": {
+			o: func(o *Observation) {
+				o.ImportUpdate, o.DB.ConnLimited, o.Login, o.Installed = true, true, LoginLimitFull, nil
+			},
+			want: out{UpToDate: true, Reason: ReasonImportDifferences, Differences: []string{limit}},
+			msg:  "every session the role's or the database's connection limit allows is in use",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			o := base()
+			o.Import = true
+			o.KV.Owner = nil
+			tc.o(&o)
+			v := Decide(o)
+			got := out{Ready: v.Ready, UpToDate: v.UpToDate, Reason: v.Reason, Repairs: v.Repairs, Differences: v.Differences}
+			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("Decide(): -want +got:\n%s\nmessage: %s", diff, v.Message)
+			}
+			if tc.msg != "" && !strings.Contains(v.Message, tc.msg) {
+				t.Errorf("message %q lacks %q", v.Message, tc.msg)
+			}
+		})
+	}
+}
+
+// TestDecideImportMessages: an import's Ready condition says read-only only
+// when its policies lack Update.
+func TestDecideImportMessages(t *testing.T) {
+	type out struct {
+		Ready   bool
+		Reason  string
+		Message string
+	}
+	const diffs = "Differences: PUBLIC may connect to the database"
+	cases := map[string]struct {
+		update bool
+		o      func(*Observation)
+		want   out
+	}{
+		"read-only, matches": {
+			o:    func(*Observation) {},
+			want: out{Ready: true, Message: `imported read-only: database "shop", role "shop" and the credential at postgresql-databases/shop match`},
+		},
+		"Update, matches": {
+			update: true,
+			o:      func(*Observation) {},
+			want:   out{Ready: true, Message: `imported with Update allowed: database "shop", role "shop" and the credential at postgresql-databases/shop match; drift is repaired`},
+		},
+		"read-only, differs": {
+			o:    func(o *Observation) { o.DB.PublicConnect = true },
+			want: out{Reason: ReasonImportDifferences, Message: "imported read-only; nothing was changed. " + diffs},
+		},
+		"Update, differs: repairing": {
+			update: true,
+			o:      func(o *Observation) { o.DB.PublicConnect = true },
+			want:   out{Message: "imported with Update allowed: repairing " + string(RepairConnect) + ". " + diffs},
+		},
+		"Update, differs, no credential": {
+			update: true,
+			o: func(o *Observation) {
+				o.DB.PublicConnect, o.KV, o.Login, o.Installed = true, KVState{}, LoginNotTried, nil
+			},
+			want: out{Reason: ReasonImportDifferences, Message: "imported with Update allowed; nothing was changed (an import is repaired only once its credential logs in as its role). " +
+				diffs + "; no credential at postgresql-databases/shop"},
+		},
+		"Update, differs, role elevated": {
+			update: true,
+			o:      func(o *Observation) { o.R.AttributesOK, o.R.Elevated = false, true },
+			want: out{Reason: ReasonImportDifferences, Message: `imported with Update allowed; nothing was changed (the role "shop" has been given SUPERUSER, REPLICATION or BYPASSRLS, which only a superuser can take away). ` +
+				`Differences: the role "shop" does not have exactly LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS`},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			o := base()
+			o.Import, o.ImportUpdate = true, tc.update
+			o.KV.Owner = nil
+			tc.o(&o)
+			v := Decide(o)
+			if diff := cmp.Diff(tc.want, out{Ready: v.Ready, Reason: v.Reason, Message: v.Message}); diff != "" {
+				t.Errorf("Decide(): -want +got:\n%s", diff)
+			}
+			if tc.update && strings.Contains(v.Message, "read-only") {
+				t.Errorf("an import with Update allowed says read-only: %q", v.Message)
+			}
+		})
+	}
+}
+
 func TestOwnerMetadataAndPath(t *testing.T) {
 	if !KVOurs(KVState{Present: true, Owner: OwnerMetadata(me)}, me) {
 		t.Error("our own metadata is not ours")

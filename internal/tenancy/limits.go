@@ -152,6 +152,28 @@ func LimitsOf(config, database *v1alpha1.TenantLimits) EffectiveLimits {
 	return out
 }
 
+// DefaultConnectionLimit is the connection limit of each login role the
+// provider makes on a server whose config sets no
+// spec.tenantLimits.connectionLimit: a quarter of the connections
+// max_connections leaves for tenant roles (available: after the reserved
+// slots and the provider's admin pool), and at least 1. No one tenant role
+// can take the whole server, while an app's usual pool (10 to 20
+// connections) fits on a server of 100. A config that wants none sets
+// connectionLimit -1.
+func DefaultConnectionLimit(available int32) int32 { return max(available/4, 1) }
+
+// WithDefaultConnectionLimit is l with the connection limit def when
+// neither the config nor the Database set one; def nil (the server's
+// connections not read yet) leaves l as it is.
+func (l EffectiveLimits) WithDefaultConnectionLimit(def *int32) EffectiveLimits {
+	if l.ConnectionLimit != nil || def == nil {
+		return l
+	}
+	c := *def
+	l.ConnectionLimit = &c
+	return l
+}
+
 // RoleLimitsState is what the catalog shows of a login role's limits.
 type RoleLimitsState struct {
 	// ConnLimit is rolconnlimit (-1: none).
@@ -289,7 +311,8 @@ type ConnectionBudgetInput struct {
 	TenantSum        int64
 	Unlimited, Roles int32
 	// MaxTenants is the config's spec.namespaces.maxTenants and
-	// ConnectionLimit its spec.tenantLimits.connectionLimit (nil: unset).
+	// ConnectionLimit its spec.tenantLimits.connectionLimit (nil: unset,
+	// and then DefaultConnectionLimit applies).
 	MaxTenants, ConnectionLimit *int32
 }
 
@@ -312,6 +335,11 @@ func DecideConnectionBudget(in ConnectionBudgetInput) BudgetVerdict {
 		Available: avail, TenantLimits: in.TenantSum, Unlimited: in.Unlimited,
 	}}
 	head := fmt.Sprintf("max_connections %d leaves %d for tenant roles after %d reserved (superuser_reserved_connections, reserved_connections) and the provider's admin pool of %d", in.MaxConnections, avail, reserved, in.AdminPool)
+	if in.ConnectionLimit == nil {
+		def := DefaultConnectionLimit(avail)
+		in.ConnectionLimit = &def
+		head += fmt.Sprintf("; spec.tenantLimits.connectionLimit is not set, so each login role the provider makes gets the default limit of a quarter of those, %d (an import's own login role keeps its own)", def)
+	}
 	switch {
 	case in.TenantSum > int64(avail):
 		v.Reason = ReasonOvercommitted

@@ -196,9 +196,11 @@ func TestConnectionBudgetCountsWhatANamespaceMayAdd(t *testing.T) {
 			msg: "one namespace may still add up to 5 databases (spec.namespaces.maxTenants), 25 connections at the default limit of 5 (each data role adds as much again): the 50 not yet promised take 2 such namespaces"},
 		"OneNamespaceOvercommits": {maxTenants: i32(20), limit: i32(5), allowance: ptr64(100),
 			msg: "100 connections at the default limit of 5 (each data role adds as much again), more than the 50 not yet promised: one namespace using its whole allowance would overcommit the server"},
-		"NoLimitNoAllowance":      {maxTenants: i32(5), hide: "may still add"},
-		"NoMaxTenantsNoAllowance": {limit: i32(5), hide: "may still add"},
-		"ZeroTenants":             {maxTenants: i32(0), limit: i32(5), allowance: ptr64(0), msg: "up to 0 databases", hide: "overcommit"},
+		"NoLimitTheDefaultCounts": {maxTenants: i32(5), allowance: ptr64(110),
+			msg: "spec.tenantLimits.connectionLimit is not set, so each login role the provider makes gets the default limit of a quarter of those, 22"},
+		"NoLimitWantedNoAllowance": {maxTenants: i32(5), limit: i32(-1), hide: "may still add"},
+		"NoMaxTenantsNoAllowance":  {limit: i32(5), hide: "may still add"},
+		"ZeroTenants":              {maxTenants: i32(0), limit: i32(5), allowance: ptr64(0), msg: "up to 0 databases", hide: "overcommit"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -234,5 +236,41 @@ func TestValidateSettingRefusesNamesOffTheAllowList(t *testing.T) {
 		if err := ValidateSetting(name, v); err != nil {
 			t.Errorf("ValidateSetting(%q, %q) = %v", name, v, err)
 		}
+	}
+}
+
+func TestDefaultConnectionLimit(t *testing.T) {
+	for available, want := range map[int32]int32{0: 1, 3: 1, 4: 1, 87: 21, 100: 25, 1000: 250} {
+		if got := DefaultConnectionLimit(available); got != want {
+			t.Errorf("DefaultConnectionLimit(%d) = %d, want %d", available, got, want)
+		}
+	}
+}
+
+func TestWithDefaultConnectionLimit(t *testing.T) {
+	def := ptr.To[int32](21)
+	cases := map[string]struct {
+		l    EffectiveLimits
+		def  *int32
+		want *int32
+	}{
+		"none set: the default":          {def: def, want: ptr.To[int32](21)},
+		"set by the config or Database":  {l: EffectiveLimits{ConnectionLimit: ptr.To[int32](5)}, def: def, want: ptr.To[int32](5)},
+		"none wanted (-1) stays none":    {l: EffectiveLimits{ConnectionLimit: ptr.To[int32](-1)}, def: def, want: ptr.To[int32](-1)},
+		"the server not read: unmanaged": {},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := tc.l.WithDefaultConnectionLimit(tc.def)
+			if diff := cmp.Diff(tc.want, got.ConnectionLimit); diff != "" {
+				t.Errorf("connection limit (-want +got):\n%s", diff)
+			}
+		})
+	}
+	// The default is a copy: changing it later changes no verdict.
+	l := EffectiveLimits{}.WithDefaultConnectionLimit(def)
+	*def = 99
+	if *l.ConnectionLimit != 21 {
+		t.Errorf("the default was not copied: %d", *l.ConnectionLimit)
 	}
 }

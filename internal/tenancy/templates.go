@@ -25,6 +25,26 @@ type TemplateState struct {
 	// create objects (read only when PUBLIC may connect to template1; on
 	// PostgreSQL 14 and servers upgraded from it, "public").
 	Template1CreateSchemas []string
+	// DefaultConnect is who may connect to postgres and template1, the
+	// databases every role may connect to by PostgreSQL's default (one
+	// entry for each that exists; ConnectWarning).
+	DefaultConnect []DatabaseConnect
+}
+
+// DatabaseConnect is who may connect to one of the databases every role
+// may connect to by PostgreSQL's default.
+type DatabaseConnect struct {
+	// Database is postgres or template1.
+	Database string
+	// Public: PUBLIC may connect to it.
+	Public bool
+	// AdminOwn: the admin role may connect to it other than through PUBLIC:
+	// it owns it, holds CONNECT by a grant to itself or to a role whose
+	// privileges it inherits, or is a superuser.
+	AdminOwn bool
+	// AdminSessions: the admin role's sessions are on it (it is the config's
+	// spec.endpoint.database).
+	AdminSessions bool
 }
 
 // TemplateProblem returns why a server must not be used, with the
@@ -34,8 +54,8 @@ type TemplateState struct {
 // database later copied from it would hold. The provider copies template0
 // only, but template0 must stay unconnectable for that to mean anything,
 // and template1 is what other tools and admins copy. PUBLIC's CONNECT on
-// template1 alone is the default and harmless; with CREATE in it, it is
-// not.
+// template1 alone is the default and plants nothing (ConnectWarning warns
+// of it); with CREATE in it, it is a problem.
 func TemplateProblem(s TemplateState) string {
 	var p []string
 	if t0 := template0Problem(s); t0 != "" {
@@ -49,18 +69,67 @@ func TemplateProblem(s TemplateState) string {
 
 // TemplateVerdict is TemplateProblem under a config's policy for an
 // unhardened template1: with Warn, template1's problem is a warning (the
-// config may be Ready) and only template0's refuses the server.
+// config may be Ready) and only template0's refuses the server. PUBLIC's
+// CONNECT on postgres or template1 is a warning under either policy
+// (ConnectWarning). Several warnings are joined by "; WARNING: ", as the
+// config's Ready message shows each.
 func TemplateVerdict(s TemplateState, template1 v1alpha1.Template1Policy) (problem, warning string) {
+	var warnings []string
 	if template1 != v1alpha1.Template1Warn {
-		return TemplateProblem(s), ""
+		problem = TemplateProblem(s)
+	} else {
+		if t0 := template0Problem(s); t0 != "" {
+			problem = templatesMessage([]string{t0})
+		}
+		if t1 := template1Problem(s); t1 != "" {
+			warnings = append(warnings, "unhardenedTemplate1 is Warn and "+t1+". This provider copies template0 only; databases others create from template1 are exposed")
+		}
 	}
-	if t0 := template0Problem(s); t0 != "" {
-		problem = templatesMessage([]string{t0})
+	if c := ConnectWarning(s); c != "" {
+		warnings = append(warnings, c)
 	}
-	if t1 := template1Problem(s); t1 != "" {
-		warning = "unhardenedTemplate1 is Warn and " + t1 + ". This provider copies template0 only; databases others create from template1 are exposed"
+	return problem, strings.Join(warnings, "; WARNING: ")
+}
+
+// ConnectWarning returns a warning naming the statements that end it when
+// PUBLIC may connect to postgres or template1, or "". Every role may, by
+// PostgreSQL's default, so every login role and data role the provider
+// makes can open sessions there: each takes a connection slot, reads what
+// PUBLIC may read there (the database's catalogs, and whatever admins or
+// extensions keep in it) and creates temporary tables. No tenant's
+// database is reachable that way, so it is a warning, not a refusal:
+// existing servers stay usable. The admin role must keep CONNECT on the
+// database its sessions are on: the warning says whether it holds it other
+// than through PUBLIC, and when it does not, puts the GRANT to it before
+// the REVOKE. An admin role that may no longer connect there at all
+// (PUBLIC's CONNECT revoked first) is warned of too: its open sessions go
+// on, but every new one is refused.
+func ConnectWarning(s TemplateState) string {
+	var dbs, grants, stmts, warnings []string
+	admin := ""
+	for _, d := range s.DefaultConnect {
+		q := quoteIdent(d.Database)
+		if !d.Public {
+			if d.AdminSessions && !d.AdminOwn {
+				warnings = append(warnings, fmt.Sprintf("the admin role's sessions are on %s, where neither it nor PUBLIC holds CONNECT: the sessions it has go on, but every new one is refused (InsufficientPrivileges): as a superuser (or the database's owner), run GRANT CONNECT ON DATABASE %s TO <the admin role>", q, q))
+			}
+			continue
+		}
+		dbs = append(dbs, q)
+		stmts = append(stmts, "REVOKE CONNECT ON DATABASE "+q+" FROM PUBLIC", "GRANT CONNECT ON DATABASE "+q+" TO <the roles that need it>")
+		switch {
+		case !d.AdminSessions:
+		case d.AdminOwn:
+			admin = fmt.Sprintf(". The admin role's sessions are on %s, where it holds CONNECT of its own, which the REVOKE leaves", q)
+		default:
+			grants = append(grants, "GRANT CONNECT ON DATABASE "+q+" TO <the admin role>")
+			admin = fmt.Sprintf(". The admin role's sessions are on %s, where it may connect only through PUBLIC: grant it CONNECT before the REVOKE (the first statement), or the provider can open no new session there", q)
+		}
 	}
-	return problem, warning
+	if len(dbs) > 0 {
+		warnings = append([]string{fmt.Sprintf("PUBLIC may connect to %s (PostgreSQL's default), so every login role and data role this provider makes can open sessions there, each session taking a connection slot, reading what PUBLIC may read there and creating temporary tables: as a superuser (or the database's owner), run %s%s", strings.Join(dbs, " and "), strings.Join(append(grants, stmts...), "; "), admin)}, warnings...)
+	}
+	return strings.Join(warnings, "; WARNING: ")
 }
 
 func templatesMessage(p []string) string {

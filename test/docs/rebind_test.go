@@ -152,11 +152,19 @@ func TestRebindCheckListsWhatTheCleanupRemoves(t *testing.T) {
 	if err := pg.CreateRole(ctx, friend, friendPW, ""); err != nil {
 		t.Fatal(err)
 	}
+	// The Database's own data role, as the provider makes it: a login
+	// role with the owner's grants, and the running app's session.
+	dataRolePW := testenv.RandomSecret("rbd-")
+	if err := pg.CreateRole(ctx, "rb_old_app", dataRolePW, ""); err != nil {
+		t.Fatal(err)
+	}
 
 	// The old owner opens its doors and sets its traps.
 	own := conn(tenant, tenantPW, tenant)
 	exec(own, "the owner tenant",
 		"GRANT CONNECT, TEMPORARY ON DATABASE rb_old TO rb_friend",
+		"GRANT CONNECT ON DATABASE rb_old TO rb_old_app",
+		"ALTER DEFAULT PRIVILEGES GRANT SELECT ON TABLES TO rb_old_app",
 		"CREATE TABLE public.data (id int, secret text)",
 		"GRANT SELECT ON public.data TO rb_friend",
 		"GRANT UPDATE (secret) ON public.data TO rb_friend",
@@ -193,15 +201,16 @@ BEGIN INSERT INTO public.trap_log VALUES (pg_catalog.current_user()::pg_catalog.
 		exec(adm, "the admin", "GRANT rb_old TO rb_friend")
 	}
 	session := conn(friend, friendPW, tenant)
+	app := conn("rb_old_app", dataRolePW, tenant)
 
 	body := block(t, "admins.md", "sql", "rebind-check")
 	vars := psqlVars(t, body)
-	for _, k := range []string{"db", "role", "admin"} {
+	for _, k := range []string{"db", "role", "admin", "dataroles"} {
 		if _, ok := vars[k]; !ok {
 			t.Fatalf("the check does not \\set %s", k)
 		}
 	}
-	vars["db"], vars["role"], vars["admin"] = tenant, tenant, pg.AdminUser
+	vars["db"], vars["role"], vars["admin"], vars["dataroles"] = tenant, tenant, pg.AdminUser, "{rb_old_app}"
 	check := queries(t, body, vars)
 	redact := strings.NewReplacer(pg.AdminUser, "<the admin>")
 
@@ -213,7 +222,7 @@ BEGIN INSERT INTO public.trap_log VALUES (pg_catalog.current_user()::pg_catalog.
 		}
 	}
 	if len(rows) != 3 {
-		t.Errorf("the check lists %d rows, want the grantee, the member and the session (never the admin or the owner):\n%s", len(rows), all)
+		t.Errorf("the check lists %d rows, want the grantee, the member and the session (never the admin, the owner or the data role):\n%s", len(rows), all)
 	}
 	// Run where the runbook says not to, in the tenant's database as a
 	// superuser: it runs none of the tenant's code.
@@ -243,7 +252,7 @@ BEGIN INSERT INTO public.trap_log VALUES (pg_catalog.current_user()::pg_catalog.
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := p.CleanupAccess(ctx, tenant, tenant)
+	rep, err := p.CleanupAccess(ctx, tenant, tenant, []string{"rb_old_app"})
 	if err != nil {
 		t.Fatalf("CleanupAccess: %v", err)
 	}
@@ -276,5 +285,15 @@ BEGIN INSERT INTO public.trap_log VALUES (pg_catalog.current_user()::pg_catalog.
 	}
 	if !connect || !member {
 		t.Errorf("the cleanup took the owner's CONNECT (%t) or the admin's membership (%t)", connect, member)
+	}
+	if err := sut.QueryRow(ctx, `SELECT pg_catalog.has_database_privilege('rb_old_app', 'rb_old', 'CONNECT'),
+		pg_catalog.has_table_privilege('rb_old_app', 'public.data', 'SELECT')`).Scan(&connect, &read); err != nil {
+		t.Fatal(err)
+	}
+	if !connect || !read {
+		t.Errorf("the cleanup took the data role's CONNECT (%t) or its SELECT (%t)", connect, read)
+	}
+	if err := app.Ping(ctx); err != nil {
+		t.Errorf("the data role's session did not survive the cleanup: %v", err)
 	}
 }

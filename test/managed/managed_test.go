@@ -140,7 +140,7 @@ func TestDatabaseLifecycleOnAManagedLikeServer(t *testing.T) {
 	await(t, cfg, "Ready", func(o *v1alpha1.ClusterProviderConfig) bool {
 		return readyReason(o.GetCondition(xpv2.TypeReady)) == "Ready"
 	})
-	if m := cfg.GetCondition(xpv2.TypeReady).Message; strings.Contains(m, "superuser") || !strings.Contains(m, "localhost:") {
+	if m := cfg.GetCondition(xpv2.TypeReady).Message; strings.Contains(m, "is a superuser") || !strings.Contains(m, "localhost:") {
 		t.Errorf("config message %q", m)
 	}
 

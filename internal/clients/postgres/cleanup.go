@@ -27,10 +27,15 @@ const (
 )
 
 // CleanupAccess removes every access to database other than its login
-// role's (role, the owner) and the admin's: the database's privileges of
-// other roles, other roles' memberships in role, role's default
-// privileges for other roles and other roles' privileges on objects inside
-// the database; then it ends other roles' sessions on the database. Each
+// role's (role, the owner), the admin's and the roles in keep (the
+// Database's own data roles): the database's privileges of other roles,
+// other roles' memberships in role, role's default privileges for other
+// roles and other roles' privileges on objects inside the database; then
+// it ends other roles' sessions on the database. A kept role keeps its
+// CONNECT, the default privileges role set for it, its privileges on the
+// database's objects and its sessions; what else it holds on the database
+// (CREATE, TEMPORARY, CONNECT's grant option) and a membership in role are
+// removed as any other role's. Each
 // step reads the catalog afresh, so running it again after an
 // interruption finishes the job and running it on a clean database
 // changes nothing. What it cannot remove is in the report's Remaining.
@@ -40,11 +45,19 @@ const (
 // tenant set for the database or its role applies) and then acting as the
 // login role (SET ROLE): the statements resolve no object of the tenant's,
 // and whatever might still run would have only the tenant's privileges.
-func (p *Pool) CleanupAccess(ctx context.Context, database, role string) (CleanupReport, error) {
+func (p *Pool) CleanupAccess(ctx context.Context, database, role string, keep []string) (CleanupReport, error) {
 	var rep CleanupReport
 	d, r, err := dbAndRole(database, role)
 	if err != nil {
 		return rep, err
+	}
+	for _, k := range keep {
+		if _, err := ident("role", k); err != nil {
+			return rep, err
+		}
+	}
+	if keep == nil {
+		keep = []string{}
 	}
 	major, err := p.Major(ctx)
 	if err != nil {
@@ -54,14 +67,21 @@ func (p *Pool) CleanupAccess(ctx context.Context, database, role string) (Cleanu
 
 	// 1. The database's privileges of other roles, with the owner's
 	// privileges (the admin holds them through its membership).
-	grantees, err := p.queryStrings(ctx, qCleanupDatabaseGrantees, database, role)
+	grantees, err := p.queryPairs(ctx, qCleanupDatabaseGrantees, database, role, keep)
 	if err != nil {
 		return rep, err
 	}
 	for _, g := range grantees {
-		stmt := fmt.Sprintf(qRevokeDatabase, d, pgx.Identifier{g}.Sanitize())
-		if err := p.asMember(ctx, role, execOn(stmt)); err != nil {
-			return rep, err
+		who := pgx.Identifier{g[0]}.Sanitize()
+		stmts := []string{fmt.Sprintf(qRevokeDatabase, d, who)}
+		if g[1] == "true" {
+			// A kept role keeps its CONNECT, and only that.
+			stmts = []string{fmt.Sprintf(qRevokeDatabaseExtra, d, who), fmt.Sprintf(qRevokeConnectOption, d, who)}
+		}
+		for _, stmt := range stmts {
+			if err := p.asMember(ctx, role, execOn(stmt)); err != nil {
+				return rep, err
+			}
 		}
 		rep.DatabaseGrants++
 	}
@@ -116,7 +136,7 @@ func (p *Pool) CleanupAccess(ctx context.Context, database, role string) (Cleanu
 	if err := p.hook(HookCleanupInside); err != nil {
 		return rep, p.classify(err)
 	}
-	if err := p.cleanupInside(ctx, database, role, major, &rep, redact); err != nil {
+	if err := p.cleanupInside(ctx, database, role, keep, major, &rep, redact); err != nil {
 		return rep, err
 	}
 
@@ -128,11 +148,11 @@ func (p *Pool) CleanupAccess(ctx context.Context, database, role string) (Cleanu
 	ctx2, cancel := p.withTimeout(ctx)
 	defer cancel()
 	var ended int32
-	if err := p.pool.QueryRow(ctx2, qCleanupEndSessions, database, role).Scan(&ended); err != nil {
+	if err := p.pool.QueryRow(ctx2, qCleanupEndSessions, database, role, keep).Scan(&ended); err != nil {
 		return rep, p.classify(err)
 	}
 	rep.Sessions = int(ended)
-	rows, err := p.pool.Query(ctx2, qCleanupSessionsLeft, database, role)
+	rows, err := p.pool.Query(ctx2, qCleanupSessionsLeft, database, role, keep)
 	if err != nil {
 		return rep, p.classify(err)
 	}
@@ -157,7 +177,7 @@ func (p *Pool) CleanupAccess(ctx context.Context, database, role string) (Cleanu
 // default privileges for other roles, and other roles' privileges on the
 // database's objects; then it reports what is left and the objects other
 // roles own there.
-func (p *Pool) cleanupInside(ctx context.Context, database, role string, major int, rep *CleanupReport, redact func(string) string) error {
+func (p *Pool) cleanupInside(ctx context.Context, database, role string, keep []string, major int, rep *CleanupReport, redact func(string) string) error {
 	c, err := p.connectInside(ctx, database, role, major)
 	if err != nil {
 		return err
@@ -171,7 +191,7 @@ func (p *Pool) cleanupInside(ctx context.Context, database, role string, major i
 		forRole, schema, kind, whom string
 	}
 	readDefaults := func() ([]defACL, error) {
-		rows, err := c.Query(ctx, qCleanupDefaultACL, role)
+		rows, err := c.Query(ctx, qCleanupDefaultACL, role, keep)
 		if err != nil {
 			return nil, err
 		}
@@ -203,7 +223,7 @@ func (p *Pool) cleanupInside(ctx context.Context, database, role string, major i
 		rep.DefaultPrivileges++
 	}
 
-	grants, err := readObjectGrants(ctx, c, role)
+	grants, err := readObjectGrants(ctx, c, role, keep)
 	if err != nil {
 		return p.classify(err)
 	}
@@ -233,7 +253,7 @@ func (p *Pool) cleanupInside(ctx context.Context, database, role string, major i
 		}
 		rep.Remaining = append(rep.Remaining, redact(fmt.Sprintf("default privileges of %q %s on %s for %q: %s", x.forRole, where, defaultACLKinds[x.kind], x.whom, why)))
 	}
-	if grants, err = readObjectGrants(ctx, c, role); err != nil {
+	if grants, err = readObjectGrants(ctx, c, role, keep); err != nil {
 		return p.classify(err)
 	}
 	for _, g := range grants {
@@ -267,8 +287,8 @@ type objectGrant struct {
 	grantee, describe          string
 }
 
-func readObjectGrants(ctx context.Context, c *pgx.Conn, role string) ([]objectGrant, error) {
-	rows, err := c.Query(ctx, qCleanupObjectGrants, role)
+func readObjectGrants(ctx context.Context, c *pgx.Conn, role string, keep []string) ([]objectGrant, error) {
+	rows, err := c.Query(ctx, qCleanupObjectGrants, role, keep)
 	if err != nil {
 		return nil, err
 	}
@@ -355,18 +375,6 @@ func (p *Pool) connectInside(ctx context.Context, database, role string, major i
 		return nil, p.classify(err)
 	}
 	return c, nil
-}
-
-// queryStrings runs a one-column query on the admin pool.
-func (p *Pool) queryStrings(ctx context.Context, q string, args ...any) ([]string, error) {
-	ctx, cancel := p.withTimeout(ctx)
-	defer cancel()
-	rows, err := p.pool.Query(ctx, q, args...)
-	if err != nil {
-		return nil, p.classify(err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	return out, p.classify(err)
 }
 
 // queryPairs runs a two-column query on the admin pool.

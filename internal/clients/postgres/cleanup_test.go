@@ -234,7 +234,7 @@ func TestAccessCleanupRunsNoTenantCode(t *testing.T) {
 	if want := []string{"pg_catalog, pg_temp", "off", "0", db}; strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("the cleanup's session runs with search_path, default_transaction_read_only, statement_timeout, user = %q, want %q", got, want)
 	}
-	rep, err := p.CleanupAccess(ctx, db, db)
+	rep, err := p.CleanupAccess(ctx, db, db, nil)
 	if err != nil {
 		t.Fatalf("CleanupAccess: %v", err)
 	}
@@ -282,7 +282,7 @@ func TestAccessCleanupRunsNoTenantCode(t *testing.T) {
 	}
 
 	// Again: nothing to do.
-	again, err := p.CleanupAccess(ctx, db, db)
+	again, err := p.CleanupAccess(ctx, db, db, nil)
 	if err != nil {
 		t.Fatalf("the second CleanupAccess: %v", err)
 	}
@@ -301,7 +301,7 @@ func TestAccessCleanupRunsNoTenantCode(t *testing.T) {
 	defer own2.Close(ctx) //nolint:errcheck // test
 	execAll(t, own2, "the owner tenant", "SET statement_timeout = 0", "SET search_path = pg_catalog")
 	plantAccess(t, own2, db, friend)
-	if _, err := p.CleanupAccess(ctx, db, db); err != nil {
+	if _, err := p.CleanupAccess(ctx, db, db, nil); err != nil {
 		t.Fatalf("CleanupAccess under the tenant's search_path: %v", err)
 	}
 	restore()
@@ -343,7 +343,7 @@ func TestInterruptedAccessCleanupResumes(t *testing.T) {
 	defer own.Close(ctx) //nolint:errcheck // test
 	plantAccess(t, own, db, friend)
 
-	if _, err := p.CleanupAccess(ctx, db, db); err == nil {
+	if _, err := p.CleanupAccess(ctx, db, db, nil); err == nil {
 		t.Fatal("the injected fault did not stop the cleanup")
 	}
 	left := strings.Join(leftFor(t, db, db, friend), ", ")
@@ -351,7 +351,7 @@ func TestInterruptedAccessCleanupResumes(t *testing.T) {
 		t.Fatalf("after the fault, left: %s; want the database's grants gone and the rest there", left)
 	}
 	fail = false
-	rep, err := p.CleanupAccess(ctx, db, db)
+	rep, err := p.CleanupAccess(ctx, db, db, nil)
 	if err != nil {
 		t.Fatalf("the resumed CleanupAccess: %v", err)
 	}

@@ -205,12 +205,24 @@ const templatesRecheck = time.Hour
 // schemas there; and, only when it may connect, in which of template1's
 // schemas PUBLIC may create objects (which takes a session on template1:
 // opened only then, for one query, and not again for templatesRecheck
-// while the answer is none).
+// while the answer is none). It also reads who may connect to postgres and
+// template1 (tenancy.ConnectWarning), at every check.
 func (p *Pool) Templates(ctx context.Context) (tenancy.TemplateState, error) {
 	ctx, cancel := p.withTimeout(ctx)
 	defer cancel()
 	var s tenancy.TemplateState
 	if err := p.pool.QueryRow(ctx, qTemplates).Scan(&s.Template0AllowConn, &s.Template1PublicConnect, &s.Template1PublicCreate); err != nil {
+		return s, p.classify(err)
+	}
+	rows, err := p.pool.Query(ctx, qDefaultConnect)
+	if err != nil {
+		return s, p.classify(err)
+	}
+	if s.DefaultConnect, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (tenancy.DatabaseConnect, error) {
+		var d tenancy.DatabaseConnect
+		err := r.Scan(&d.Database, &d.Public, &d.AdminOwn, &d.AdminSessions)
+		return d, err
+	}); err != nil {
 		return s, p.classify(err)
 	}
 	if !s.Template1PublicConnect {
@@ -229,7 +241,7 @@ func (p *Pool) Templates(ctx context.Context) (tenancy.TemplateState, error) {
 		return s, &Error{Class: e.Class, SQLState: e.SQLState, msg: fmt.Sprintf("PUBLIC may connect to template1, and seeing whether it may also create objects there takes a session on template1, which failed: %v; let the admin role connect to template1, or, as a superuser, run REVOKE CONNECT ON DATABASE template1 FROM PUBLIC", e)}
 	}
 	defer c.Close(ctx) //nolint:errcheck // a read-only session
-	rows, err := c.Query(ctx, qPublicCreateSchemas)
+	rows, err = c.Query(ctx, qPublicCreateSchemas)
 	if err != nil {
 		return s, p.classify(err)
 	}

@@ -116,7 +116,20 @@ type Pool struct {
 	// templatesChecked is when template1's schemas were last found safe
 	// (UnixNano; 0: not yet, or they were not).
 	templatesChecked atomic.Int64
+	// tenantConns is the last reading of TenantConnections.
+	tenantConns atomic.Pointer[tenantConnsReading]
 }
+
+// tenantConnsReading is one reading of TenantConnections.
+type tenantConnsReading struct {
+	available int32
+	at        time.Time
+}
+
+// tenantConnsFresh is how long a reading of TenantConnections is used:
+// max_connections and the reserved slots change only with a restart of
+// the server.
+const tenantConnsFresh = 5 * time.Minute
 
 // Get returns the pool for a config, building it (lazily: no connection is
 // opened here) when there is none or when anything that identifies it has

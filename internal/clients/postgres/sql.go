@@ -362,6 +362,24 @@ FROM (SELECT 1) AS one
 LEFT JOIN pg_catalog.pg_database t0 ON t0.datname OPERATOR(pg_catalog.=) 'template0'::pg_catalog.name
 LEFT JOIN pg_catalog.pg_database d ON d.datname OPERATOR(pg_catalog.=) 'template1'::pg_catalog.name`
 
+// qDefaultConnect reads, for postgres and template1 (the databases every
+// role may connect to by PostgreSQL's default), one row each that exists:
+// its name; may PUBLIC connect; may the admin role connect other than
+// through PUBLIC (a superuser, or CONNECT held by the admin or by a role
+// whose privileges it inherits, the owner's implicit grant included); and
+// are the admin's sessions on it?
+const qDefaultConnect = `SELECT d.datname::pg_catalog.text,
+  ` + publicConnect + `,
+  r.rolsuper OR EXISTS (SELECT 1 FROM pg_catalog.aclexplode(COALESCE(d.datacl, pg_catalog.acldefault('d'::pg_catalog."char", d.datdba))) a
+          WHERE a.grantee OPERATOR(pg_catalog.<>) 0::pg_catalog.oid
+            AND a.privilege_type OPERATOR(pg_catalog.=) 'CONNECT'::pg_catalog.text
+            AND pg_catalog.pg_has_role(r.oid, a.grantee, 'USAGE'::pg_catalog.text)),
+  d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()
+FROM pg_catalog.pg_database d, pg_catalog.pg_roles r
+WHERE d.datname OPERATOR(pg_catalog.=) ANY ('{postgres,template1}'::pg_catalog.name[])
+  AND r.rolname OPERATOR(pg_catalog.=) CURRENT_USER
+ORDER BY 1`
+
 // qPublicCreateSchemas (in a session on template1) lists the schemas in
 // which PUBLIC may create objects.
 const qPublicCreateSchemas = `SELECT n.nspname::pg_catalog.text FROM pg_catalog.pg_namespace n
@@ -520,6 +538,12 @@ const (
 	qResetRoleSettingInDB      = `ALTER ROLE %s IN DATABASE %s RESET %s`
 )
 
+// qTenantConnections reads max_connections, superuser_reserved_connections
+// and reserved_connections (16+; 0 before).
+const qTenantConnections = `SELECT pg_catalog.current_setting('max_connections'::pg_catalog.text)::pg_catalog.int4,
+  pg_catalog.current_setting('superuser_reserved_connections'::pg_catalog.text)::pg_catalog.int4,
+  COALESCE(pg_catalog.current_setting('reserved_connections'::pg_catalog.text, true)::pg_catalog.int4, 0::pg_catalog.int4)`
+
 // qConnectionBudget reads, for the config's ConnectionBudget condition,
 // max_connections, superuser_reserved_connections, reserved_connections
 // (16+; 0 before), and, over the login roles other than superusers that
@@ -673,8 +697,12 @@ func PinnedSettings(major int, searchPath string) map[string]string {
 const qSetRole = `SET ROLE %s`
 
 // qCleanupDatabaseGrantees lists the roles holding a privilege on database
-// $1 other than PUBLIC, the owner, the login role $2 and the admin.
-const qCleanupDatabaseGrantees = `SELECT DISTINCT pg_catalog.pg_get_userbyid(a.grantee)::pg_catalog.text
+// $1 other than PUBLIC, the owner, the login role $2 and the admin, each
+// with whether it is one of the roles $3 to keep (the Database's own data
+// roles). A kept role's CONNECT without grant option is not listed: it is
+// what the provider granted; anything more it holds is.
+const qCleanupDatabaseGrantees = `SELECT DISTINCT pg_catalog.pg_get_userbyid(a.grantee)::pg_catalog.text,
+  (pg_catalog.pg_get_userbyid(a.grantee) OPERATOR(pg_catalog.=) ANY ($3::pg_catalog.name[]))::pg_catalog.text
 FROM pg_catalog.pg_database d
 CROSS JOIN pg_catalog.aclexplode(d.datacl) a
 LEFT JOIN pg_catalog.pg_roles r ON r.rolname OPERATOR(pg_catalog.=) $2::pg_catalog.name
@@ -684,11 +712,21 @@ WHERE d.datname OPERATOR(pg_catalog.=) $1::pg_catalog.name
   AND a.grantee OPERATOR(pg_catalog.<>) d.datdba
   AND a.grantee OPERATOR(pg_catalog.<>) COALESCE(r.oid, 0::pg_catalog.oid)
   AND a.grantee OPERATOR(pg_catalog.<>) COALESCE(adm.oid, 0::pg_catalog.oid)
+  AND NOT (pg_catalog.pg_get_userbyid(a.grantee) OPERATOR(pg_catalog.=) ANY ($3::pg_catalog.name[])
+    AND a.privilege_type OPERATOR(pg_catalog.=) 'CONNECT'::pg_catalog.text AND NOT a.is_grantable)
 ORDER BY 1`
 
 // qRevokeDatabase revokes every privilege of a role on the database, and
 // what it granted onwards (database and role quoted).
 const qRevokeDatabase = `REVOKE ALL ON DATABASE %s FROM %s CASCADE`
+
+// qRevokeDatabaseExtra and qRevokeConnectOption revoke from a kept role
+// what it holds on the database beyond CONNECT (database and role
+// quoted).
+const (
+	qRevokeDatabaseExtra = `REVOKE CREATE, TEMPORARY ON DATABASE %s FROM %s CASCADE`
+	qRevokeConnectOption = `REVOKE GRANT OPTION FOR CONNECT ON DATABASE %s FROM %s CASCADE`
+)
 
 // qCleanupMembers lists the grants of the login role $1 to roles other
 // than the admin: the member and the grantor (before 16 the grantor is
@@ -710,9 +748,10 @@ const (
 
 // qCleanupDefaultACL (inside the database, as the login role $1 by SET
 // ROLE) lists the default privileges granted to roles other than PUBLIC,
-// the role they are set for, the login role and the admin: whether the
-// entry is the login role's own, the role it is for, its schema ("" for
-// all), its object kind (pg_default_acl.defaclobjtype) and the grantee.
+// the role they are set for, the login role, the admin and the roles $2 to
+// keep: whether the entry is the login role's own, the role it is for, its
+// schema ("" for all), its object kind (pg_default_acl.defaclobjtype) and
+// the grantee.
 const qCleanupDefaultACL = `SELECT DISTINCT da.defaclrole OPERATOR(pg_catalog.=) r.oid,
   pg_catalog.pg_get_userbyid(da.defaclrole)::pg_catalog.text,
   COALESCE(n.nspname::pg_catalog.text, ''::pg_catalog.text),
@@ -727,6 +766,7 @@ WHERE a.grantee OPERATOR(pg_catalog.<>) 0::pg_catalog.oid
   AND a.grantee OPERATOR(pg_catalog.<>) da.defaclrole
   AND a.grantee OPERATOR(pg_catalog.<>) r.oid
   AND a.grantee OPERATOR(pg_catalog.<>) COALESCE(adm.oid, 0::pg_catalog.oid)
+  AND NOT pg_catalog.pg_get_userbyid(a.grantee) OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.name[])
 ORDER BY 2, 3, 4, 5`
 
 // qRevokeDefaultACL removes default privileges (for-role, " IN SCHEMA
@@ -734,7 +774,7 @@ ORDER BY 2, 3, 4, 5`
 const qRevokeDefaultACL = `ALTER DEFAULT PRIVILEGES FOR ROLE %s%s REVOKE ALL ON %s FROM %s CASCADE`
 
 // qCleanupObjectGrants (inside the database) lists the privileges roles
-// other than the login role $1 and the admin hold on objects of this
+// other than the login role $1, the admin and the roles $2 to keep hold on objects of this
 // database (pg_shdepend, deptype 'a'; PUBLIC is never recorded there):
 // the object's kind, its schema, name and column, a routine's argument
 // types (schemas and names), a large object's OID, the grantee and a
@@ -783,6 +823,7 @@ WHERE s.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_authid'::pg_catalog.reg
   AND s.classid OPERATOR(pg_catalog.<>) 'pg_catalog.pg_default_acl'::pg_catalog.regclass
   AND s.refobjid OPERATOR(pg_catalog.<>) r.oid
   AND s.refobjid OPERATOR(pg_catalog.<>) COALESCE(adm.oid, 0::pg_catalog.oid)
+  AND NOT pg_catalog.pg_get_userbyid(s.refobjid) OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.name[])
 ORDER BY 9, 8`
 
 // Revoking a role's privileges on one object and what it granted onwards
@@ -817,7 +858,8 @@ ORDER BY 2, 1
 LIMIT 21`
 
 // qCleanupEndSessions ends the client sessions on database $1 of roles
-// other than the login role $2 and the admin that the admin may signal
+// other than the login role $2, the roles $3 to keep and the admin that
+// the admin may signal
 // (it holds their privileges or pg_signal_backend's, and they are no
 // superuser unless it is one), waiting up to 5 s for each, and counts
 // those ended.
@@ -829,13 +871,15 @@ const qCleanupEndSessions = `SELECT pg_catalog.count(*) FILTER (WHERE t.ended)::
   WHERE a.datname OPERATOR(pg_catalog.=) $1::pg_catalog.name
     AND a.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()
     AND u.rolname OPERATOR(pg_catalog.<>) $2::pg_catalog.name
+    AND NOT u.rolname OPERATOR(pg_catalog.=) ANY ($3::pg_catalog.name[])
     AND u.oid OPERATOR(pg_catalog.<>) adm.oid
     AND (NOT u.rolsuper OR adm.rolsuper)
     AND (pg_catalog.pg_has_role(SESSION_USER, u.oid, 'USAGE'::pg_catalog.text)
       OR pg_catalog.pg_has_role(SESSION_USER, 'pg_signal_backend'::pg_catalog.name, 'USAGE'::pg_catalog.text))) t`
 
-// qCleanupSessionsLeft lists the roles other than the login role $2 and
-// the admin with sessions on database $1, whether each is a superuser,
+// qCleanupSessionsLeft lists the roles other than the login role $2, the
+// roles $3 to keep and the admin with sessions on database $1, whether
+// each is a superuser,
 // and how many sessions it has.
 const qCleanupSessionsLeft = `SELECT u.rolname::pg_catalog.text, u.rolsuper, pg_catalog.count(*)::pg_catalog.int4
 FROM pg_catalog.pg_stat_activity a
@@ -844,6 +888,7 @@ JOIN pg_catalog.pg_roles adm ON adm.rolname OPERATOR(pg_catalog.=) SESSION_USER
 WHERE a.datname OPERATOR(pg_catalog.=) $1::pg_catalog.name
   AND a.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()
   AND u.rolname OPERATOR(pg_catalog.<>) $2::pg_catalog.name
+  AND NOT u.rolname OPERATOR(pg_catalog.=) ANY ($3::pg_catalog.name[])
   AND u.oid OPERATOR(pg_catalog.<>) adm.oid
 GROUP BY u.rolname, u.rolsuper
 ORDER BY 1`

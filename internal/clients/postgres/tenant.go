@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -777,6 +778,25 @@ func (p *Pool) SetRoleLimits(ctx context.Context, role, database string, v tenan
 		}
 		return nil
 	}))
+}
+
+// TenantConnections returns how many connections max_connections leaves
+// for tenant roles once the reserved slots (superuser_reserved_connections,
+// reserved_connections) and the admin pool are taken, read at most once
+// every few minutes per pool.
+func (p *Pool) TenantConnections(ctx context.Context) (int32, error) {
+	if r := p.tenantConns.Load(); r != nil && time.Since(r.at) < tenantConnsFresh {
+		return r.available, nil
+	}
+	ctx, cancel := p.withTimeout(ctx)
+	defer cancel()
+	var maxConns, superReserved, reserved int32
+	if err := p.pool.QueryRow(ctx, qTenantConnections).Scan(&maxConns, &superReserved, &reserved); err != nil {
+		return 0, p.classify(err)
+	}
+	avail := max(maxConns-superReserved-reserved-p.pool.Config().MaxConns, 0)
+	p.tenantConns.Store(&tenantConnsReading{available: avail, at: time.Now()})
+	return avail, nil
 }
 
 // ConnectionBudget reads what the config's ConnectionBudget condition

@@ -246,7 +246,7 @@ func TestSecretLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, cpc, "the warning about the missing Secret", func(o config.Object) bool {
-		return strings.Contains(o.GetCondition(xpv2.TypeReady).Message, "WARNING")
+		return strings.Contains(o.GetCondition(xpv2.TypeReady).Message, "working connection pool is kept")
 	})
 	wantStatus(t, cpc, v1alpha1.ConfigPhaseReady, "Ready", "does not exist", "working connection pool is kept")
 }
@@ -591,6 +591,115 @@ func TestConnectionBudgetOvercommitted(t *testing.T) {
 	if c := cpc.GetCondition(tenancy.ConditionConnectionBudget); !strings.Contains(c.Message, "one namespace may still add up to 3 databases (spec.namespaces.maxTenants), 6 connections at the default limit of 2") {
 		t.Errorf("the budget's message does not count what a namespace may add: %q", c.Message)
 	}
+}
+
+// TestPublicConnectOnDefaultDatabasesIsAWarning: on a server as initdb
+// leaves it, PUBLIC may connect to postgres and template1. The config is
+// Ready with a WARNING naming both and the statements to run, the admin
+// role's own GRANT first (its sessions are on postgres, where it may
+// connect only through PUBLIC); once the admin holds CONNECT of its own the
+// warning says so; after the REVOKEs it is gone and the admin still logs
+// in. The config is Ready at every read throughout. Then, with the admin's
+// own CONNECT revoked too, the warning says it may not connect, and the
+// config is InsufficientPrivileges once the provider opens a new session.
+func TestPublicConnectOnDefaultDatabasesIsAWarning(t *testing.T) {
+	testenv.Need(t)
+	pg := env.Postgres
+	ctx := context.Background()
+	admin := pgx.Identifier{pg.AdminUser}.Sanitize()
+	sc := pg.SuperConnT(t, "postgres")
+	exec := func(stmts ...string) {
+		t.Helper()
+		for _, s := range stmts {
+			if _, err := sc.Exec(ctx, s); err != nil {
+				t.Fatalf("%s: %v", s, err)
+			}
+		}
+	}
+	t.Cleanup(func() {
+		exec("GRANT CONNECT ON DATABASE postgres TO PUBLIC", "GRANT CONNECT ON DATABASE template1 TO PUBLIC", "REVOKE CONNECT ON DATABASE postgres FROM "+admin)
+	})
+	cpc := newCPC(pg.Host, adminSecret(t, testenv.ProviderNamespace, pg.AdminUser, pg.AdminPassword))
+	create(t, cpc)
+	warned := func(o config.Object) bool {
+		return readyIs(corev1.ConditionTrue, "Ready")(o) && strings.Contains(o.GetCondition(xpv2.TypeReady).Message, "PUBLIC may connect")
+	}
+	waitFor(t, cpc, "Ready with the warning", warned)
+	wantStatus(t, cpc, v1alpha1.ConfigPhaseReady, "Ready",
+		"WARNING: PUBLIC may connect to postgres and template1 (PostgreSQL's default)",
+		"run GRANT CONNECT ON DATABASE postgres TO <the admin role>; REVOKE CONNECT ON DATABASE postgres FROM PUBLIC; GRANT CONNECT ON DATABASE postgres TO <the roles that need it>; REVOKE CONNECT ON DATABASE template1 FROM PUBLIC",
+		"sessions are on postgres, where it may connect only through PUBLIC")
+
+	// From here on, every read of the config must find it Ready.
+	stop, done := make(chan struct{}), make(chan []string)
+	go func() {
+		var notReady []string
+		reads := 0
+		for {
+			select {
+			case <-stop:
+				if reads < 10 {
+					notReady = append(notReady, fmt.Sprintf("only %d reads", reads))
+				}
+				done <- notReady
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			o := &v1alpha1.ClusterProviderConfig{}
+			if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(cpc), o); err != nil {
+				notReady = append(notReady, err.Error())
+				continue
+			}
+			reads++
+			if c := o.GetCondition(xpv2.TypeReady); c.Status != corev1.ConditionTrue {
+				notReady = append(notReady, fmt.Sprintf("%s %s: %s", c.Status, c.Reason, c.Message))
+			}
+		}
+	}()
+
+	exec("GRANT CONNECT ON DATABASE postgres TO " + admin)
+	waitFor(t, cpc, "the admin's own CONNECT", func(o config.Object) bool {
+		return warned(o) && strings.Contains(o.GetCondition(xpv2.TypeReady).Message, "where it holds CONNECT of its own")
+	})
+	if m := cpc.GetCondition(xpv2.TypeReady).Message; strings.Contains(m, "<the admin role>") {
+		t.Errorf("the admin holds CONNECT of its own, and the warning still asks for it: %q", m)
+	}
+	exec("REVOKE CONNECT ON DATABASE postgres FROM PUBLIC", "REVOKE CONNECT ON DATABASE template1 FROM PUBLIC")
+	waitFor(t, cpc, "Ready without the warning", func(o config.Object) bool {
+		return readyIs(corev1.ConditionTrue, "Ready")(o) && !strings.Contains(o.GetCondition(xpv2.TypeReady).Message, "PUBLIC may connect")
+	})
+	// A new session of the admin's: its own CONNECT is kept.
+	cfg, err := pg.ConnConfig(pg.AdminUser, pg.AdminPassword, "postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatalf("the admin cannot log in to postgres after the statements the warning names: %v", err)
+	}
+	_ = c.Close(ctx)
+	time.Sleep(2 * interval)
+	close(stop)
+	if notReady := <-done; len(notReady) > 0 {
+		t.Errorf("the config was not Ready at every read: %v", notReady)
+	}
+	wantStatus(t, cpc, v1alpha1.ConfigPhaseReady, "Ready", "TLS, authentication and privileges verified")
+	if m := cpc.GetCondition(xpv2.TypeReady).Message; strings.Contains(m, "WARNING") {
+		t.Errorf("a warning is left: %q", m)
+	}
+
+	// Without its own CONNECT either, the admin's open sessions go on and
+	// the warning says so; its next new session is refused.
+	exec("REVOKE CONNECT ON DATABASE postgres FROM " + admin)
+	waitFor(t, cpc, "the warning that the admin may not connect", func(o config.Object) bool {
+		return readyIs(corev1.ConditionTrue, "Ready")(o) && strings.Contains(o.GetCondition(xpv2.TypeReady).Message, "WARNING: the admin role's sessions are on postgres, where neither it nor PUBLIC holds CONNECT")
+	})
+	wantStatus(t, cpc, v1alpha1.ConfigPhaseReady, "Ready", "run GRANT CONNECT ON DATABASE postgres TO <the admin role>")
+	pools.Remove(config.Ref(v1alpha1.ClusterProviderConfigKind, "", cpc.GetName()))
+	waitFor(t, cpc, "InsufficientPrivileges", readyIs(corev1.ConditionFalse, "InsufficientPrivileges"))
+	wantStatus(t, cpc, v1alpha1.ConfigPhaseValidating, "InsufficientPrivileges", `permission denied for database "postgres"`)
+	exec("GRANT CONNECT ON DATABASE postgres TO " + admin)
+	waitFor(t, cpc, "Ready again", readyIs(corev1.ConditionTrue, "Ready"))
 }
 
 // The canary runs last (Go runs tests in source order): every credential

@@ -165,3 +165,94 @@ func TestAccessCleanupWithoutUpdateIsReported(t *testing.T) {
 		t.Error("without Update, the cleanup revoked a grant")
 	}
 }
+
+// TestAccessCleanupKeepsTheDataRoles: the access cleanup removes another
+// role's access and keeps what the Database itself grants: its data
+// roles' privileges on the owner's tables and schemas (a schema made
+// after the roles too), their default privileges, their CONNECT and the
+// running app's session. A grant of a data role revoked by hand just
+// before the cleanup is not reported ready on the strength of the last
+// proven check: from the cleanup on, the status says ready only once a
+// check has found (and the repair put back) every grant.
+func TestAccessCleanupKeepsTheDataRoles(t *testing.T) {
+	testenv.Need(t)
+	ctx := context.Background()
+	const name = "acldr"
+	d := newDB(name, func(d *v1alpha1.Database) {
+		d.Spec.ForProvider.DataRoles = []v1alpha1.DataRole{
+			{Name: "app", Access: v1alpha1.DataReadWrite},
+			{Name: "report", Access: v1alpha1.DataReadOnly},
+		}
+	})
+	apply(t, d)
+	publicCreate(t, d, name)
+	waitDB(t, d, "Ready with its data roles", dataRolesReady)
+	pw := func(path string) string { p, _ := readKV(t, path).Data["password"].(string); return p }
+	owner, err := appLogin(t, name, pw(dbPath(name)), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer owner.Close(ctx) //nolint:errcheck // test connection
+	su := superConn(t, "postgres")
+	testenv.RunSQL(t, su, "the superuser", "CREATE ROLE acldr_other NOLOGIN")
+	testenv.RunSQL(t, owner, "the owner",
+		"CREATE TABLE public.orders (id int)", "CREATE SCHEMA later", "CREATE TABLE later.items (id int)",
+		"GRANT CONNECT ON DATABASE acldr TO acldr_other", "GRANT SELECT ON public.orders TO acldr_other")
+	in := superConn(t, name)
+	app, err := appLogin(t, name+"_app", pw(dbPath(name)+"/roles/app"), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close(ctx) //nolint:errcheck // test connection
+	testenv.RunSQL(t, app, "the app", "INSERT INTO public.orders VALUES (1)", "INSERT INTO later.items VALUES (1)")
+
+	// Drift a check would find, while the last proven check still stands.
+	testenv.RunSQL(t, owner, "the owner", "REVOKE SELECT ON later.items FROM acldr_report")
+	requestCleanup(t, d, "c1")
+	completed := false
+	var lie string
+	waitDB(t, d, "cleaned up, the report role's grant back and its status ready", func(d *v1alpha1.Database) bool {
+		if !completed {
+			completed = cleanedUp("c1")(d)
+			return false
+		}
+		var has bool
+		if err := in.QueryRow(ctx, "SELECT has_table_privilege('acldr_report', 'later.items', 'SELECT')").Scan(&has); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range d.Status.AtProvider.DataRoles {
+			if r.Name == "report" && r.Ready && !has && lie == "" {
+				lie = "after the cleanup the status shows the report role ready while it lacks SELECT on later.items"
+			}
+		}
+		return has && dataRolesReady(d)
+	})
+	if lie != "" {
+		t.Error(lie)
+	}
+	for _, q := range []string{
+		"SELECT has_database_privilege('acldr_app', 'acldr', 'CONNECT') AND has_database_privilege('acldr_report', 'acldr', 'CONNECT')",
+		"SELECT has_table_privilege('acldr_app', 'public.orders', 'SELECT, INSERT, UPDATE, DELETE') AND has_table_privilege('acldr_report', 'public.orders', 'SELECT')",
+		"SELECT has_schema_privilege('acldr_app', 'later', 'USAGE') AND has_table_privilege('acldr_app', 'later.items', 'INSERT')",
+		"SELECT NOT has_database_privilege('acldr_other', 'acldr', 'CONNECT')",
+	} {
+		var ok bool
+		if err := in.QueryRow(ctx, q).Scan(&ok); err != nil || !ok {
+			t.Errorf("after the cleanup: %s = %v (%v)", q, ok, err)
+		}
+	}
+	if _, err := app.Exec(ctx, "INSERT INTO public.orders VALUES (2)"); err != nil {
+		t.Errorf("the app's session did not outlive the cleanup: %v", err)
+	}
+	// A table made after the cleanup still reaches the data roles: their
+	// default privileges were kept.
+	testenv.RunSQL(t, owner, "the owner", "CREATE TABLE public.later_table (id int)")
+	testenv.RunSQL(t, app, "the app", "INSERT INTO public.later_table VALUES (1)")
+	got := &v1alpha1.Database{}
+	if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(d), got); err != nil {
+		t.Fatal(err)
+	}
+	if c := got.Status.AtProvider.AccessCleanup; c == nil || c.Removed == nil || c.Removed.ObjectGrants != 1 || c.Removed.DatabaseGrants != 1 || c.Removed.Sessions != 0 {
+		t.Errorf("status.atProvider.accessCleanup = %+v; want the other role's one database grant and one object grant, no session ended", c)
+	}
+}

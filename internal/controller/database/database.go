@@ -286,8 +286,20 @@ func (c *connector) Connect(ctx context.Context, db *v1alpha1.Database) (managed
 	if !ok {
 		return nil, instanceNotReady(db, name+" has no validated connection yet")
 	}
+	log := c.log.WithValues("name", db.GetName(), "config", ref.Name, "generation", db.GetGeneration())
+	// Without a connection limit of the config's, each login role the
+	// provider makes gets the server's default share.
+	var defaultConnLimit *int32
+	if l := cfg.Spec.TenantLimits; l == nil || l.ConnectionLimit == nil {
+		if avail, err := pool.TenantConnections(ctx); err != nil {
+			log.Debug("cannot read the server's connections; no default connection limit this time", "error", err)
+		} else {
+			d := tenancy.DefaultConnectionLimit(avail)
+			defaultConnLimit = &d
+		}
+	}
 	return &external{
-		log:     c.log.WithValues("name", db.GetName(), "config", ref.Name, "generation", db.GetGeneration()),
+		log:     log,
 		pool:    pool,
 		kv:      c.deps.KV,
 		opts:    c.deps.Options,
@@ -299,8 +311,9 @@ func (c *connector) Connect(ctx context.Context, db *v1alpha1.Database) (managed
 		cfgVer:  cfg.ConfigStatus().PostgreSQLVersion,
 		// The defaults in effect now: a change of them reaches each
 		// Database at its next reconcile (its poll).
-		cfgLimits: cfg.Spec.TenantLimits,
-		drop:      drop,
+		cfgLimits:        cfg.Spec.TenantLimits,
+		defaultConnLimit: defaultConnLimit,
+		drop:             drop,
 
 		optionPolicy: cfg.Spec.DatabaseOptions,
 		sizes:        c.deps.Sizes,

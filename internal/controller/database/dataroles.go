@@ -78,7 +78,7 @@ func (e *external) observeDataRoles(ctx context.Context, db *v1alpha1.Database) 
 		w, isWanted := wanted[name]
 		o := tenancy.DataRoleObservation{Name: name, Role: tenancy.DataRoleName(n.role, name), Path: tenancy.DataRolePath(n.roles, name),
 			Wanted: isWanted, Access: w.Access, Rotation: dataRoleRotation(db, w)}
-		lim := tenancy.LimitsOf(e.cfgLimits, w.Limits)
+		lim := tenancy.LimitsOf(e.cfgLimits, w.Limits).WithDefaultConnectionLimit(e.defaultConnLimit)
 		cat, err := e.pool.Observe(ctx, n.database, o.Role)
 		if err != nil {
 			return nil, err
@@ -541,4 +541,26 @@ func (e *external) rotateDataRole(ctx context.Context, db *v1alpha1.Database, o 
 	}
 	e.record.Event(db, event.Normal("DataRoleCredentialRotated", fmt.Sprintf("data role %q: the role %q logs in with version %d of %s; %d of its sessions ended", o.Name, o.Role, version, o.Path, ended)))
 	return nil
+}
+
+// recheckDataRoles checks again, right after something that changes
+// grants in the database (the access cleanup), the privileges of every
+// data role that was ready, and reports what the check shows: a data role
+// is never shown ready on the strength of a check made before the change.
+// A role the check finds lacking is repaired by the next reconcile.
+func (e *external) recheckDataRoles(ctx context.Context, db *v1alpha1.Database) {
+	n := e.names
+	for i, r := range e.dataRoles {
+		if !r.obs.Wanted || !r.verdict.Ready {
+			continue
+		}
+		o := r.obs
+		missing, err := e.pool.ObserveAccess(ctx, n.database, n.role, o.Role, postgres.Access(o.Access))
+		o.Checked, o.Missing = err == nil, missing
+		if err != nil {
+			e.log.Debug("cannot check a data role's privileges after the access cleanup", "role", o.Name, "error", err)
+		}
+		e.dataRoles[i].obs, e.dataRoles[i].verdict = o, tenancy.DecideDataRole(o, e.id)
+	}
+	e.reportDataRoles(db)
 }

@@ -77,7 +77,13 @@ type external struct {
 	// cfgLimits are the config's spec.tenantLimits: the defaults of the
 	// login role's limits.
 	cfgLimits *v1alpha1.TenantLimits
-	id        tenancy.Identity
+	// defaultConnLimit is the connection limit of the login roles the
+	// provider makes when neither the config nor the Database sets one
+	// (tenancy.DefaultConnectionLimit); nil when the config sets one or the
+	// server's connections could not be read. An import's own login role
+	// keeps only the limits set explicitly.
+	defaultConnLimit *int32
+	id               tenancy.Identity
 	// drop: the Database is being deleted and drops what it provably owns
 	// (reclaim policy Delete, management policies with Delete, claim
 	// released).
@@ -250,6 +256,9 @@ func (e *external) Observe(ctx context.Context, db *v1alpha1.Database) (managed.
 		R: tenancy.RoleState{Exists: cat.RoleExists, OID: cat.RoleOID, AttributesOK: cat.RoleAttributesOK(), AdminMember: cat.AdminMember, AdminCanAdmin: cat.AdminCanAdmin,
 			Elevated: cat.Superuser || cat.Replication || cat.BypassRLS, Limits: cat.RoleLimits()},
 		Limits: tenancy.LimitsOf(e.cfgLimits, db.Spec.ForProvider.Limits),
+	}
+	if !n.importing {
+		o.Limits = o.Limits.WithDefaultConnectionLimit(e.defaultConnLimit)
 	}
 	now := time.Now()
 	var v tenancy.Verdict
@@ -939,14 +948,28 @@ const maxRemaining = 20
 // in status and an Event that names counts only.
 func (e *external) cleanup(ctx context.Context, db *v1alpha1.Database) error {
 	n, id := e.names, e.verdict.Cleanup.ID
-	db.SetConditions(xpv2.Available().WithMessage(fmt.Sprintf("running the access cleanup %q: removing every access to the database %q other than the login role's", id, n.database)))
+	db.SetConditions(xpv2.Available().WithMessage(fmt.Sprintf("running the access cleanup %q: removing every access to the database %q other than the login role's and its data roles'", id, n.database)))
 	if err := e.step(StepCleanup); err != nil {
 		return failFrom(db, StepCleanup, err)
 	}
-	rep, err := e.pool.CleanupAccess(ctx, n.database, n.role)
+	// What the Database itself grants stays: its data roles keep their
+	// access and their sessions (the running app is one of them).
+	var keep []string
+	for _, r := range db.Spec.ForProvider.DataRoles {
+		keep = append(keep, tenancy.DataRoleName(n.role, r.Name))
+	}
+	rep, err := e.pool.CleanupAccess(ctx, n.database, n.role, keep)
+	// Whatever the cleanup did, the data roles' readiness is what the
+	// next check of their grants shows, not what was proven before it.
+	if e.logins != nil {
+		for _, r := range db.Spec.ForProvider.DataRoles {
+			e.logins.Forget(dataRoleKey(db, r.Name))
+		}
+	}
 	if err != nil {
 		return failFrom(db, StepCleanup+" "+id, err)
 	}
+	e.recheckDataRoles(ctx, db)
 	if err := e.step(StepCleanupRecord); err != nil {
 		return failFrom(db, StepCleanupRecord, err)
 	}

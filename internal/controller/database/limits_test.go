@@ -3,6 +3,7 @@ package database_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 	"ddupan.top/provider-postgresql-tenant/internal/testenv"
@@ -137,4 +139,54 @@ func TestLimitsAppliedRepairedAndShown(t *testing.T) {
 		l := d.Status.AtProvider.Limits
 		return l != nil && slices.Equal(l.OtherSettings, []string{"search_path"})
 	})
+}
+
+// Without a connection limit of the config's, each login role the provider
+// makes (the owner and its data roles) gets the default: a quarter of what
+// max_connections leaves for tenant roles, as the config's status counts
+// it. Set back to none by hand, it is put back; a config that asks for
+// none (-1) gets none.
+func TestDefaultConnectionLimitWithoutTheConfigs(t *testing.T) {
+	testenv.Need(t)
+	ctx := context.Background()
+	cfg := &v1alpha1.ClusterProviderConfig{}
+	var want int32
+	err := testenv.WaitFor(ctx, 30*time.Second, func(ctx context.Context) error {
+		if err := env.Kube.Client.Get(ctx, client.ObjectKey{Name: configName}, cfg); err != nil {
+			return err
+		}
+		c := cfg.Status.Connections
+		if c == nil || c.Available == 0 {
+			return errors.New("the config's status does not count the server's connections yet")
+		}
+		want = max(c.Available/4, 1)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const name = "deflimit"
+	d := newDB(name, func(d *v1alpha1.Database) {
+		d.Spec.ForProvider.DataRoles = []v1alpha1.DataRole{{Name: "app", Access: v1alpha1.DataReadWrite}}
+	})
+	apply(t, d)
+	publicCreate(t, d, name)
+	limited := func(want int32) func(d *v1alpha1.Database) bool {
+		return func(d *v1alpha1.Database) bool {
+			if !dataRolesReady(d) {
+				return false
+			}
+			owner, _, _ := roleLimits(t, name)
+			app, _, _ := roleLimits(t, name+"_app")
+			l := d.Status.AtProvider.Limits
+			return owner == want && app == want && l != nil && l.ConnectionLimit != nil && *l.ConnectionLimit == want
+		}
+	}
+	waitDB(t, d, fmt.Sprintf("Ready, the owner and its data role limited to %d", want), limited(want))
+	testenv.RunSQL(t, superConn(t, "postgres"), "the superuser", "ALTER ROLE deflimit CONNECTION LIMIT -1")
+	waitDB(t, d, "the default put back", limited(want))
+
+	setConfigLimits(t, &v1alpha1.TenantLimits{ConnectionLimit: ptr.To[int32](-1)})
+	t.Cleanup(func() { setConfigLimits(t, nil) })
+	waitDB(t, d, "no limit once the config asks for none", limited(-1))
 }
