@@ -19,8 +19,8 @@
 #     (publish it with `crane push DIR REF`, or push the per-platform files
 #     with `crossplane xpkg push -f`);
 #   - `crossplane xpkg build` of the Configuration (package/configuration:
-#     the Tenant XRDs and Compositions, depending on the provider and the two
-#     functions) with the Tenant examples
+#     the Tenant XRDs and Compositions, depending on the provider and the
+#     function) with the Tenant examples
 #     -> _output/configuration-postgresql-tenant.xpkg.
 # cluster/images/provider/Dockerfile is the same image for people with Docker.
 set -euo pipefail
