@@ -125,6 +125,25 @@ type EffectiveLimits struct {
 	Settings map[string]string
 }
 
+// String is the limits by value, settings in their order: what a login
+// was proven under, compared from one poll to the next (a pointer's
+// address would differ at every poll).
+func (l EffectiveLimits) String() string {
+	var b strings.Builder
+	b.WriteString("connection_limit=")
+	if l.ConnectionLimit == nil {
+		b.WriteString("unmanaged")
+	} else {
+		b.WriteString(strconv.Itoa(int(*l.ConnectionLimit)))
+	}
+	for _, name := range LimitSettings {
+		if v, ok := l.Settings[name]; ok {
+			fmt.Fprintf(&b, " %s=%q", name, v)
+		}
+	}
+	return b.String()
+}
+
 // Managed reports whether any limit is managed.
 func (l EffectiveLimits) Managed() bool { return l.ConnectionLimit != nil || len(l.Settings) > 0 }
 

@@ -1,6 +1,7 @@
 package tenancy
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -272,5 +273,25 @@ func TestWithDefaultConnectionLimit(t *testing.T) {
 	*def = 99
 	if *l.ConnectionLimit != 21 {
 		t.Errorf("the default was not copied: %d", *l.ConnectionLimit)
+	}
+}
+
+// The limits a data role's login was proven under are compared as text
+// from one poll to the next: equal limits read twice must print the same.
+func TestEffectiveLimitsStringIsByValue(t *testing.T) {
+	cfg := &v1alpha1.TenantLimits{ConnectionLimit: ptr.To[int32](20), StatementTimeout: ptr.To("30s"), WorkMem: ptr.To("4MB")}
+	a := LimitsOf(cfg, nil).WithDefaultConnectionLimit(ptr.To[int32](48))
+	b := LimitsOf(cfg, nil).WithDefaultConnectionLimit(ptr.To[int32](48))
+	if fmt.Sprintf("%v", a) != fmt.Sprintf("%v", b) {
+		t.Errorf("the same limits print %v and %v", a, b)
+	}
+	if got, want := a.String(), `connection_limit=20 statement_timeout="30s" work_mem="4MB"`; got != want {
+		t.Errorf("String() = %s, want %s", got, want)
+	}
+	if got := (EffectiveLimits{}).String(); got != "connection_limit=unmanaged" {
+		t.Errorf("no limits print %s", got)
+	}
+	if LimitsOf(nil, nil).WithDefaultConnectionLimit(ptr.To[int32](5)).String() == LimitsOf(nil, nil).WithDefaultConnectionLimit(ptr.To[int32](6)).String() {
+		t.Error("different connection limits print the same")
 	}
 }

@@ -75,11 +75,29 @@ func TestIdleDatabasesWriteNothing(t *testing.T) {
 		sent[d.Name] = writes.Of("Database", d.Name)
 	}
 	sentB := writes.Of("DatabaseBinding", b.Name)
+	// Nor do they read their data roles' records, or log in as them, at
+	// every poll: the last proven check stands until it is due (at most
+	// once in this window, against a read at each of its polls).
+	roleRecords := []string{}
+	for _, d := range []*v1alpha1.Database{roles, claimed} {
+		for _, r := range d.Spec.ForProvider.DataRoles {
+			roleRecords = append(roleRecords, dbPath(d.Name)+"/roles/"+r.Name)
+		}
+	}
+	readsBefore := map[string]int{}
+	for _, p := range roleRecords {
+		readsBefore[p] = recordReads(p)
+	}
 	bBefore := &v1alpha1.DatabaseBinding{}
 	if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(b), bBefore); err != nil {
 		t.Fatal(err)
 	}
 	awaitPolls(t, dbs, idlePolls)
+	for _, p := range roleRecords {
+		if n := recordReads(p) - readsBefore[p]; n > 1 {
+			t.Errorf("the data role record %s was read %d times in %d idle polls: its proven check did not stand", p, n, idlePolls)
+		}
+	}
 	bAfter := &v1alpha1.DatabaseBinding{}
 	if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(b), bAfter); err != nil {
 		t.Fatal(err)
