@@ -881,7 +881,11 @@ func runTenants(ctx context.Context, c cfg, bin, logDir string) (string, error) 
 	for i, n := range c.tenants.ns {
 		if c.tenants.floor {
 			fmt.Printf("==> Tenant floor, N=%d (fresh components)\n", n)
-			f, err := withEnv(ctx, dbStack, func(b *benchEnv) (*tenantFloorResult, error) { return runTenantFloor(ctx, b, n) })
+			roles, err := exampleDataRoles()
+			if err != nil {
+				return tenantTables(c, lat, floors, bulks), err
+			}
+			f, err := withEnv(ctx, dbStack, func(b *benchEnv) (*tenantFloorResult, error) { return runTenantFloor(ctx, b, n, roles) })
 			if err != nil {
 				return tenantTables(c, lat, floors, bulks), fmt.Errorf("tenant floor N=%d: %w", n, err)
 			}
@@ -987,6 +991,21 @@ func tenantBulkTables(w *strings.Builder, floors map[int]*tenantFloorResult, bul
 				fmt.Fprintf(w, " %.1f ms (%.0f%%) |", ms(f.Steps[s])/float64(n), 100*f.Steps[s].Seconds()/f.Total.Seconds())
 			}
 			fmt.Fprintf(w, " %s |\n", cpuCell(f.CPU, f.Total))
+		}
+		fmt.Fprintln(w)
+		for _, n := range sortedKeys(floors) {
+			f := floors[n]
+			if f.DataRoles == 0 {
+				continue
+			}
+			var one time.Duration
+			var parts []string
+			for _, st := range dataRoleSteps {
+				one += f.Steps[st]
+				parts = append(parts, fmt.Sprintf("%s %.1f ms", st, ms(f.Steps[st])/float64(n*f.DataRoles)))
+			}
+			fmt.Fprintf(w, "- N=%d floor, one data role (of %d per Tenant): %.1f ms (%s); the owner's part: %.1f ms\n", n, f.DataRoles,
+				ms(one)/float64(n*f.DataRoles), strings.Join(parts, ", "), (ms(f.Total)-ms(one))/float64(n))
 		}
 		fmt.Fprintln(w)
 	}
