@@ -142,31 +142,13 @@ func alternate(i int, a, b func() error) error {
 }
 
 func floorTenant(ctx context.Context, pool *postgres.Pool, kv *openbao.Client, b *benchEnv, name string, steps map[string]time.Duration) error {
-	t := time.Now()
-	lap := func(step string) {
-		now := time.Now()
-		steps[step] += now.Sub(t)
-		t = now
-	}
-	pg := b.Postgres
-	path := tenancy.CredentialPath(options.DefaultDatabaseBasePath, name)
+	lap := stepClock(steps)
 	password, err := database.NewPassword()
 	if err != nil {
 		return err
 	}
-	data := map[string]string{
-		"username": name, "password": password, "database": name,
-		"host": pg.Host, "hostaddr": pg.Hostaddr, "port": strconv.Itoa(pg.Port), "sslmode": string(postgres.SSLVerifyFull),
-	}
-	if _, err := kv.Write(ctx, path, data, 0); err != nil {
+	if err := floorRecord(ctx, kv, b, tenancy.CredentialPath(options.DefaultDatabaseBasePath, name), name, name, password); err != nil {
 		return err
-	}
-	rec, err := kv.Read(ctx, path)
-	if err != nil {
-		return err
-	}
-	if rec == nil || rec.Data["password"] != password {
-		return fmt.Errorf("%s: the record read back differs", path)
 	}
 	lap("kv write+read")
 	verifier, err := scram.Verifier(password)
@@ -213,6 +195,38 @@ func floorTenant(ctx context.Context, pool *postgres.Pool, kv *openbao.Client, b
 		return fmt.Errorf("%s: extensions %v", name, exts)
 	}
 	lap("verify login")
+	return nil
+}
+
+// stepClock times consecutive steps: each call adds the time since the
+// last one (or since stepClock) to steps[step].
+func stepClock(steps map[string]time.Duration) func(step string) {
+	t := time.Now()
+	return func(step string) {
+		now := time.Now()
+		steps[step] += now.Sub(t)
+		t = now
+	}
+}
+
+// floorRecord writes a credential record for username on database as the
+// provider does, and reads it back.
+func floorRecord(ctx context.Context, kv *openbao.Client, b *benchEnv, path, username, database, password string) error {
+	pg := b.Postgres
+	data := map[string]string{
+		"username": username, "password": password, "database": database,
+		"host": pg.Host, "hostaddr": pg.Hostaddr, "port": strconv.Itoa(pg.Port), "sslmode": string(postgres.SSLVerifyFull),
+	}
+	if _, err := kv.Write(ctx, path, data, 0); err != nil {
+		return err
+	}
+	rec, err := kv.Read(ctx, path)
+	if err != nil {
+		return err
+	}
+	if rec == nil || rec.Data["password"] != password {
+		return fmt.Errorf("%s: the record read back differs", path)
+	}
 	return nil
 }
 

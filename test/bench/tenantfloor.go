@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -110,32 +109,15 @@ func runTenantFloor(ctx context.Context, b *benchEnv, n int, roles []floorDataRo
 // read back, its role with the SCRAM verifier, the owner's grants, a login
 // as it, and its delivery copy.
 func floorDataRoleWork(ctx context.Context, pool *postgres.Pool, kv *openbao.Client, b *benchEnv, ns, tenant, db string, dr floorDataRole, steps map[string]time.Duration) error {
-	t := time.Now()
-	lap := func(step string) {
-		now := time.Now()
-		steps[step] += now.Sub(t)
-		t = now
-	}
+	lap := stepClock(steps)
 	role := tenancy.DataRoleName(db, dr.name)
 	path := tenancy.DataRolePath(tenancy.CredentialPath(options.DefaultDatabaseBasePath, db), dr.name)
 	password, err := database.NewPassword()
 	if err != nil {
 		return err
 	}
-	pg := b.Postgres
-	data := map[string]string{
-		"username": role, "password": password, "database": db,
-		"host": pg.Host, "hostaddr": pg.Hostaddr, "port": strconv.Itoa(pg.Port), "sslmode": string(postgres.SSLVerifyFull),
-	}
-	if _, err := kv.Write(ctx, path, data, 0); err != nil {
+	if err := floorRecord(ctx, kv, b, path, role, db, password); err != nil {
 		return err
-	}
-	rec, err := kv.Read(ctx, path)
-	if err != nil {
-		return err
-	}
-	if rec == nil || rec.Data["password"] != password {
-		return fmt.Errorf("%s: the record read back differs", path)
 	}
 	lap("data role: record")
 	verifier, err := scram.Verifier(password)
