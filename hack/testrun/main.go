@@ -52,25 +52,29 @@ type job struct {
 func (j *job) key() string { return j.name }
 
 type options struct {
-	nodePkgs    []string
-	matrixPkgs  []string
-	majors      []string
-	matrixE2E   string
-	jobs        int
-	timeout     time.Duration
-	nodeTimeout time.Duration
-	outDir      string
-	durations   string
-	only        string
-	measured    string
+	nodePkgs     []string
+	matrixPkgs   []string
+	sqlPkgs      []string
+	majors       []string
+	branchMajors map[string]bool
+	matrixE2E    string
+	jobs         int
+	timeout      time.Duration
+	nodeTimeout  time.Duration
+	outDir       string
+	durations    string
+	only         string
+	measured     string
 }
 
 func main() {
 	var o options
-	var nodePkgs, matrixPkgs, majors string
+	var nodePkgs, matrixPkgs, sqlPkgs, majors, branchMajors string
 	flag.StringVar(&nodePkgs, "node-pkgs", "./test/pod/ ./test/install/ ./test/upgrade/ ./test/e2e/ ./test/soak/", "the packages on the test node, run one after another in this order")
 	flag.StringVar(&matrixPkgs, "matrix-pkgs", "", "the packages run again on each of -majors (patterns go list takes)")
-	flag.StringVar(&majors, "majors", "14 15 16 18", "the PostgreSQL majors of the matrix, besides the default")
+	flag.StringVar(&sqlPkgs, "sql-pkgs", "", "the packages run on each of -majors (patterns go list takes): where the SQL is proven statement by statement")
+	flag.StringVar(&majors, "majors", "14 15 16 18", "the PostgreSQL majors of the matrix, besides the default: -sql-pkgs run on each")
+	flag.StringVar(&branchMajors, "branch-majors", "", "the majors of -majors on which -matrix-pkgs and -matrix-e2e run too (empty: all of -majors)")
 	flag.StringVar(&o.matrixE2E, "matrix-e2e", "", "the test/e2e tests run again on each of -majors (a -run pattern; empty: none)")
 	flag.IntVar(&o.jobs, "jobs", 4, "packages run at once besides the node lane")
 	flag.DurationVar(&o.timeout, "timeout", 30*time.Minute, "the timeout of one package's run")
@@ -80,7 +84,13 @@ func main() {
 	flag.StringVar(&o.only, "only", "", "run only the jobs whose name matches this pattern")
 	flag.StringVar(&o.measured, "measured", "hack/testrun/durations.json", "the committed durations a whole run refreshes (\"\": none)")
 	flag.Parse()
-	o.nodePkgs, o.matrixPkgs, o.majors = strings.Fields(nodePkgs), strings.Fields(matrixPkgs), strings.Fields(majors)
+	o.nodePkgs, o.matrixPkgs, o.sqlPkgs, o.majors = strings.Fields(nodePkgs), strings.Fields(matrixPkgs), strings.Fields(sqlPkgs), strings.Fields(majors)
+	if bm := strings.Fields(branchMajors); len(bm) > 0 {
+		o.branchMajors = map[string]bool{}
+		for _, m := range bm {
+			o.branchMajors[m] = true
+		}
+	}
 	if o.durations == "" {
 		o.durations = filepath.Join(cacheDir(), "logs", "test-durations.json")
 	}
@@ -228,9 +238,14 @@ func plan(ctx context.Context, o options) ([]*job, error) {
 	for _, p := range nodes {
 		isNode[p.ImportPath] = true
 	}
-	var matrix []pkg
+	var matrix, sql []pkg
 	if len(o.matrixPkgs) > 0 {
 		if matrix, err = listPackages(ctx, o.matrixPkgs...); err != nil {
+			return nil, err
+		}
+	}
+	if len(o.sqlPkgs) > 0 {
+		if sql, err = listPackages(ctx, o.sqlPkgs...); err != nil {
 			return nil, err
 		}
 	}
@@ -267,8 +282,22 @@ func plan(ctx context.Context, o options) ([]*job, error) {
 		}
 	}
 	for _, m := range o.majors {
-		for _, p := range matrix {
+		// On every major the SQL packages; on a branch major (one the
+		// code's branches on the major set apart from the default) the
+		// rest of the matrix too.
+		branch := o.branchMajors == nil || o.branchMajors[m]
+		seen := map[string]bool{}
+		for _, p := range sql {
 			if p.hasTests() && !isNode[p.ImportPath] {
+				seen[p.ImportPath] = true
+				add(p, m, "")
+			}
+		}
+		if !branch {
+			continue
+		}
+		for _, p := range matrix {
+			if p.hasTests() && !isNode[p.ImportPath] && !seen[p.ImportPath] {
 				add(p, m, "")
 			}
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -68,5 +69,37 @@ func TestEstimateLeft(t *testing.T) {
 		if got := estimateLeft(node, pool, tc.running, tc.finished, last, 2, now); got != tc.want {
 			t.Errorf("%s: estimateLeft = %s, want %s", name, got, tc.want)
 		}
+	}
+}
+
+// The matrix: the SQL packages on every major, the rest of the matrix and
+// its test/e2e tests on the branch majors only.
+func TestPlanRunsTheSQLPackagesOnEveryMajorAndTheRestOnBranchMajors(t *testing.T) {
+	if testing.Short() {
+		t.Skip("lists the module's packages with go list")
+	}
+	o := options{
+		nodePkgs:     []string{"../../test/e2e/"},
+		sqlPkgs:      []string{"../../internal/clients/postgres/"},
+		matrixPkgs:   []string{"../../internal/clients/postgres/", "../../internal/controller/database/"},
+		majors:       []string{"15", "18"},
+		branchMajors: map[string]bool{"15": true},
+		matrixE2E:    "^TestX$",
+		only:         `\[PG `,
+	}
+	jobs, err := plan(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, j := range jobs {
+		got = append(got, j.name)
+	}
+	want := []string{
+		"internal/clients/postgres [PG 15]", "internal/controller/database [PG 15]", "test/e2e [PG 15]",
+		"internal/clients/postgres [PG 18]",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the matrix's jobs (-want +got):\n%s", diff)
 	}
 }

@@ -6,6 +6,9 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -89,4 +92,123 @@ func callsVersionPoint(body *ast.BlockStmt) bool {
 		return !found
 	})
 	return found
+}
+
+// TestTheMatrixHasAMajorOnEachSideOfEveryBranch: make test runs the tests
+// above the SQL (the controllers', the migration's, the docs') on the
+// default major and on each of the Makefile's PG_BRANCH_MAJORS only, so
+// those majors with the default must take every side of every branch the
+// provider's code makes on the major: a new branch at a major no listed
+// major is past would leave a side run on no major. The branches are read
+// from the code (every comparison of major, or a Major field, with a
+// number, in internal/), the majors from the Makefile and hack/lib.sh.
+func TestTheMatrixHasAMajorOnEachSideOfEveryBranch(t *testing.T) {
+	root := filepath.Join("..", "..", "..")
+	cuts := map[int]bool{}
+	err := filepath.WalkDir(filepath.Join(root, "internal"), func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		file, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+		if err != nil {
+			return err
+		}
+		ast.Inspect(file, func(n ast.Node) bool {
+			if b, ok := n.(*ast.BinaryExpr); ok {
+				for c := range majorCuts(b) {
+					cuts[c] = true
+				}
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []int{15, 16, 17} {
+		if !cuts[c] {
+			t.Errorf("no branch at major %d found, though the code has one: this check reads the code wrong (found %v)", c, cuts)
+		}
+	}
+	makefile, err := os.ReadFile(filepath.Join(root, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib, err := os.ReadFile(filepath.Join(root, "hack", "lib.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	branch := regexp.MustCompile(`(?m)^PG_BRANCH_MAJORS \?= (.*)$`).FindSubmatch(makefile)
+	def := regexp.MustCompile(`(?m)^PG_MAJOR=\$\{PG_MAJOR:-(\d+)\}`).FindSubmatch(lib)
+	if branch == nil || def == nil {
+		t.Fatal("PG_BRANCH_MAJORS in the Makefile or PG_MAJOR in hack/lib.sh not found")
+	}
+	run := map[int]bool{}
+	for _, f := range append(strings.Fields(string(branch[1])), string(def[1])) {
+		m, err := strconv.Atoi(f)
+		if err != nil {
+			t.Fatalf("major %q: %v", f, err)
+		}
+		run[m] = true
+	}
+	// A major's side: how many cuts it is at or past.
+	side := func(m int) int {
+		n := 0
+		for c := range cuts {
+			if m >= c {
+				n++
+			}
+		}
+		return n
+	}
+	covered := map[int]bool{}
+	for m := range run {
+		covered[side(m)] = true
+	}
+	for m := MinMajor; m <= MaxMajor; m++ {
+		if !covered[side(m)] {
+			t.Errorf("PostgreSQL %d takes sides of the code's branches on the major (at %v) that neither the default major nor any of PG_BRANCH_MAJORS takes: add %d to PG_BRANCH_MAJORS in the Makefile", m, sortedKeys(cuts), m)
+		}
+	}
+}
+
+// majorCuts are the majors at which the comparison b of major with a number
+// changes its answer: major >= 16 and major < 16 change at 16, major > 16
+// at 17, major == 16 at 16 and 17.
+func majorCuts(b *ast.BinaryExpr) map[int]bool {
+	lit, other := b.Y, b.X
+	if _, ok := b.X.(*ast.BasicLit); ok {
+		lit, other = b.X, b.Y
+	}
+	l, ok := lit.(*ast.BasicLit)
+	if !ok || l.Kind != token.INT || !isMajor(other) {
+		return nil
+	}
+	n, err := strconv.Atoi(l.Value)
+	if err != nil {
+		return nil
+	}
+	op := b.Op
+	if lit == b.X { // 16 <= major is major >= 16
+		op = map[token.Token]token.Token{token.LSS: token.GTR, token.LEQ: token.GEQ, token.GTR: token.LSS, token.GEQ: token.LEQ}[op]
+	}
+	switch op {
+	case token.GEQ, token.LSS:
+		return map[int]bool{n: true}
+	case token.GTR, token.LEQ:
+		return map[int]bool{n + 1: true}
+	case token.EQL, token.NEQ:
+		return map[int]bool{n: true, n + 1: true}
+	}
+	return nil
+}
+
+func sortedKeys(m map[int]bool) []int {
+	var out []int
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }
