@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -117,4 +118,30 @@ func UniqueName(prefix string) string {
 		p = p[:31]
 	}
 	return strings.TrimRight(p, "-") + "-" + hex.EncodeToString(b)
+}
+
+// PausedAnnotation is Crossplane's annotation that stops the reconciles of
+// a managed resource: its controller neither observes nor changes it.
+const PausedAnnotation = "crossplane.io/paused"
+
+// PauseWhenDone pauses obj (PausedAnnotation) when the test ends, unless it
+// is gone by then. What a test leaves behind stays as it left it, for a
+// later look, but is no longer polled: in a package whose controllers poll
+// every half second, the leftovers of the tests before would otherwise
+// make most of the package's work and slow every later test's waits.
+func PauseWhenDone[T client.Object](t testing.TB, c client.Client, obj T) {
+	t.Helper()
+	t.Cleanup(func() {
+		err := EditE(context.Background(), c, obj, func(o T) {
+			a := o.GetAnnotations()
+			if a == nil {
+				a = map[string]string{}
+			}
+			a[PausedAnnotation] = "true"
+			o.SetAnnotations(a)
+		})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("pausing %T %s the test left: %v", obj, client.ObjectKeyFromObject(obj), err)
+		}
+	})
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -114,11 +113,11 @@ func TestAccessCleanupOnRequest(t *testing.T) {
 	if _, err := app.Exec(ctx, "GRANT CONNECT ON DATABASE acldb TO acl_other"); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * poll)
+	awaitPolls(t, []*v1alpha1.Database{d}, 3)
 	got.SetName(d.GetName())
 	testenv.EditStatus(t, env.Kube.Client, got, func(got *v1alpha1.Database) { got.Status = v1alpha1.DatabaseStatus{} })
 	waitDB(t, d, "status rebuilt", cleanedUp("c1"))
-	time.Sleep(3 * poll)
+	awaitPolls(t, []*v1alpha1.Database{d}, 3)
 	if err := su.QueryRow(ctx, "SELECT has_database_privilege('acl_other', 'acldb', 'CONNECT')").Scan(&connect); err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +155,7 @@ func TestAccessCleanupWithoutUpdateIsReported(t *testing.T) {
 		c := d.GetCondition(xpv2.TypeReady)
 		return string(c.Reason) == tenancy.ReasonInvalidSpec && strings.Contains(c.Message, "add Update to spec.managementPolicies")
 	})
-	time.Sleep(3 * poll)
+	awaitPolls(t, []*v1alpha1.Database{d}, 3)
 	var connect bool
 	if err := su.QueryRow(ctx, "SELECT has_database_privilege('aclro_other', 'aclro', 'CONNECT')").Scan(&connect); err != nil {
 		t.Fatal(err)

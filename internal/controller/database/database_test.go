@@ -144,6 +144,7 @@ func apply(t *testing.T, d *v1alpha1.Database) {
 	if err := env.Kube.Client.Create(ctx, d); err != nil {
 		t.Fatal(err)
 	}
+	testenv.PauseWhenDone(t, env.Kube.Client, d.DeepCopy())
 }
 
 func waitDB(t *testing.T, d *v1alpha1.Database, what string, cond func(*v1alpha1.Database) bool) {
@@ -474,7 +475,7 @@ func TestConflictsLeaveForeignObjectsUntouched(t *testing.T) {
 			if !strings.Contains(c.Message, tc.msg) || !strings.Contains(c.Message, "import") {
 				t.Errorf("message %q lacks %q or how to import", c.Message, tc.msg)
 			}
-			time.Sleep(4 * poll)
+			awaitPolls(t, []*v1alpha1.Database{tc.d}, 4)
 			if after := readPG(t, "legacy", "legacy"); fmt.Sprint(after) != fmt.Sprint(before) {
 				t.Errorf("legacy changed: %+v → %+v", before, after)
 			}
@@ -533,7 +534,7 @@ func TestUncertainCreateNamesWhatIsProven(t *testing.T) {
 			t.Errorf("Conflict message %q lacks %q", msg, want)
 		}
 	}
-	time.Sleep(4 * poll)
+	awaitPolls(t, []*v1alpha1.Database{d}, 4)
 	var canLogin, noPassword bool
 	if err := su.QueryRow(ctx, "SELECT rolcanlogin, rolpassword IS NULL FROM pg_authid WHERE rolname = $1", name).Scan(&canLogin, &noPassword); err != nil {
 		t.Fatal(err)
@@ -609,7 +610,7 @@ func TestUntrustedExtensionRejectedBeforeAnyWrite(t *testing.T) {
 			t.Errorf("message %q lacks %q", c.Message, want)
 		}
 	}
-	time.Sleep(2 * poll)
+	awaitPolls(t, []*v1alpha1.Database{d}, 2)
 	if k := readKV(t, dbPath("untrusted")); k.Exists {
 		t.Error("a KV record was written for an untrusted extension")
 	}
@@ -886,7 +887,7 @@ func TestConcurrentSameNameExactlyOneWins(t *testing.T) {
 			losers++
 		}
 	}
-	time.Sleep(6 * poll)
+	awaitPolls(t, ds, 6)
 	winners = 0
 	for _, d := range ds {
 		if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
@@ -933,7 +934,7 @@ func TestImportIsReadOnly(t *testing.T) {
 	if !strings.Contains(c.Message, "PUBLIC may connect") || !strings.Contains(c.Message, "pg_trgm") {
 		t.Errorf("differences: %q", c.Message)
 	}
-	time.Sleep(4 * poll)
+	awaitPolls(t, []*v1alpha1.Database{d}, 4)
 	if after := readPG(t, "handmade", "handmade"); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Errorf("the import changed the database: %+v → %+v", before, after)
 	}
@@ -955,7 +956,7 @@ func TestImportIsReadOnly(t *testing.T) {
 		if c := d.GetCondition(xpv2.TypeReady); !strings.Contains(c.Message, `GRANT "handmade" TO <the admin role> WITH ADMIN OPTION`) {
 			t.Errorf("message %q", c.Message)
 		}
-		time.Sleep(2 * poll)
+		awaitPolls(t, []*v1alpha1.Database{d}, 2)
 		if after := readPG(t, "handmade", "handmade"); fmt.Sprint(after) != fmt.Sprint(before) {
 			t.Errorf("an import the admin may not administer was changed: %+v → %+v", before, after)
 		}
@@ -1138,7 +1139,7 @@ func TestBindingPhaseFollowsBindings(t *testing.T) {
 	if err := env.Kube.Client.Create(ctx, forged); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(10 * poll)
+	awaitPolls(t, []*v1alpha1.Database{d}, 10)
 	if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
 		t.Fatal(err)
 	}
@@ -1394,7 +1395,7 @@ func TestChangedNamesAreImmutableField(t *testing.T) {
 	if c := d.GetCondition(xpv2.TypeReady); !strings.Contains(c.Message, `spec.forProvider.database is "renamed" but this Database provisioned "elsewhere"`) {
 		t.Errorf("message %q", c.Message)
 	}
-	time.Sleep(3 * poll)
+	awaitPolls(t, []*v1alpha1.Database{d}, 3)
 	if k2 := readKV(t, dbPath("renamed")); k2.Versions != k.Versions+1 || k2.Data["database"] != "elsewhere" {
 		t.Errorf("the record was rewritten: %d versions (want %d), database %v", k2.Versions, k.Versions+1, k2.Data["database"])
 	}
@@ -1416,7 +1417,7 @@ func TestChangedNamesAreImmutableField(t *testing.T) {
 	if c := r.GetCondition(xpv2.TypeReady); !strings.Contains(c.Message, `is "relogin_owner" but this Database provisioned "relogin"`) {
 		t.Errorf("message %q", c.Message)
 	}
-	time.Sleep(3 * poll)
+	awaitPolls(t, []*v1alpha1.Database{r}, 3)
 	if s := readPG(t, "nope", "relogin_owner"); s.RoleExists {
 		t.Error("a role was created under the changed name")
 	}
@@ -1457,7 +1458,7 @@ func TestVanishedDatabaseIsNotRecreated(t *testing.T) {
 	if c := d.GetCondition(xpv2.TypeReady); !strings.Contains(c.Message, "Restore it from a backup") || !strings.Contains(c.Message, "delete this Database") {
 		t.Errorf("message %q", c.Message)
 	}
-	time.Sleep(4 * poll)
+	awaitPolls(t, []*v1alpha1.Database{d}, 4)
 	if s := readPG(t, "vanish", "vanish"); s.DBExists {
 		t.Fatal("the vanished database was created again")
 	}
@@ -1579,7 +1580,7 @@ func TestEndpointChangeSendsNoPasswordAndDropsNothing(t *testing.T) {
 		t.Errorf("message %q", m)
 	}
 	seen, _ := os.ReadFile(pg.LogFile())
-	time.Sleep(3 * poll)
+	awaitPolls(t, []*v1alpha1.Database{d}, 3)
 	if now, _ := os.ReadFile(pg.LogFile()); len(now) > len(seen) && strings.Contains(string(now[len(seen):]), "connection authorized: user=moving ") {
 		t.Error("the provider logged in as the tenant's role at the changed endpoint")
 	}

@@ -82,12 +82,14 @@ func TestReadyDatabaseLogsInOnlyWhenTheCatalogChanges(t *testing.T) {
 	apply(t, d)
 	waitDB(t, d, "Ready", ready)
 
-	time.Sleep(4 * poll)
+	// Polls, not time: under load a poll can be late, and a sleep that saw
+	// no Observe would prove nothing.
+	awaitPolls(t, []*v1alpha1.Database{d}, 4)
 	off := logSize(t)
 	reads := recordReads(dbPath("quiet"))
 	skipped := testutil.ToFloat64(metrics.TenantLogins.WithLabelValues("skipped"))
 	remembered := testutil.ToFloat64(metrics.RecordReads.WithLabelValues("memory"))
-	time.Sleep(8 * poll)
+	awaitPolls(t, []*v1alpha1.Database{d}, 8)
 	if n := loginsOf(t, "quiet", off); n != 0 {
 		t.Errorf("a Ready Database with nothing changed logged in %d times in 8 polls, want 0", n)
 	}
@@ -178,9 +180,9 @@ func TestWorkFoundOnARememberedRecordReadsTheRecordFirst(t *testing.T) {
 	d := newDB("later")
 	apply(t, d)
 	waitDB(t, d, "Ready", ready)
-	time.Sleep(4 * poll)
+	awaitPolls(t, []*v1alpha1.Database{d}, 4)
 	reads := recordReads(dbPath("later"))
-	time.Sleep(4 * poll)
+	awaitPolls(t, []*v1alpha1.Database{d}, 4)
 	if n := recordReads(dbPath("later")) - reads; n != 0 {
 		t.Fatalf("the steady Database read its record %d times in 4 polls: the remembered record is not in use, this test proves nothing", n)
 	}

@@ -177,8 +177,10 @@ func TestDatabaseOptionsRefusedBeforeAnyWrite(t *testing.T) {
 			msg    string
 		}{d: newDB("optnoicu", onOptionsConfig(&v1alpha1.DatabaseOptions{LocaleProvider: "icu", ICULocale: "und", Encoding: "SQL_ASCII"})), reason: tenancy.ReasonDatabaseOptionsNotAllowed, msg: `encoding "SQL_ASCII"`})
 	}
+	var ds []*v1alpha1.Database
 	for _, c := range cases {
 		apply(t, c.d)
+		ds = append(ds, c.d)
 	}
 	for _, c := range cases {
 		waitDB(t, c.d, c.reason, reason(c.reason))
@@ -186,7 +188,7 @@ func TestDatabaseOptionsRefusedBeforeAnyWrite(t *testing.T) {
 			t.Errorf("%s: message %q does not say %q", c.d.Name, m, c.msg)
 		}
 	}
-	time.Sleep(2 * poll)
+	awaitPolls(t, ds, 2)
 	for _, c := range cases {
 		n := c.d.Spec.ForProvider.Database
 		if k := readKV(t, dbPath(c.d.Name)); k.Exists {
@@ -235,7 +237,7 @@ func TestImportReportsOptionDifferences(t *testing.T) {
 	if m := d.GetCondition(tenancy.ConditionOptionsDiffer).Message; !strings.Contains(m, want[0]) || !strings.Contains(m, "nothing is changed") {
 		t.Errorf("OptionsDiffer message %q", m)
 	}
-	time.Sleep(2 * poll)
+	awaitPolls(t, []*v1alpha1.Database{d}, 2)
 	if after := datLocale(t, "optimp"); strings.Join(after, "|") != strings.Join(before, "|") {
 		t.Errorf("the import changed the database's options: %v → %v", before, after)
 	}

@@ -131,7 +131,7 @@ func TestRotationInterruptedAfterTheKVWriteFinishesWithTheNewPassword(t *testing
 			// wipe the latest one.
 			testenv.EditStatus(t, env.Kube.Client, d, func(d *v1alpha1.Database) { d.Status = v1alpha1.DatabaseStatus{} })
 			waitDB(t, d, "status rebuilt", rotated("r1"))
-			time.Sleep(3 * poll)
+			awaitPolls(t, []*v1alpha1.Database{d}, 3)
 			if k := readKV(t, dbPath(name)); k.Versions != old.Versions+1 || k.Data["password"] != pw {
 				t.Errorf("after the status was wiped: %d versions, password changed %v", k.Versions, k.Data["password"] != pw)
 			}
@@ -155,7 +155,7 @@ func TestRotationRequestedAgainAndAtCreation(t *testing.T) {
 	requestRotation(t, d, "second", false)
 	waitDB(t, d, "rotated", rotated("second"))
 	checkRotated(t, "rotnew", k1, "second")
-	time.Sleep(3 * poll)
+	awaitPolls(t, []*v1alpha1.Database{d}, 3)
 	if k := readKV(t, dbPath("rotnew")); k.Versions != 2 {
 		t.Errorf("%d versions after one rotation, want 2", k.Versions)
 	}
@@ -175,7 +175,7 @@ func TestRotationWithoutUpdateIsReportedAndNothingWritten(t *testing.T) {
 		c := d.GetCondition(xpv2.TypeReady)
 		return string(c.Reason) == "InvalidSpec" && strings.Contains(c.Message, "add Update to spec.managementPolicies")
 	})
-	time.Sleep(3 * poll)
+	awaitPolls(t, []*v1alpha1.Database{d}, 3)
 	if k := readKV(t, dbPath("rotro")); k.Versions != old.Versions || k.Data["password"] != old.Data["password"] {
 		t.Errorf("without Update: %d versions (want %d), password changed %v", k.Versions, old.Versions, k.Data["password"] != old.Data["password"])
 	}
