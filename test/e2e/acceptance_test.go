@@ -91,26 +91,57 @@ func endState(ctx context.Context, t *testing.T, ns, name, db string) string {
 }
 
 // Kill the provider (its Pod's process ends itself as by SIGKILL) before each of the
-// Database's write steps — i.e. after each external write — and restart it:
-// it converges to the same end state, with the one password it wrote first.
+// Database's and the binding's write steps (i.e. after each external
+// write) and restart it: it converges to the same end state, with the one
+// password it wrote first.
+//
+// Until the database exists, a provider that starts after a kill resumes
+// the creation where it stopped, through the same steps: there one Tenant
+// takes the kills in turn, each restart arming the next step's, so the
+// provider that starts after a kill before a step does that step and dies
+// before the next (one restart a step instead of two). Once the database
+// exists, a resumed creation repairs what is missing through other steps,
+// so each later kill point gets a Tenant of its own, killed on its first
+// creation.
 func TestKillProviderAfterEachExternalWrite(t *testing.T) {
 	testenv.Need(t)
-	steps := []string{database.StepOwnerMetadata, database.StepCredential, database.StepRole, database.StepDatabase,
-		database.StepRecordOID, database.StepConnect, database.StepExtensions, database.StepCreated,
-		binding.StepCopyCredential, binding.StepCopyOwner}
-	for i, step := range steps {
+	resumed := []string{database.StepOwnerMetadata, database.StepCredential, database.StepRole, database.StepDatabase, database.StepRecordOID}
+	fresh := []string{database.StepConnect, database.StepExtensions, database.StepCreated, binding.StepCopyCredential, binding.StepCopyOwner}
+	killed := func(ctx context.Context, t *testing.T, step, ns, name string) {
+		t.Helper()
+		wait, cancelWait := context.WithTimeout(ctx, 90*time.Second)
+		err := prov.waitExit(wait)
+		cancelWait()
+		if err != nil {
+			t.Fatalf("not killed before %s: %v\n%s", step, err, tenantkit.Describe(ctx, env, api, ns, name))
+		}
+	}
+	ok := t.Run("resumed", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+		defer cancel()
+		const ns, name = "kill", "kill"
+		for i, step := range resumed {
+			prov.restart(ctx, t, "PPT_FAULT_KILL_BEFORE_STEP="+step)
+			if i == 0 {
+				tenantkit.CreateTenant(ctx, t, env, api, ns, name, "{instanceRef: shared, extensions: [pg_trgm]}")
+			}
+			killed(ctx, t, step, ns, name)
+		}
+		prov.restart(ctx, t)
+		tenantkit.WaitTenantReady(ctx, t, env, api, ns, name)
+		endState(ctx, t, ns, name, name)
+	})
+	if !ok {
+		return
+	}
+	for i, step := range fresh {
 		t.Run(step, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 			ns, name := fmt.Sprintf("kill-%d", i), fmt.Sprintf("kill%d", i)
 			prov.restart(ctx, t, "PPT_FAULT_KILL_BEFORE_STEP="+step)
 			tenantkit.CreateTenant(ctx, t, env, api, ns, name, "{instanceRef: shared, extensions: [pg_trgm]}")
-			wait, cancelWait := context.WithTimeout(ctx, 90*time.Second)
-			err := prov.waitExit(wait)
-			cancelWait()
-			if err != nil {
-				t.Fatalf("%v\n%s", err, tenantkit.Describe(ctx, env, api, ns, name))
-			}
+			killed(ctx, t, step, ns, name)
 			prov.restart(ctx, t)
 			tenantkit.WaitTenantReady(ctx, t, env, api, ns, name)
 			endState(ctx, t, ns, name, name)

@@ -249,52 +249,56 @@ func TestConfigReadyOverTLSAndRecoversAfterOutage(t *testing.T) {
 	waitPhase(v1alpha1.ConfigPhaseReady, corev1.ConditionTrue)
 }
 
-// Delete, with the provider killed before each deletion step and restarted:
-// while it is down the Database is there, being deleted, with its
-// finalizer; every time, the database, the role, every record version and
-// the finalizer end up gone, and another role's objects stay.
+// Delete, with the provider killed before each deletion step in turn and
+// restarted: after every kill the Database is there, being deleted, with
+// its finalizer; in the end the database, the role, every record version
+// and the finalizer are gone, and another role's objects stay. One Tenant
+// takes every kill: each restart arms the next step's, so every step is
+// done by a provider that started where a kill left the deletion.
 func TestDeleteWithTheProviderKilledAtEveryStep(t *testing.T) {
 	testenv.Need(t)
 	steps := []string{database.StepBlockLogins, database.StepTerminate, database.StepDropDatabase, database.StepDropRole, database.StepDeleteKV}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	const ns, name = "delkill", "delkill"
+	tenantkit.NewTenant(ctx, t, env, api, ns, name, "{instanceRef: "+tenantkit.DeleteInstance+"}")
+	dbName := dynDB(ctx, t, ns, name)
+	live := appConnTo(ctx, t, ns, tenantkit.InstanceSecretName(tenantkit.DeleteInstance, name)) // a session the deletion must end
+	defer live.Close(context.Background())                                                      //nolint:errcheck // ended by the provider
+	// Someone else's role, owning a table in another database: nothing of
+	// the Database's, so no step may touch it.
+	const foreign = "delkill_foreign"
+	super := env.Postgres.SuperConnT(t, "postgres")
+	for _, q := range []string{
+		"CREATE ROLE " + foreign + " NOLOGIN",
+		"CREATE TABLE public." + foreign + " (x int)",
+		"ALTER TABLE public." + foreign + " OWNER TO " + foreign,
+	} {
+		if _, err := super.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func() {
+		_, _ = super.Exec(context.Background(), "DROP TABLE IF EXISTS public."+foreign)
+		_, _ = super.Exec(context.Background(), "DROP ROLE IF EXISTS "+foreign)
+	}()
 	for i, step := range steps {
-		t.Run(step, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-			defer cancel()
-			ns, name := fmt.Sprintf("delkill-%d", i), fmt.Sprintf("delkill%d", i)
-			tenantkit.NewTenant(ctx, t, env, api, ns, name, "{instanceRef: "+tenantkit.DeleteInstance+"}")
-			dbName := dynDB(ctx, t, ns, name)
-			live := appConnTo(ctx, t, ns, tenantkit.InstanceSecretName(tenantkit.DeleteInstance, name)) // a session the deletion must end
-			defer live.Close(context.Background())                                                      //nolint:errcheck // ended by the provider
-			// Someone else's role, owning a table in another database:
-			// nothing of the Database's, so no step may touch it.
-			foreign := "delkill_foreign_" + fmt.Sprint(i)
-			super := env.Postgres.SuperConnT(t, "postgres")
-			for _, q := range []string{
-				"CREATE ROLE " + foreign + " NOLOGIN",
-				"CREATE TABLE public." + foreign + " (x int)",
-				"ALTER TABLE public." + foreign + " OWNER TO " + foreign,
-			} {
-				if _, err := super.Exec(ctx, q); err != nil {
+		ok := t.Run(step, func(t *testing.T) {
+			prov.restart(ctx, t, "PPT_FAULT_KILL_BEFORE_STEP="+step)
+			if i == 0 {
+				tn, err := tenantkit.Get(ctx, env.Kube.Client, api, "Tenant", ns, name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := env.Kube.Client.Delete(ctx, tn); err != nil {
 					t.Fatal(err)
 				}
 			}
-			defer func() {
-				_, _ = super.Exec(context.Background(), "DROP TABLE IF EXISTS public."+foreign)
-				_, _ = super.Exec(context.Background(), "DROP ROLE IF EXISTS "+foreign)
-			}()
-			prov.restart(ctx, t, "PPT_FAULT_KILL_BEFORE_STEP="+step)
-			tn, err := tenantkit.Get(ctx, env.Kube.Client, api, "Tenant", ns, name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := env.Kube.Client.Delete(ctx, tn); err != nil {
-				t.Fatal(err)
-			}
 			wait, cancelWait := context.WithTimeout(ctx, 90*time.Second)
-			err = prov.waitExit(wait)
+			err := prov.waitExit(wait)
 			cancelWait()
 			if err != nil {
-				t.Fatalf("%v\n%s", err, tenantkit.Describe(ctx, env, api, ns, name))
+				t.Fatalf("not killed before %s: %v\n%s", step, err, tenantkit.Describe(ctx, env, api, ns, name))
 			}
 			// Killed mid-deletion: the Database is there, being deleted,
 			// and keeps the finalizer that makes the next provider finish.
@@ -305,28 +309,31 @@ func TestDeleteWithTheProviderKilledAtEveryStep(t *testing.T) {
 			if mid.GetDeletionTimestamp() == nil || !slices.Contains(mid.GetFinalizers(), "finalizer.managedresource.crossplane.io") {
 				t.Errorf("killed before %s: the Database is deleted %v with finalizers %v, want being deleted with the managed-resource finalizer", step, mid.GetDeletionTimestamp() != nil, mid.GetFinalizers())
 			}
-			prov.restart(ctx, t)
-			for {
-				_, err := tenantkit.Get(ctx, env.Kube.Client, api, "Database", "", dbName)
-				if apierrors.IsNotFound(err) {
-					break
-				}
-				if ctx.Err() != nil {
-					t.Fatalf("the Database is still there:\n%s", tenantkit.Describe(context.Background(), env, api, ns, name))
-				}
-				time.Sleep(200 * time.Millisecond)
-			}
-			if db, role := tenantkit.ServerHas(ctx, t, env, name, name); db || role {
-				t.Errorf("after Delete: database %v, role %v", db, role)
-			}
-			if v := tenantkit.RecordVersions(ctx, t, env, tenantkit.RecordPath(dbName)); v != 0 {
-				t.Errorf("after Delete: %d record versions left", v)
-			}
-			var owner string
-			if err := super.QueryRow(ctx, "SELECT tableowner FROM pg_tables WHERE schemaname = 'public' AND tablename = $1", foreign).Scan(&owner); err != nil || owner != foreign {
-				t.Errorf("after Delete: the foreign role's table: owner %q, %v; want it untouched", owner, err)
-			}
 		})
+		if !ok {
+			return
+		}
+	}
+	prov.restart(ctx, t)
+	err := testenv.WaitFor(ctx, 3*time.Minute, func(ctx context.Context) error {
+		_, err := tenantkit.Get(ctx, env.Kube.Client, api, "Database", "", dbName)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return testenv.ErrNotYet
+	})
+	if err != nil {
+		t.Fatalf("the Database is still there: %v\n%s", err, tenantkit.Describe(context.Background(), env, api, ns, name))
+	}
+	if db, role := tenantkit.ServerHas(ctx, t, env, name, name); db || role {
+		t.Errorf("after Delete: database %v, role %v", db, role)
+	}
+	if v := tenantkit.RecordVersions(ctx, t, env, tenantkit.RecordPath(dbName)); v != 0 {
+		t.Errorf("after Delete: %d record versions left", v)
+	}
+	var owner string
+	if err := super.QueryRow(ctx, "SELECT tableowner FROM pg_tables WHERE schemaname = 'public' AND tablename = $1", foreign).Scan(&owner); err != nil || owner != foreign {
+		t.Errorf("after Delete: the foreign role's table: owner %q, %v; want it untouched", owner, err)
 	}
 }
 
