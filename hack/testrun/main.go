@@ -29,6 +29,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -45,6 +46,7 @@ type job struct {
 	binary string
 
 	start, end time.Time
+	cpu        time.Duration // user and system time of the job's processes
 	err        error
 	log        string
 }
@@ -59,6 +61,7 @@ type options struct {
 	branchMajors map[string]bool
 	matrixE2E    string
 	jobs         int
+	poolNice     int
 	timeout      time.Duration
 	nodeTimeout  time.Duration
 	outDir       string
@@ -77,6 +80,7 @@ func main() {
 	flag.StringVar(&branchMajors, "branch-majors", "", "the majors of -majors on which -matrix-pkgs and -matrix-e2e run too (empty: all of -majors)")
 	flag.StringVar(&o.matrixE2E, "matrix-e2e", "", "the test/e2e tests run again on each of -majors (a -run pattern; empty: none)")
 	flag.IntVar(&o.jobs, "jobs", 4, "packages run at once besides the node lane")
+	flag.IntVar(&o.poolNice, "pool-nice", 10, "the niceness of the pool's jobs: the node lane, the critical path, gets the CPU first (0: none)")
 	flag.DurationVar(&o.timeout, "timeout", 30*time.Minute, "the timeout of one package's run")
 	flag.DurationVar(&o.nodeTimeout, "node-timeout", 60*time.Minute, "the timeout of one node package's run")
 	flag.StringVar(&o.outDir, "out", "_output/test", "where the test binaries and each job's log go")
@@ -166,7 +170,7 @@ func run(ctx context.Context, o options) int {
 		if j.err != nil {
 			status = "FAIL"
 		}
-		say("%s %-56s %6.0fs  [%d of %d jobs; %s in, about %s left]", status, j.name, j.end.Sub(j.start).Seconds(), n, len(jobs), since(t0), left)
+		say("%s %-56s %6.0fs %5.0f CPU-s  [%d of %d jobs; %s in, about %s left]", status, j.name, j.end.Sub(j.start).Seconds(), j.cpu.Seconds(), n, len(jobs), since(t0), left)
 	}
 	wg.Add(1)
 	go func() {
@@ -413,7 +417,14 @@ func execute(ctx context.Context, o options, j *job) {
 	// running tests: killed only when that did not end it.
 	cctx, cancel := context.WithTimeout(ctx, timeout+2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(cctx, bin, args...) //nolint:gosec // the test binary this run built
+	name := bin
+	if !j.node && o.poolNice > 0 {
+		// The pool's jobs end long before the node lane: they yield the
+		// CPU to it, and their own children (the servers) inherit it.
+		args = append([]string{"-n", strconv.Itoa(o.poolNice), bin}, args...)
+		name = "nice"
+	}
+	cmd := exec.CommandContext(cctx, name, args...) //nolint:gosec // the test binary this run built
 	cmd.Dir = j.dir
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Env = os.Environ()
@@ -426,6 +437,10 @@ func execute(ctx context.Context, o options, j *job) {
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	_, _ = fmt.Fprintf(f, "# %s: %s %s (in %s)\n", j.name, bin, strings.Join(args, " "), j.dir)
 	j.err = cmd.Run()
+	if cmd.ProcessState != nil {
+		// The binary's and the servers' it waited for.
+		j.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	}
 }
 
 var failedTest = regexp.MustCompile(`^\s*--- FAIL: (\S+)`)
@@ -488,7 +503,7 @@ func tail(file string, n int) string {
 
 func report(jobs []*job, t0 time.Time) int {
 	fmt.Println()
-	say("every job (seconds):")
+	say("every job: seconds, then CPU-seconds (the job's processes and the servers they waited for)")
 	var failed []*job
 	for _, j := range jobs {
 		status := "ok"
@@ -496,7 +511,7 @@ func report(jobs []*job, t0 time.Time) int {
 			status = "FAIL"
 			failed = append(failed, j)
 		}
-		fmt.Printf("  %-4s %-60s %6.0f\n", status, j.name, j.end.Sub(j.start).Seconds())
+		fmt.Printf("  %-4s %-60s %6.0f %6.0f\n", status, j.name, j.end.Sub(j.start).Seconds(), j.cpu.Seconds())
 	}
 	if len(failed) == 0 {
 		say("PASS: %d jobs in %s", len(jobs), since(t0))

@@ -52,6 +52,8 @@ type Crossplane struct {
 	kcm     *process
 	// rbacLock is held while the RBAC manager runs.
 	rbacLock *os.File
+	// rbacArgs and rbacEnv start the RBAC manager again.
+	rbacArgs, rbacEnv []string
 	// keepRBACManager keeps the RBAC manager running after the packages
 	// are installed, for tests that install new revisions later (each
 	// needs its roles bound).
@@ -208,6 +210,7 @@ func startCrossplane(ctx context.Context, root, binDir string, k *Kube, ca *CA, 
 	rcmd := exec.Command(filepath.Join(binDir, "crossplane-core"), "rbac", "start", //nolint:gosec,noctx // the pinned binary; runs until the packages are installed
 		"--provider-clusterrole=crossplane:allowed-provider-permissions", "--leader-election=false")
 	rcmd.Env = append(os.Environ(), "KUBECONFIG="+rbacKubeconfig)
+	x.rbacArgs, x.rbacEnv = rcmd.Args, rcmd.Env
 	if x.rbacLock, x.rbac, err = metricsPort().startHolder(ctx, "crossplane-rbac-manager", x.rbacLog, rcmd); err != nil {
 		return fail(fmt.Errorf("crossplane's RBAC manager: %w", err))
 	}
@@ -788,6 +791,35 @@ func (x *Crossplane) Stop() {
 		p.stop(syscall.SIGTERM)
 	}
 	x.reg.stop()
+}
+
+// StartRBACManager starts the RBAC manager again, for a test that installs
+// new package revisions after the environment stopped it; nothing while it
+// runs. It runs under the machine-wide lock on FixedMetricsPort, which the
+// other environments on the machine wait for to start theirs: stop it
+// (StopRBACManager) as soon as the roles it makes are there.
+func (x *Crossplane) StartRBACManager(ctx context.Context) error {
+	if x.rbac != nil {
+		return nil
+	}
+	cmd := exec.Command(x.rbacArgs[0], x.rbacArgs[1:]...) //nolint:gosec,noctx // the pinned binary, as first started; runs until StopRBACManager
+	cmd.Env = x.rbacEnv
+	lock, p, err := metricsPort().startHolder(ctx, "crossplane-rbac-manager", x.rbacLog, cmd)
+	if err != nil {
+		return fmt.Errorf("crossplane's RBAC manager: %w", err)
+	}
+	x.rbac, x.rbacLock = p, lock
+	return nil
+}
+
+// StopRBACManager stops the RBAC manager and releases the lock it runs
+// under; nothing when it is not running.
+func (x *Crossplane) StopRBACManager() { x.stopRBACManager() }
+
+// AwaitProviderRBAC waits until the RBAC manager has bound the roles of the
+// provider revision rev to the provider's service account.
+func (x *Crossplane) AwaitProviderRBAC(ctx context.Context, k *Kube, rev string) error {
+	return x.waitProviderRBAC(ctx, k, rev, x.ProviderServiceAccount)
 }
 
 func (x *Crossplane) stopRBACManager() {

@@ -291,7 +291,9 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 			// Nothing is installed: the drill does it.
 			e.Crossplane.keepRBACManager = true
 		case o.Node && o.NodeUpgradeFrom != "":
-			e.Crossplane.keepRBACManager = true
+			// The RBAC manager stops once the earlier packages are
+			// installed; the drill starts it again around each change of
+			// revisions (StartRBACManager).
 			var old string
 			if old, err = PackagesDirAt(ctx, o.NodeUpgradeFrom); err == nil {
 				err = e.Crossplane.InstallProviderPod(ctx, old, e, o.NodeConfiguration)

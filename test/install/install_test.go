@@ -276,6 +276,10 @@ func TestInstallFromTheGuide(t *testing.T) {
 		t.Fatalf("the guide failed after %s: %v\n%s\nthe cluster:\n%s\ncrossplane log:\n%s", time.Since(t0).Round(time.Second), err, lastBlock(shown), state, testenv.Tail(env.Crossplane.LogFile(), 15))
 	}
 	t.Logf("the guide ran in %s:\n%s", time.Since(t0).Round(time.Second), shown)
+	// The guide's packages are installed and their roles made: Crossplane's
+	// RBAC manager has nothing left to do here, and it holds a port and a
+	// lock every other test environment on the machine waits for.
+	env.Crossplane.StopRBACManager()
 
 	// The admin's first Tenant.
 	tenantkit.CheckSecretLogsIn(ctx, t, env, "wiki", "shared-wiki-postgresql")

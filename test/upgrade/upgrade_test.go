@@ -110,9 +110,24 @@ func TestUpgradeAndRollback(t *testing.T) {
 	step := func(what, version string, order []pkg) {
 		t.Helper()
 		w := watchReady(ctx, before)
+		// Crossplane's RBAC manager makes the new revisions' roles. It
+		// runs only while the revisions change: it holds a port and a
+		// lock that every other test environment on the machine waits
+		// for.
+		if err := env.Crossplane.StartRBACManager(ctx); err != nil {
+			t.Fatal(err)
+		}
 		for _, p := range order {
 			upgradeTo(ctx, t, p, version)
 		}
+		rev, _, err := revisions(ctx, provider.revisionKind, provider.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := env.Crossplane.AwaitProviderRBAC(ctx, env.Kube, rev); err != nil {
+			t.Fatal(err)
+		}
+		env.Crossplane.StopRBACManager()
 		newPod := providerPod(ctx, t)
 		holder(ctx, t, newPod)
 		// The runbook: once the old function Pod is gone, restart core so
