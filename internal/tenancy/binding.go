@@ -899,7 +899,22 @@ type DeliveryObservation struct {
 	// CopyPath and Copy are the delivery copy.
 	CopyPath string
 	Copy     BindingKV
+	// Known are the connection keys the provider knows of an imported
+	// Database (its database name, and the host, hostaddr, port and
+	// sslmode of its server's config): what an imported record lacks of
+	// them is taken from here into the copy (FillableKeys). Nil for a
+	// Database's own record, which has them all.
+	Known map[string]string
 }
+
+// FillableKeys are the keys of an imported credential record that the
+// delivery copy takes from what the provider knows when the record lacks
+// them: where to connect, never who or with what password. A record made
+// by another tool often holds only a username and a password (a
+// provider-sql connection Secret's endpoint is not a host the provider
+// checks); the Database controller proved that password against the
+// config's endpoint, which is what the copy then names.
+var FillableKeys = []string{"database", "host", "hostaddr", "port", "sslmode"}
 
 // DeliveryVerdict says whether and how to write the delivery copy.
 type DeliveryVerdict struct {
@@ -971,18 +986,25 @@ func DecideDelivery(o DeliveryObservation) DeliveryVerdict {
 		// acceptable only as what an admin imported.
 		return DeliveryVerdict{Reason: ReasonCredentialProjectionFailed, Message: fmt.Sprintf("the credential record %s does not belong to Database %s (uid %s): it is not copied", o.SourcePath, o.DatabaseName, o.DatabaseUID)}
 	}
+	data := make(map[string]string, len(CredentialKeys))
+	for _, k := range CredentialKeys {
+		data[k] = src.Data[k]
+	}
+	if o.Import {
+		for _, k := range FillableKeys {
+			if _, ok := src.Data[k]; !ok || (src.Data[k] == "" && k != "hostaddr") {
+				data[k] = o.Known[k]
+			}
+		}
+	}
 	var missing []string
 	for _, k := range requiredKeys {
-		if src.Data[k] == "" {
+		if data[k] == "" {
 			missing = append(missing, k)
 		}
 	}
 	if len(missing) > 0 {
 		return DeliveryVerdict{Reason: ReasonCredentialProjectionFailed, Message: fmt.Sprintf("the credential record %s of Database %s lacks %s: it is not copied", o.SourcePath, o.DatabaseName, strings.Join(missing, ", "))}
-	}
-	data := make(map[string]string, len(CredentialKeys))
-	for _, k := range CredentialKeys {
-		data[k] = src.Data[k]
 	}
 	owner := DeliveryOwner(o.Spec, o.DatabaseName, o.DatabaseUID, src.Version)
 	c := o.Copy

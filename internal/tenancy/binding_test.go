@@ -928,6 +928,40 @@ func TestDecideBindingDelivery(t *testing.T) {
 			}),
 			want: DeliveryVerdict{Write: true, Claim: true, CAS: 0, Data: sourceData(), Owner: owner},
 		},
+		// An imported record with only who and the password (as another
+		// tool writes it): the copy takes where to connect from what the
+		// provider knows; the record's own keys win.
+		"ImportedRecordLackingTheEndpointIsFilled": {
+			o: base(func(o *DeliveryObservation) {
+				o.Import = true
+				o.Source.Owner = nil
+				o.Source.Data = map[string]string{"username": "orders", "password": "pw-1", "port": "6432"}
+				o.Known = map[string]string{"database": "orders_db", "host": "pg.example", "hostaddr": "10.0.0.5", "port": "5432", "sslmode": "verify-full", "username": "known", "password": "known"}
+			}),
+			want: DeliveryVerdict{Write: true, Claim: true, Data: map[string]string{
+				"username": "orders", "password": "pw-1", "database": "orders_db", "host": "pg.example", "hostaddr": "10.0.0.5", "port": "6432", "sslmode": "verify-full",
+			}, Owner: owner},
+		},
+		// Never who or with what password, nor for a record the provider
+		// made.
+		"ImportedRecordLackingThePasswordIsNotCopied": {
+			o: base(func(o *DeliveryObservation) {
+				o.Import = true
+				o.Source.Owner = nil
+				o.Source.Data = sourceData()
+				delete(o.Source.Data, "password")
+				o.Known = map[string]string{"password": "known", "username": "known"}
+			}),
+			want: DeliveryVerdict{Reason: ReasonCredentialProjectionFailed},
+		},
+		"OwnRecordIsNeverFilled": {
+			o: base(func(o *DeliveryObservation) {
+				o.Source.Data = sourceData()
+				delete(o.Source.Data, "host")
+				o.Known = map[string]string{"host": "pg.example"}
+			}),
+			want: DeliveryVerdict{Reason: ReasonCredentialProjectionFailed},
+		},
 		// Without ownership and not an import: not this Database's.
 		"UnownedSourceOfAProvisioningDatabaseIsRefused": {
 			o:    base(func(o *DeliveryObservation) { o.Source.Owner = nil }),

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -367,6 +368,31 @@ func (e *external) observeDatabase(ctx context.Context, db *v1alpha1.Database) (
 	return d, nil
 }
 
+// knownEndpoint is what the provider knows of where an imported Database
+// is reached: its database name, and the endpoint of the server config it
+// names (the one the Database controller proved its credential against).
+// The delivery copy takes from it what the imported record lacks.
+func (e *external) knownEndpoint(ctx context.Context) (map[string]string, error) {
+	known := map[string]string{"database": e.db.Spec.ForProvider.Database}
+	ref := e.db.GetProviderConfigReference()
+	if ref == nil || ref.Name == "" {
+		return known, nil
+	}
+	cfg := &v1alpha1.ClusterProviderConfig{}
+	if err := e.kube.Get(ctx, types.NamespacedName{Name: ref.Name}, cfg); err != nil {
+		if kerrors.IsNotFound(err) {
+			return known, nil
+		}
+		return nil, fmt.Errorf("cannot read ClusterProviderConfig %s: %w", ref.Name, err)
+	}
+	ep := cfg.Spec.Endpoint
+	known["host"], known["hostaddr"], known["sslmode"] = ep.Host, ep.Hostaddr, string(ep.SSLMode)
+	if ep.Port > 0 {
+		known["port"] = strconv.Itoa(int(ep.Port))
+	}
+	return known, nil
+}
+
 // observeDelivery reads the Database's record and the delivery copy of a
 // bound, Ready Database, and decides the copy.
 func (e *external) observeDelivery(ctx context.Context, b *v1alpha1.DatabaseBinding) (managed.ExternalObservation, error) {
@@ -387,6 +413,11 @@ func (e *external) observeDelivery(ctx context.Context, b *v1alpha1.DatabaseBind
 	}
 	e.forgetDelivery()
 	var err error
+	if imported {
+		if o.Known, err = e.knownEndpoint(ctx); err != nil {
+			return managed.ExternalObservation{}, err
+		}
+	}
 	if o.Source, err = e.read(ctx, src); err != nil {
 		return e.kvFailed(b, "read the Database's credential record", err)
 	}
