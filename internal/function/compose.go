@@ -5,9 +5,16 @@
 package function
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+
+	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
 )
 
@@ -186,13 +193,12 @@ func Compose(o Observed) Desired {
 		return Desired{Resources: map[string]Resource{}, Status: Status{Phase: PhasePending, Instance: t.InstanceRef}}
 	}
 	d := Desired{Resources: map[string]Resource{}}
-	binding := bindingObject(t)
-	d.Resources[NameBinding] = Resource{Object: binding, Ready: o.Binding != nil && conditionTrue(o.Binding.Conditions, "Ready")}
+	bind := binding(t)
+	d.Resources[NameBinding] = Resource{Object: bindingObject(&bind, t.DatabaseOptions), Ready: o.Binding != nil && conditionTrue(o.Binding.Conditions, "Ready")}
 
 	st := Status{Phase: PhasePending, Instance: t.InstanceRef}
-	fp, _ := binding["spec"].(map[string]any)["forProvider"].(map[string]any)
-	st.Database, _ = fp["database"].(string)
-	st.LoginRole, _ = fp["loginRole"].(string)
+	st.Database = ptr.Deref(bind.Spec.ForProvider.Database, "")
+	st.LoginRole = ptr.Deref(bind.Spec.ForProvider.LoginRole, "")
 	if b := o.Binding; b != nil {
 		st.Instance = or(b.Instance, st.Instance)
 		st.Database = or(b.Database, st.Database)
@@ -339,55 +345,77 @@ func DatabaseName(name string) string {
 	return strings.NewReplacer("-", "_", ".", "_").Replace(name)
 }
 
-func bindingObject(t Tenant) map[string]any {
-	meta := map[string]any{"name": t.Name}
-	if t.Legacy {
-		meta["namespace"] = t.Namespace
+// binding is the DatabaseBinding a Tenant composes, built from the API's
+// own types so that a renamed or retyped field fails to compile instead
+// of composing a key the API server silently prunes. Its
+// spec.forProvider.options are left to bindingObject, which passes the
+// Tenant's on as they are.
+func binding(t Tenant) v1alpha1.DatabaseBinding {
+	b := v1alpha1.DatabaseBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: v1alpha1.DatabaseBindingKind},
+		ObjectMeta: metav1.ObjectMeta{Name: t.Name},
 	}
-	fp := map[string]any{"tenant": map[string]any{"name": t.Name, "uid": t.UID}}
-	spec := map[string]any{"forProvider": fp}
+	if t.Legacy {
+		b.Namespace = t.Namespace
+	}
+	fp := &b.Spec.ForProvider
+	fp.Tenant = v1alpha1.TenantReference{Name: t.Name, UID: t.UID}
 	if t.DatabaseRef != "" {
-		fp["databaseRef"] = t.DatabaseRef
+		fp.DatabaseRef = ptr.To(t.DatabaseRef)
 	}
 	if t.InstanceRef != "" {
-		spec["providerConfigRef"] = map[string]any{"name": t.InstanceRef, "kind": "ClusterProviderConfig"}
+		b.Spec.ProviderConfigReference = &xpv2.ProviderConfigReference{Name: t.InstanceRef, Kind: v1alpha1.ClusterProviderConfigKind}
 	}
 	if t.DatabaseRef == "" {
 		// A new database: on the server named, or (none named) on the
 		// namespace's default server, which the binder chooses once.
-		fp["database"] = DatabaseName(t.Name)
-		fp["loginRole"] = DatabaseName(t.Name)
+		fp.Database = ptr.To(DatabaseName(t.Name))
+		fp.LoginRole = ptr.To(DatabaseName(t.Name))
 	}
 	if t.Database != "" {
-		fp["database"] = t.Database
-		fp["loginRole"] = t.Database
+		fp.Database = ptr.To(t.Database)
+		fp.LoginRole = ptr.To(t.Database)
 	}
 	if t.LoginRole != "" {
-		fp["loginRole"] = t.LoginRole
+		fp.LoginRole = ptr.To(t.LoginRole)
 	}
 	if len(t.Extensions) > 0 {
-		ext := make([]any, 0, len(t.Extensions))
-		for _, e := range t.Extensions {
-			ext = append(ext, e)
-		}
-		fp["extensions"] = ext
+		fp.Extensions = t.Extensions
 	}
-	if len(t.DatabaseOptions) > 0 {
-		fp["options"] = t.DatabaseOptions
+	for _, r := range t.DataRoles {
+		fp.DataRoles = append(fp.DataRoles, v1alpha1.BindingDataRole{Name: r.Name, Access: v1alpha1.DataAccess(r.Access)})
 	}
-	if len(t.DataRoles) > 0 {
-		roles := make([]any, 0, len(t.DataRoles))
-		for _, r := range t.DataRoles {
-			roles = append(roles, map[string]any{"name": r.Name, "access": r.Access})
-		}
-		fp["dataRoles"] = roles
+	return b
+}
+
+// bindingObject is the binding as composed: b converted to its
+// unstructured form, the one conversion of the typed binding, with what
+// the conversion adds that was never composed taken out again.
+//
+// The Tenant's databaseOptions are passed on as they are, as
+// spec.forProvider.options: read as a map, they are not decoded into
+// v1alpha1.DatabaseOptions, whose omitempty fields would drop a key the
+// Tenant sets (even an empty one) and change the binding composed. That
+// key is the one API field name written as a string here:
+// TestComposedBindingDecodesStrictly decodes the binding into the API's
+// type and fails on a key the API does not know.
+func bindingObject(b *v1alpha1.DatabaseBinding, options map[string]any) map[string]any {
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(b)
+	if err != nil {
+		// Only a field of a kind JSON cannot hold (a channel, a function,
+		// a complex number) fails to convert: the API types have none.
+		panic(fmt.Sprintf("cannot convert the DatabaseBinding to unstructured: %v", err))
 	}
-	return map[string]any{
-		"apiVersion": "database.ayatori.ddupan.top/v1alpha1",
-		"kind":       "DatabaseBinding",
-		"metadata":   meta,
-		"spec":       spec,
+	// The conversion writes the zero status (status.atProvider.credential:
+	// {}): the function composes no status, the provider writes it.
+	delete(u, "status")
+	// metadata.name is omitempty in ObjectMeta; the binding always carries
+	// it, as the Tenant's name, even an empty one.
+	u["metadata"].(map[string]any)["name"] = b.Name
+	if len(options) > 0 {
+		u["spec"].(map[string]any)["forProvider"].(map[string]any)["options"] = options
 	}
+	return u
 }
 
 func externalSecretObject(in Input, t Tenant, name, key string) map[string]any {

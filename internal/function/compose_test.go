@@ -1,10 +1,14 @@
 package function
 
 import (
+	"bytes"
+	"encoding/json"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 )
 
 func dynamic() Tenant {
@@ -516,5 +520,43 @@ func TestReadBindingVersion(t *testing.T) {
 	}}})
 	if b.CredentialVersion != 7 || len(b.DataRoles) != 1 || b.DataRoles[0].Version != 2 {
 		t.Errorf("read %+v, want version 7 and the role's 2", b)
+	}
+}
+
+// The composed binding decodes strictly into the API's DatabaseBinding: a
+// key the API does not know (a field renamed in the API, or the options
+// bindingObject passes on under a name of its own) fails here instead of
+// being pruned by the API server. Decoded, it is the typed binding it was
+// built from, with the Tenant's databaseOptions as the API types them.
+func TestComposedBindingDecodesStrictly(t *testing.T) {
+	full := withRoles(dynamic(), DataRole{Name: "app", Access: "readWrite", SecretName: "x"}, DataRole{Name: "report", Access: "readOnly"})
+	full.Database, full.LoginRole = "orders", "orders_owner"
+	full.DatabaseOptions = map[string]any{"encoding": "UTF8", "localeProvider": "icu", "locale": "C", "icuLocale": "de-DE", "builtinLocale": "C.UTF-8"}
+	cases := map[string]struct {
+		t    Tenant
+		opts *v1alpha1.DatabaseOptions
+	}{
+		"EveryField": {t: full, opts: &v1alpha1.DatabaseOptions{Encoding: "UTF8", LocaleProvider: v1alpha1.LocaleProviderICU, Locale: "C", ICULocale: "de-DE", BuiltinLocale: "C.UTF-8"}},
+		"Static":     {t: Tenant{Name: "a", Namespace: "shop", UID: "t-1", DatabaseRef: "orders", Extensions: []string{"citext"}}},
+		"Legacy":     {t: Tenant{Legacy: true, Name: "app", Namespace: "team", UID: "x-1", InstanceRef: "pg1", LoginRole: "app_owner"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			raw, err := json.Marshal(Compose(Observed{Tenant: tc.t}).Resources[NameBinding].Object)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dec := json.NewDecoder(bytes.NewReader(raw))
+			dec.DisallowUnknownFields()
+			var got v1alpha1.DatabaseBinding
+			if err := dec.Decode(&got); err != nil {
+				t.Fatalf("the composed binding does not decode strictly into a DatabaseBinding: %v\n%s", err, raw)
+			}
+			want := binding(tc.t)
+			want.Spec.ForProvider.Options = tc.opts
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("decoded binding (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
