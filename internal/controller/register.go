@@ -9,6 +9,7 @@ import (
 	"ddupan.top/provider-postgresql-tenant/internal/controller/binding"
 	"ddupan.top/provider-postgresql-tenant/internal/controller/config"
 	"ddupan.top/provider-postgresql-tenant/internal/controller/database"
+	"ddupan.top/provider-postgresql-tenant/internal/memo"
 	"ddupan.top/provider-postgresql-tenant/internal/options"
 )
 
@@ -21,14 +22,14 @@ import (
 func SetupGated(mgr ctrl.Manager, o controller.Options, opts options.Options, pools *postgres.Manager, kv KV, stepHook func(string) error) error {
 	// One memory of measured database sizes: the config status controller
 	// measures them, each Database shows its own.
-	sizes := config.NewSizes()
+	sizes := memo.NewSizes()
 	so := config.StatusOptions{Namespace: opts.Namespace, Pools: pools, Interval: o.PollInterval, Sizes: sizes, SizeInterval: opts.SizeRefreshInterval}
 	if err := config.SetupGated(mgr, o, so); err != nil {
 		return err
 	}
 	// One memory of proven logins: the binder reads a delivery only when
 	// the Database's proven record version moved or its check is due.
-	logins := database.NewLogins()
+	logins := memo.NewLogins()
 	if err := database.SetupGated(mgr, o, database.Deps{Options: opts, Pools: pools, KV: kv, StepHook: stepHook, Logins: logins, Sizes: sizes}); err != nil {
 		return err
 	}

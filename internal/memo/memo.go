@@ -1,8 +1,12 @@
-// Package memo keeps, in memory and per object, what a controller proved at
-// its last look (a login, a delivery in sync), so that later polls can
-// rely on it until it is due again. Nothing in it survives a restart, and
-// nothing stays after it is due: what was kept for an object deleted while
-// its controller was not looking is dropped once due.
+// Package memo keeps, in memory and per object, what a controller proved or
+// measured at its last look (a login, a delivery in sync, a database's
+// size), so that later polls can rely on it until it is due again. The
+// memories one controller fills and another reads (Logins, Sizes) live
+// here, with the keys both spell them by (DataRoleKey, PoolRef), so that
+// no controller imports another. Nothing in it survives a restart. A Memo
+// keeps nothing after it is due: what was kept for an object deleted
+// while its controller was not looking is dropped once due; Sizes drops a
+// config's sizes once the config is gone.
 package memo
 
 import (

@@ -11,6 +11,7 @@ import (
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 	"ddupan.top/provider-postgresql-tenant/internal/clients/openbao"
+	"ddupan.top/provider-postgresql-tenant/internal/memo"
 	"ddupan.top/provider-postgresql-tenant/internal/metrics"
 	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
 )
@@ -54,12 +55,11 @@ func (e *external) roleCandidates(b *v1alpha1.DatabaseBinding, all bool) []strin
 }
 
 // roleProofKey is the memory of data role name's last delivery in sync;
-// roleRecordKey the Database controller's memory of its proven login.
+// the Database controller keeps the role's proven login under
+// memo.DataRoleKey.
 func (e *external) roleProofKey(name string) types.UID {
 	return types.UID(string(e.uid) + "/role/" + name)
 }
-
-func roleRecordKey(db, name string) types.UID { return types.UID(db + "/data-role/" + name) }
 
 // observeRoles decides every data role of a binding whose own credential
 // is delivered, and reports them in the binding's status. It returns
@@ -89,7 +89,7 @@ func (e *external) observeRoles(ctx context.Context, b *v1alpha1.DatabaseBinding
 		proof := tenancy.DeliveryProof{DatabaseUID: o.Delivery.DatabaseUID, SourcePath: o.Delivery.SourcePath, CopyPath: o.Delivery.CopyPath}
 		var err error
 		switch {
-		case o.NeedsSource() && e.rememberedAt(e.roleProofKey(name), roleRecordKey(o.Delivery.DatabaseUID, name), proof, now):
+		case o.NeedsSource() && e.rememberedAt(e.roleProofKey(name), memo.DataRoleKey(types.UID(o.Delivery.DatabaseUID), name), proof, now):
 			metrics.DeliveryRemembered()
 			e.roles = append(e.roles, tenancy.RoleDeliveryVerdict{Name: name, Action: tenancy.RoleInSync})
 			continue

@@ -15,6 +15,7 @@ import (
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 	"ddupan.top/provider-postgresql-tenant/internal/clients/openbao"
+	"ddupan.top/provider-postgresql-tenant/internal/memo"
 	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
 	"ddupan.top/provider-postgresql-tenant/internal/testenv"
 )
@@ -41,7 +42,7 @@ func makeRoleReady(t *testing.T, db *v1alpha1.Database, name string, access v1al
 	if err != nil {
 		t.Fatal(err)
 	}
-	proven.set(roleRecordKey(string(db.GetUID()), name), ver)
+	proven.set(memo.DataRoleKey(db.GetUID(), name), ver)
 	testenv.EditStatus(t, env.Kube.Client, db, func(db *v1alpha1.Database) {
 		db.Status.AtProvider.DataRoles = append(db.Status.AtProvider.DataRoles, v1alpha1.DataRoleObservation{Name: name, Role: role, Access: access, CredentialPath: p, Ready: true})
 	})

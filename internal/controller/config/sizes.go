@@ -2,11 +2,9 @@ package config
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 	"ddupan.top/provider-postgresql-tenant/internal/clients/postgres"
@@ -16,62 +14,6 @@ import (
 // DefaultSizeInterval is how often, at most, the sizes of one config's
 // databases are measured.
 const DefaultSizeInterval = 5 * time.Minute
-
-// Sizes holds what each config's size refreshes know, in memory: the
-// config status controller measures the sizes (one statement per
-// postgres.SizeBatch databases of a config, every interval; see
-// tenancy.PlanSizes and tenancy.MergeSizes for what a failed statement
-// costs) and each Database copies its own into its status when it moved
-// enough (tenancy.SizeWorthWriting). Lost on restart, when the first
-// refresh measures again.
-type Sizes struct {
-	mu sync.Mutex
-	m  map[types.UID]measured
-}
-
-type measured struct {
-	name  string
-	state tenancy.SizeState
-}
-
-// NewSizes returns an empty cache.
-func NewSizes() *Sizes { return &Sizes{m: map[types.UID]measured{}} }
-
-// Get returns the last known size of database on the config with that UID,
-// and when it was measured (earlier than the last refresh when its
-// measurement has failed since).
-func (s *Sizes) Get(config types.UID, database string) (int64, time.Time, bool) {
-	if s == nil {
-		return 0, time.Time{}, false
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	m, ok := s.m[config].state.Sizes[database]
-	return m.Bytes, m.At, ok
-}
-
-func (s *Sizes) state(config types.UID) tenancy.SizeState {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.m[config].state
-}
-
-func (s *Sizes) put(config types.UID, name string, st tenancy.SizeState) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.m[config] = measured{name: name, state: st}
-}
-
-// forgetName drops the sizes of the config of that name (it is gone).
-func (s *Sizes) forgetName(name string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for uid, m := range s.m {
-		if m.name == name {
-			delete(s.m, uid)
-		}
-	}
-}
 
 // refreshSizes measures the databases of the config's Databases when due
 // (tenancy.SizeRefreshDue), one statement per postgres.SizeBatch of them,
@@ -85,7 +27,7 @@ func (r *statusReconciler) refreshSizes(ctx context.Context, obj *v1alpha1.Clust
 	if s == nil {
 		return false
 	}
-	prevState := s.state(obj.GetUID())
+	prevState := s.State(obj.GetUID())
 	if !tenancy.SizeRefreshDue(prevState, now, r.opts.SizeInterval) {
 		return false
 	}
@@ -111,7 +53,7 @@ func (r *statusReconciler) refreshSizes(ctx context.Context, obj *v1alpha1.Clust
 	batches, deferred := tenancy.PlanSizes(names, prevState.Failed, now, postgres.SizeBatch)
 	outcomes, problem := pool.MeasureSizes(ctx, batches)
 	next := tenancy.MergeSizes(prevState, names, outcomes, problem, now, r.opts.SizeRetryBase)
-	s.put(obj.GetUID(), obj.GetName(), next)
+	s.Put(obj.GetUID(), obj.GetName(), next)
 	sum := tenancy.SummarizeSizeState(databases, next)
 	r.log.Debug("Measured the databases", "config", ref, "databases", sum.Databases, "total", sum.Total, "statements", len(batches),
 		"deferred", len(deferred), "notMeasured", sum.NotMeasured, "problem", problem, "took", time.Since(start))

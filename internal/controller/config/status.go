@@ -25,6 +25,7 @@ import (
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 	"ddupan.top/provider-postgresql-tenant/internal/clients/postgres"
+	"ddupan.top/provider-postgresql-tenant/internal/memo"
 	"ddupan.top/provider-postgresql-tenant/internal/metrics"
 	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
 )
@@ -40,9 +41,6 @@ type Object interface {
 	ConfigSpec() *v1alpha1.ProviderConfigSpec
 	ConfigStatus() *v1alpha1.ProviderConfigStatus
 }
-
-// Ref names a config in the pool manager: kind/namespace/name.
-func Ref(kind, namespace, name string) string { return kind + "/" + namespace + "/" + name }
 
 // TargetOf returns the pool target of an endpoint.
 func TargetOf(e v1alpha1.Endpoint) postgres.Target {
@@ -62,7 +60,7 @@ type StatusOptions struct {
 	// Sizes, when set, receives the sizes of each Ready config's
 	// databases, measured at most every SizeInterval (default
 	// DefaultSizeInterval) at a health check.
-	Sizes        *Sizes
+	Sizes        *memo.Sizes
 	SizeInterval time.Duration
 	// SizeRetryBase is the backoff base of a database whose size could not
 	// be measured (0: tenancy.SizeRetryBase): shorter in tests.
@@ -133,7 +131,7 @@ type statusReconciler struct {
 }
 
 func (r *statusReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	ref := Ref(r.kind, req.Namespace, req.Name)
+	ref := memo.PoolRef(r.kind, req.Namespace, req.Name)
 	log := r.log.WithValues("config", ref)
 
 	obj := &v1alpha1.ClusterProviderConfig{}
@@ -143,7 +141,7 @@ func (r *statusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 			r.opts.Pools.Remove(ref)
 			r.forgetWarning(ref)
 			if r.opts.Sizes != nil {
-				r.opts.Sizes.forgetName(req.Name)
+				r.opts.Sizes.ForgetName(req.Name)
 			}
 			return reconcile.Result{}, nil
 		}
@@ -373,7 +371,7 @@ func (r *statusReconciler) events(obj Object, prev xpv2.Condition, v tenancy.Con
 	switch {
 	case v.Ready:
 		r.record.Event(obj, event.Normal("Ready", v.Message))
-		if o.Superuser && r.warnOnce(Ref(r.kind, obj.GetNamespace(), obj.GetName())) {
+		if o.Superuser && r.warnOnce(memo.PoolRef(r.kind, obj.GetNamespace(), obj.GetName())) {
 			r.record.Event(obj, event.Warning("SuperuserAdmin", fmt.Errorf("the admin role is a superuser; the provider needs only CREATEDB and CREATEROLE: use a less privileged role")))
 		}
 	case v.Phase == v1alpha1.ConfigPhaseDeleting:

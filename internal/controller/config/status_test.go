@@ -22,6 +22,7 @@ import (
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 	"ddupan.top/provider-postgresql-tenant/internal/clients/postgres"
 	"ddupan.top/provider-postgresql-tenant/internal/controller/config"
+	"ddupan.top/provider-postgresql-tenant/internal/memo"
 	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
 	"ddupan.top/provider-postgresql-tenant/internal/testenv"
 	"ddupan.top/provider-postgresql-tenant/internal/testenv/inproc"
@@ -695,7 +696,7 @@ func TestPublicConnectOnDefaultDatabasesIsAWarning(t *testing.T) {
 		return readyIs(corev1.ConditionTrue, "Ready")(o) && strings.Contains(o.GetCondition(xpv2.TypeReady).Message, "WARNING: the admin role's sessions are on postgres, where neither it nor PUBLIC holds CONNECT")
 	})
 	wantStatus(t, cpc, v1alpha1.ConfigPhaseReady, "Ready", "run GRANT CONNECT ON DATABASE postgres TO <the admin role>")
-	pools.Remove(config.Ref(v1alpha1.ClusterProviderConfigKind, "", cpc.GetName()))
+	pools.Remove(memo.PoolRef(v1alpha1.ClusterProviderConfigKind, "", cpc.GetName()))
 	waitFor(t, cpc, "InsufficientPrivileges", readyIs(corev1.ConditionFalse, "InsufficientPrivileges"))
 	wantStatus(t, cpc, v1alpha1.ConfigPhaseValidating, "InsufficientPrivileges", `permission denied for database "postgres"`)
 	exec("GRANT CONNECT ON DATABASE postgres TO " + admin)

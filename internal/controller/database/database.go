@@ -30,10 +30,10 @@ import (
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 	"ddupan.top/provider-postgresql-tenant/internal/clients/openbao"
 	"ddupan.top/provider-postgresql-tenant/internal/clients/postgres"
-	"ddupan.top/provider-postgresql-tenant/internal/controller/config"
 	"ddupan.top/provider-postgresql-tenant/internal/controller/quiet"
 	"ddupan.top/provider-postgresql-tenant/internal/controller/requeue"
 	"ddupan.top/provider-postgresql-tenant/internal/controller/tenants"
+	"ddupan.top/provider-postgresql-tenant/internal/memo"
 	"ddupan.top/provider-postgresql-tenant/internal/metrics"
 	"ddupan.top/provider-postgresql-tenant/internal/options"
 	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
@@ -87,10 +87,10 @@ type Deps struct {
 	StepHook func(step string) error
 	// Logins is the memory of proven logins, shared with the
 	// DatabaseBinding controller (nil: a memory of its own).
-	Logins *Logins
+	Logins *memo.Logins
 	// Sizes are the database sizes the config status controller measures
 	// (nil: no sizes in status).
-	Sizes *config.Sizes
+	Sizes *memo.Sizes
 	// Tenants, when set, is read instead of the Tenant cache Setup makes
 	// (tenants.NewCache): a reader that may be behind the API server
 	// (fault injection for tests).
@@ -102,11 +102,11 @@ type Deps struct {
 	PollObserver func(name string, poll time.Duration)
 }
 
-func (d Deps) logins() *Logins {
+func (d Deps) logins() *memo.Logins {
 	if d.Logins != nil {
 		return d.Logins
 	}
-	return NewLogins()
+	return memo.NewLogins()
 }
 
 // SetupGated registers the Database controller once its CRDs exist.
@@ -221,7 +221,7 @@ type connector struct {
 	deps    Deps
 	record  event.Recorder
 	confirm *confirmer
-	logins  *Logins
+	logins  *memo.Logins
 }
 
 // Connect records the usage of the config, shows the binding, decides a
@@ -282,7 +282,7 @@ func (c *connector) Connect(ctx context.Context, db *v1alpha1.Database) (managed
 	if v := tenancy.InstanceGate(meta.WasDeleted(cfg), cfg.GetCondition(xpv2.TypeReady), meta.WasDeleted(db)); v != "" {
 		return nil, instanceNotReady(db, name+" "+v)
 	}
-	pool, ok := c.deps.Pools.Lookup(config.Ref(v1alpha1.ClusterProviderConfigKind, "", ref.Name), cfg.GetUID())
+	pool, ok := c.deps.Pools.Lookup(memo.PoolRef(v1alpha1.ClusterProviderConfigKind, "", ref.Name), cfg.GetUID())
 	if !ok {
 		return nil, instanceNotReady(db, name+" has no validated connection yet")
 	}

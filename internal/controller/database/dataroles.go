@@ -11,10 +11,10 @@ import (
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/event"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 	"ddupan.top/provider-postgresql-tenant/internal/clients/postgres"
+	"ddupan.top/provider-postgresql-tenant/internal/memo"
 	"ddupan.top/provider-postgresql-tenant/internal/metrics"
 	"ddupan.top/provider-postgresql-tenant/internal/scram"
 	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
@@ -41,12 +41,6 @@ type dataRole struct {
 	obs     tenancy.DataRoleObservation
 	verdict tenancy.DataRoleVerdict
 	limits  tenancy.EffectiveLimits
-}
-
-// dataRoleKey is the key of a data role's proven login in the memory of
-// logins (beside its Database's own).
-func dataRoleKey(db *v1alpha1.Database, name string) types.UID {
-	return types.UID(string(db.GetUID()) + "/data-role/" + name)
 }
 
 // dataRoleNames are the names to observe: the spec's, then those the
@@ -122,12 +116,12 @@ func (e *external) observeDataRoles(ctx context.Context, db *v1alpha1.Database) 
 		if e.logins != nil && e.opts.LoginCheckInterval > 0 {
 			if v.Ready {
 				rec := o.KV.WithoutPassword()
-				e.logins.Put(dataRoleKey(db, name), tenancy.ProvenLogin{
+				e.logins.Put(memo.DataRoleKey(db.GetUID(), name), tenancy.ProvenLogin{
 					Fingerprint: fmt.Sprintf("%s kv=%d", fingerprint, o.KV.Version), Record: &rec,
 					Due: tenancy.NextLoginDue(now, e.opts.LoginCheckInterval, e.logins.Spread()),
 				}, now)
 			} else {
-				e.logins.Forget(dataRoleKey(db, name))
+				e.logins.Forget(memo.DataRoleKey(db.GetUID(), name))
 			}
 		}
 		out = append(out, dataRole{obs: o, verdict: v, limits: lim})
@@ -181,7 +175,7 @@ func (e *external) lastDataLogin(db *v1alpha1.Database, name string) *tenancy.Pr
 	if e.logins == nil || e.opts.LoginCheckInterval <= 0 {
 		return nil
 	}
-	return e.logins.Get(dataRoleKey(db, name))
+	return e.logins.Get(memo.DataRoleKey(db.GetUID(), name))
 }
 
 // dataLogin logs in as a data role to its database. A refusal of the
@@ -270,7 +264,7 @@ func (e *external) applyDataRoles(ctx context.Context, db *v1alpha1.Database) er
 			continue
 		}
 		if e.logins != nil && len(v.Actions) > 0 {
-			e.logins.Forget(dataRoleKey(db, o.Name))
+			e.logins.Forget(memo.DataRoleKey(db.GetUID(), o.Name))
 		}
 		password := o.KV.Data["password"]
 		for _, a := range v.Actions {

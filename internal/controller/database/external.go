@@ -23,7 +23,7 @@ import (
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 	"ddupan.top/provider-postgresql-tenant/internal/clients/openbao"
 	"ddupan.top/provider-postgresql-tenant/internal/clients/postgres"
-	"ddupan.top/provider-postgresql-tenant/internal/controller/config"
+	"ddupan.top/provider-postgresql-tenant/internal/memo"
 	"ddupan.top/provider-postgresql-tenant/internal/metrics"
 	"ddupan.top/provider-postgresql-tenant/internal/options"
 	"ddupan.top/provider-postgresql-tenant/internal/scram"
@@ -71,7 +71,7 @@ type external struct {
 	hook    func(string) error
 	record  event.Recorder
 	confirm *confirmer
-	logins  *Logins
+	logins  *memo.Logins
 	kube    client.Client
 	cfgVer  string
 	// cfgLimits are the config's spec.tenantLimits: the defaults of the
@@ -105,7 +105,7 @@ type external struct {
 	optionPolicy *v1alpha1.DatabaseOptionsPolicy
 	createOpts   postgres.CreateOptions
 	// sizes are the config's measured database sizes; cfgUID its UID.
-	sizes  *config.Sizes
+	sizes  *memo.Sizes
 	cfgUID types.UID
 	// dataRoles are the data roles Observe found, when the owner is
 	// Ready.
@@ -504,7 +504,7 @@ func (e *external) forgetLogin(db *v1alpha1.Database) {
 		// other roles' grants, a repair) is checked on its data roles too.
 		names, _ := dataRoleNames(db, e.roleList)
 		for _, name := range names {
-			e.logins.Forget(dataRoleKey(db, name))
+			e.logins.Forget(memo.DataRoleKey(db.GetUID(), name))
 		}
 	}
 }
@@ -963,7 +963,7 @@ func (e *external) cleanup(ctx context.Context, db *v1alpha1.Database) error {
 	// next check of their grants shows, not what was proven before it.
 	if e.logins != nil {
 		for _, r := range db.Spec.ForProvider.DataRoles {
-			e.logins.Forget(dataRoleKey(db, r.Name))
+			e.logins.Forget(memo.DataRoleKey(db.GetUID(), r.Name))
 		}
 	}
 	if err != nil {

@@ -24,6 +24,7 @@ import (
 	"ddupan.top/provider-postgresql-tenant/internal/controller/binding"
 	"ddupan.top/provider-postgresql-tenant/internal/controller/config"
 	"ddupan.top/provider-postgresql-tenant/internal/controller/database"
+	"ddupan.top/provider-postgresql-tenant/internal/memo"
 	"ddupan.top/provider-postgresql-tenant/internal/options"
 	"ddupan.top/provider-postgresql-tenant/internal/testenv"
 )
@@ -129,11 +130,11 @@ func Start(e *testenv.Env, co Options) (*Controllers, func(), error) {
 	if err := config.Setup(mgr, o); err != nil {
 		return nil, nil, err
 	}
-	sizes := config.NewSizes()
+	sizes := memo.NewSizes()
 	if err := config.SetupStatus(mgr, o, config.StatusOptions{Namespace: opts.Namespace, Pools: pools, Interval: co.ConfigInterval, RetryInterval: co.ConfigRetry, Sizes: sizes, SizeInterval: co.SizeInterval, SizeRetryBase: co.SizeRetryBase}); err != nil {
 		return nil, nil, err
 	}
-	logins := database.NewLogins()
+	logins := memo.NewLogins()
 	var dkv database.KV = kv
 	if co.WrapKV != nil {
 		dkv = co.WrapKV(kv)

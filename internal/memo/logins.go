@@ -1,4 +1,4 @@
-package database
+package memo
 
 import (
 	"slices"
@@ -6,7 +6,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"ddupan.top/provider-postgresql-tenant/internal/memo"
 	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
 )
 
@@ -14,16 +13,17 @@ import (
 // succeeded and the record it used, so that a steady-state Observe reads
 // the catalog but neither the record nor logs in unless something changed
 // or the periodic check is due (tenancy.LoginDue, tenancy.RememberedRecord).
+// Each data role's login is kept beside its Database's, under DataRoleKey.
 // It lives in memory: after a restart, every Database reads its record and
 // logs in at its first Observe. The DatabaseBinding controller asks it
 // which record version stands (RecordVersion).
 type Logins struct {
-	*memo.Memo[tenancy.ProvenLogin]
+	*Memo[tenancy.ProvenLogin]
 }
 
 // NewLogins returns an empty memory of proven logins.
 func NewLogins() *Logins {
-	return &Logins{memo.New(func(p tenancy.ProvenLogin) tenancy.ProvenLogin {
+	return &Logins{New(func(p tenancy.ProvenLogin) tenancy.ProvenLogin {
 		p.Installed = slices.Clone(p.Installed)
 		if p.Record != nil {
 			r := p.Record.WithoutPassword()
