@@ -631,7 +631,10 @@ func TestPublicConnectOnDefaultDatabasesIsAWarning(t *testing.T) {
 		"run GRANT CONNECT ON DATABASE postgres TO <the admin role>; REVOKE CONNECT ON DATABASE postgres FROM PUBLIC; GRANT CONNECT ON DATABASE postgres TO <the roles that need it>; REVOKE CONNECT ON DATABASE template1 FROM PUBLIC",
 		"sessions are on postgres, where it may connect only through PUBLIC")
 
-	// From here on, every read of the config must find it Ready.
+	// From here on, every read of the config must find it Ready. The
+	// key is taken before: the waits below read into cpc while the
+	// goroutine reads.
+	key := client.ObjectKeyFromObject(cpc)
 	stop, done := make(chan struct{}), make(chan []string)
 	go func() {
 		var notReady []string
@@ -647,7 +650,7 @@ func TestPublicConnectOnDefaultDatabasesIsAWarning(t *testing.T) {
 			case <-time.After(100 * time.Millisecond):
 			}
 			o := &v1alpha1.ClusterProviderConfig{}
-			if err := env.Kube.Client.Get(ctx, client.ObjectKeyFromObject(cpc), o); err != nil {
+			if err := env.Kube.Client.Get(ctx, key, o); err != nil {
 				notReady = append(notReady, err.Error())
 				continue
 			}
