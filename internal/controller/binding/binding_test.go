@@ -233,6 +233,13 @@ func makeReady(t *testing.T, db *v1alpha1.Database, password string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	markReady(t, db, p, ver)
+}
+
+// markReady marks the Database Ready with version ver of its record at p
+// proven, as the Database controller does once the record logs in.
+func markReady(t *testing.T, db *v1alpha1.Database, p string, ver int) {
+	t.Helper()
 	proven.set(db.GetUID(), ver)
 	testenv.EditStatus(t, env.Kube.Client, db, func(db *v1alpha1.Database) {
 		db.Status.SetConditions(xpv2.Available())

@@ -46,12 +46,7 @@ func TestImportedRecordLackingTheEndpointIsDeliveredWhole(t *testing.T) {
 	}
 	// Ready with the record, as the Database controller makes an import
 	// whose credential logs in.
-	proven.set(db.GetUID(), ver)
-	testenv.EditStatus(t, env.Kube.Client, db, func(db *v1alpha1.Database) {
-		db.Status.SetConditions(xpv2.Available())
-		db.Status.AtProvider.Phase = v1alpha1.DatabasePhaseReady
-		db.Status.AtProvider.Credential.Path = imported
-	})
+	markReady(t, db, imported, ver)
 	uid := tenant(t, ns, "legacy", "legacy-db")
 	create(t, staticBinding(ns, "legacy", uid, inst, db.GetName()))
 	got := awaitCopy(t, copyPath(ns, "legacy"), "the imported credential is delivered", func(r *openbao.Record) bool {
