@@ -248,6 +248,24 @@ type Observation struct {
 	// Limits are the limits in effect for the login role (the config's
 	// defaults and the Database's overrides).
 	Limits EffectiveLimits
+
+	// PreWrite is what the checks made before any write found, when the
+	// verdict asked for them (NeedsExtensionCheck, NeedsOptionsCheck).
+	PreWrite PreWriteChecks
+}
+
+// PreWriteChecks are the findings of the checks a Database makes before it
+// writes anything: whether each requested extension is one the owner can
+// create, and whether the database options are allowed and supported. The
+// controller runs a check only when the verdict without it asks for it,
+// then decides again with its finding.
+type PreWriteChecks struct {
+	// ExtensionProblems say, one each, why a requested extension cannot
+	// be created by the database owner.
+	ExtensionProblems []string
+	// OptionsReason and OptionsMessage say why the database options may
+	// not be used ("" when they may).
+	OptionsReason, OptionsMessage string
 }
 
 // Verdict is what to report and do.
@@ -395,7 +413,38 @@ func EndpointChange(record, want map[string]string) string {
 // The access cleanup is decided last: it runs only on an otherwise settled
 // verdict.
 func Decide(o Observation) Verdict {
-	return decideCleanup(o, decideRotation(o, decide(o)))
+	return refusedBeforeWrites(o, decideCleanup(o, decideRotation(o, decide(o))))
+}
+
+// NeedsExtensionCheck reports whether the requested extensions must be
+// checked before the verdict v is acted on: before a Database is created,
+// and before missing extensions are installed. Never for an import (it
+// installs only what it proves) or while deleting.
+func NeedsExtensionCheck(o Observation, v Verdict) bool {
+	return !o.Deleting && !o.Import && v.Reason == "" && (!v.Exists || slices.Contains(v.Repairs, RepairExtensions))
+}
+
+// NeedsOptionsCheck reports whether the database options must be checked
+// before the verdict v is acted on: while the database does not exist yet.
+func NeedsOptionsCheck(o Observation, v Verdict) bool {
+	return !o.Deleting && !o.Import && v.Reason == "" && !o.DB.Exists
+}
+
+// refusedBeforeWrites turns v into a refusal when a check made before any
+// write found a problem: an extension the owner cannot create is
+// InvalidSpec, options that may not be used are what their check says.
+// The resource then counts as existing and up to date, so that nothing is
+// created or changed until the spec (or the server) changes.
+func refusedBeforeWrites(o Observation, v Verdict) Verdict {
+	if NeedsExtensionCheck(o, v) && len(o.PreWrite.ExtensionProblems) > 0 {
+		v.Exists, v.UpToDate, v.Reason = true, true, ReasonInvalidSpec
+		v.Message = strings.Join(o.PreWrite.ExtensionProblems, "; ") + "; nothing was created or changed"
+		return v
+	}
+	if NeedsOptionsCheck(o, v) && o.PreWrite.OptionsReason != "" {
+		v.Exists, v.UpToDate, v.Reason, v.Message = true, true, o.PreWrite.OptionsReason, o.PreWrite.OptionsMessage
+	}
+	return v
 }
 
 // decide is Decide without credential rotation.

@@ -288,8 +288,7 @@ func (e *external) Observe(ctx context.Context, db *v1alpha1.Database) (managed.
 		}
 		v = tenancy.Decide(o)
 	}
-	e.obs = o
-	if !meta.WasDeleted(db) && v.Reason == "" && !o.Import && (!v.Exists || slices.Contains(v.Repairs, tenancy.RepairExtensions)) {
+	if tenancy.NeedsExtensionCheck(o, v) {
 		// Every requested extension must be one the owner can create
 		// before any write. A failed query is DependencyUnavailable, never
 		// "unsupported".
@@ -297,18 +296,16 @@ func (e *external) Observe(ctx context.Context, db *v1alpha1.Database) (managed.
 		if err != nil {
 			return managed.ExternalObservation{}, fail(db, tenancy.ReasonDependencyUnavailable, "cannot check pg_available_extensions for the requested extensions: "+err.Error())
 		}
-		if len(problems) > 0 {
-			v.Exists, v.UpToDate, v.Reason = true, true, tenancy.ReasonInvalidSpec
-			v.Message = strings.Join(problems, "; ") + "; nothing was created or changed"
-		}
+		o.PreWrite.ExtensionProblems = problems
+		v = tenancy.Decide(o)
 	}
-	if !meta.WasDeleted(db) && v.Reason == "" && !o.Import && !cat.DatabaseExists {
+	if tenancy.NeedsOptionsCheck(o, v) {
 		// The encoding and locale must be allowed and supported before
 		// any write.
-		if reason, msg := e.checkOptions(ctx, db); reason != "" {
-			v.Exists, v.UpToDate, v.Reason, v.Message = true, true, reason, msg
-		}
+		o.PreWrite.OptionsReason, o.PreWrite.OptionsMessage = e.checkOptions(ctx, db)
+		v = tenancy.Decide(o)
 	}
+	e.obs = o
 	e.dataRoles = nil
 	if err := e.readRoleList(ctx, o); err != nil {
 		return managed.ExternalObservation{}, failFrom(db, "read the data roles' list", err)
