@@ -1,7 +1,8 @@
 // Command testrun is `make test`: it builds every test binary once, then
-// runs the whole suite on the default PostgreSQL major and the
-// PostgreSQL-facing packages on each other major, several packages at a
-// time, and ends with what failed.
+// runs the whole suite on the default PostgreSQL major, the SQL packages on
+// each other major and the rest of the PostgreSQL-facing packages on the
+// majors the code branches at, several packages at a time, and ends with
+// what failed.
 //
 // The work is a list of jobs, one per package and major. The packages on
 // the test node (one node runs on a machine at a time) run one after
@@ -78,7 +79,7 @@ func main() {
 	flag.StringVar(&sqlPkgs, "sql-pkgs", "", "the packages run on each of -majors (patterns go list takes): where the SQL is proven statement by statement")
 	flag.StringVar(&majors, "majors", "14 15 16 18", "the PostgreSQL majors of the matrix, besides the default: -sql-pkgs run on each")
 	flag.StringVar(&branchMajors, "branch-majors", "", "the majors of -majors on which -matrix-pkgs and -matrix-e2e run too (empty: all of -majors)")
-	flag.StringVar(&o.matrixE2E, "matrix-e2e", "", "the test/e2e tests run again on each of -majors (a -run pattern; empty: none)")
+	flag.StringVar(&o.matrixE2E, "matrix-e2e", "", "the test/e2e tests run again on each branch major (a -run pattern; empty: none)")
 	flag.IntVar(&o.jobs, "jobs", 4, "packages run at once besides the node lane")
 	flag.IntVar(&o.poolNice, "pool-nice", 10, "the niceness of the pool's jobs: the node lane, the critical path, gets the CPU first (0: none)")
 	flag.DurationVar(&o.timeout, "timeout", 30*time.Minute, "the timeout of one package's run")
@@ -435,7 +436,7 @@ func execute(ctx context.Context, o options, j *job) {
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	_, _ = fmt.Fprintf(f, "# %s: %s %s (in %s)\n", j.name, bin, strings.Join(args, " "), j.dir)
+	_, _ = fmt.Fprintf(f, "# %s: %s %s (in %s)\n", j.name, name, strings.Join(args, " "), j.dir)
 	j.err = cmd.Run()
 	if cmd.ProcessState != nil {
 		// The binary's and the servers' it waited for.
