@@ -75,9 +75,6 @@ func TestEstimateLeft(t *testing.T) {
 // The matrix: the SQL packages on every major, the rest of the matrix and
 // its test/e2e tests on the branch majors only.
 func TestPlanRunsTheSQLPackagesOnEveryMajorAndTheRestOnBranchMajors(t *testing.T) {
-	if testing.Short() {
-		t.Skip("lists the module's packages with go list")
-	}
 	o := options{
 		nodePkgs:     []string{"../../test/e2e/"},
 		sqlPkgs:      []string{"../../internal/clients/postgres/"},

@@ -533,3 +533,19 @@ func (p *Postgres) SuperConnT(t testing.TB, database string) *pgx.Conn {
 	t.Cleanup(func() { _ = c.Close(context.Background()) })
 	return c
 }
+
+// AdminConnT connects as the provider's admin role (AdminUser) for a test,
+// failing it on error and closing the connection when the test ends.
+func (p *Postgres) AdminConnT(t testing.TB, database string) *pgx.Conn {
+	t.Helper()
+	cfg, err := p.ConnConfig(p.AdminUser, p.AdminPassword, database)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := pgx.ConnectConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return c
+}
