@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -400,10 +401,23 @@ func (b *OpenBao) AuditEntries() ([]AuditEntry, error) {
 		return nil, err
 	}
 	defer func() { _ = f.Close() }()
+	return readAudit(f)
+}
+
+// readAudit parses the complete lines of an audit log. OpenBao writes a
+// line while the test reads the file, so the last line may be only partly
+// written: a line without its newline is left for the next read.
+func readAudit(r io.Reader) ([]AuditEntry, error) {
 	var out []AuditEntry
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
-	for sc.Scan() {
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		line, err := br.ReadBytes('\n')
+		if errors.Is(err, io.EOF) {
+			return out, nil // a partial last line, or none
+		}
+		if err != nil {
+			return out, err
+		}
 		var l struct {
 			Type string `json:"type"`
 			Auth struct {
@@ -419,7 +433,7 @@ func (b *OpenBao) AuditEntries() ([]AuditEntry, error) {
 				} `json:"auth"`
 			} `json:"response"`
 		}
-		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+		if err := json.Unmarshal(line, &l); err != nil {
 			return nil, fmt.Errorf("audit log: %w", err)
 		}
 		if l.Type != "response" {
@@ -431,5 +445,4 @@ func (b *OpenBao) AuditEntries() ([]AuditEntry, error) {
 		}
 		out = append(out, AuditEntry{Operation: l.Request.Operation, Path: l.Request.Path, ServiceAccountNamespace: ns})
 	}
-	return out, sc.Err()
 }
