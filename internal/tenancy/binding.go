@@ -643,40 +643,15 @@ func ReleasedStatus(claim v1alpha1.ClaimReference) v1alpha1.BindingStatus {
 
 // DecideBinding decides what the binder does with one DatabaseBinding.
 func DecideBinding(o BindingObservation) BindingDecision {
-	if o.Deleting || o.Standing.Standing == StandingGone {
-		if len(o.Readers) > 0 {
-			// The Secret goes first: while an ExternalSecret still reads
-			// the delivery copy, nothing is released and the copy stays, so
-			// the app's Secret never outlives what it was made from nor
-			// points at a copy removed under it. This holds for a binding
-			// whose Tenant is gone too (the Tenant is deleted before the
-			// garbage collector deletes its binding and ExternalSecret).
-			return BindingDecision{
-				Action: ActionWait, Phase: o.Phase, Record: o.Recorded, Reason: ReasonWaitingForExternalSecret,
-				Message: fmt.Sprintf("waiting for %s of this namespace, which reads this binding's credential, to be deleted: only then is the Database released and the delivery copy removed", describeReaders(o.Readers)),
-			}
-		}
-		if o.Deleting {
-			return decideRelease(o)
-		}
+	if v, done := decideLeaving(o); done {
+		return v
 	}
 	s, d := o.Spec, o.Database
 	if msg := validateSpec(s); msg != "" {
 		return refuse(v1alpha1.BindingPhasePending, ReasonInvalidSpec, msg)
 	}
-	switch st := o.Standing; st.Standing {
-	case StandingTenants:
-	case StandingGone:
-		return decideOrphaned(o)
-	case StandingPending:
-		return wait(v1alpha1.BindingPhasePending, st.Reason, st.Message)
-	default:
-		// Forged, or not decided (the zero value never binds).
-		reason, msg := st.Reason, st.Message
-		if reason == "" {
-			reason, msg = ReasonNotATenantsBinding, "whether a Tenant controls this DatabaseBinding is not known: nothing is bound"
-		}
-		return refuse(v1alpha1.BindingPhasePending, reason, msg)
+	if v, done := decideNotTenants(o); done {
+		return v
 	}
 	if d.Present && claimNames(d.ClaimRef, s) && released(d) {
 		// Only an admin's edit of spec.claimRef makes a released Database
@@ -688,37 +663,103 @@ func DecideBinding(o BindingObservation) BindingDecision {
 	}
 	// Nothing grants use from here on: a one-sided record is cleared.
 	if !d.Present {
-		if o.Recorded.DatabaseName != "" {
-			return refuse(v1alpha1.BindingPhasePending, ReasonDatabaseNotFound, fmt.Sprintf("the bound Database %s (uid %s) no longer exists: the Tenant's database is not replaced silently; recreate the Tenant, or restore the Database with spec.claimRef naming this Tenant", o.Recorded.DatabaseName, o.Recorded.DatabaseUID))
-		}
-		if s.Static() {
-			return refuse(v1alpha1.BindingPhasePending, ReasonDatabaseNotFound, fmt.Sprintf("Database %s does not exist", s.DatabaseRef))
-		}
-		on := s
-		if s.Instance == "" {
-			// Placed once, on the namespace's one default server: the
-			// Database created records it, and is read from then on.
-			name, v, ok := defaultInstance(s, o.Default)
-			if !ok {
-				return v
-			}
-			on.Instance = name
-		}
-		if msg := instanceProblem(on.Instance, o.Instance); msg != "" {
-			return wait(v1alpha1.BindingPhasePending, ReasonInstanceNotReady, msg)
-		}
-		if v, refused := namespaceRefusal(s, on.Instance, o.Instance); refused {
-			return v
-		}
-		return BindingDecision{
-			Action: ActionCreateDynamic, Phase: v1alpha1.BindingPhaseBinding, Reason: ReasonProvisioning,
-			Message: fmt.Sprintf("creating Database %s on ClusterProviderConfig %s", s.DatabaseName(), on.Instance),
-			Create:  NewDynamicDatabase(on, o.Instance.DefaultReclaimPolicy),
-		}
+		return decideNoDatabase(o)
 	}
 	if v, refused := claimRefusal(o); refused {
 		return v
 	}
+	return decideClaim(o)
+}
+
+// decideLeaving decides a binding being deleted or whose Tenant is gone
+// while an ExternalSecret still reads its delivery copy (it waits), and
+// the release of one being deleted; it returns false for anything else.
+func decideLeaving(o BindingObservation) (BindingDecision, bool) {
+	if !o.Deleting && o.Standing.Standing != StandingGone {
+		return BindingDecision{}, false
+	}
+	if len(o.Readers) > 0 {
+		// The Secret goes first: while an ExternalSecret still reads
+		// the delivery copy, nothing is released and the copy stays, so
+		// the app's Secret never outlives what it was made from nor
+		// points at a copy removed under it. This holds for a binding
+		// whose Tenant is gone too (the Tenant is deleted before the
+		// garbage collector deletes its binding and ExternalSecret).
+		return BindingDecision{
+			Action: ActionWait, Phase: o.Phase, Record: o.Recorded, Reason: ReasonWaitingForExternalSecret,
+			Message: fmt.Sprintf("waiting for %s of this namespace, which reads this binding's credential, to be deleted: only then is the Database released and the delivery copy removed", describeReaders(o.Readers)),
+		}, true
+	}
+	if o.Deleting {
+		return decideRelease(o), true
+	}
+	return BindingDecision{}, false
+}
+
+// decideNotTenants decides a binding that does not count as its Tenant's:
+// one whose Tenant is gone releases its Database, one whose Tenant does
+// not list it yet waits, and any other is refused. It returns false for a
+// binding that counts.
+func decideNotTenants(o BindingObservation) (BindingDecision, bool) {
+	switch st := o.Standing; st.Standing {
+	case StandingTenants:
+		return BindingDecision{}, false
+	case StandingGone:
+		return decideOrphaned(o), true
+	case StandingPending:
+		return wait(v1alpha1.BindingPhasePending, st.Reason, st.Message), true
+	default:
+		// Forged, or not decided (the zero value never binds).
+		reason, msg := st.Reason, st.Message
+		if reason == "" {
+			reason, msg = ReasonNotATenantsBinding, "whether a Tenant controls this DatabaseBinding is not known: nothing is bound"
+		}
+		return refuse(v1alpha1.BindingPhasePending, reason, msg), true
+	}
+}
+
+// decideNoDatabase decides a binding whose Database does not exist: a
+// bound Database that is gone, or a static binding's, is refused; a
+// dynamic binding's is created on its server, once that server and the
+// namespace's share of it allow.
+func decideNoDatabase(o BindingObservation) BindingDecision {
+	s := o.Spec
+	if o.Recorded.DatabaseName != "" {
+		return refuse(v1alpha1.BindingPhasePending, ReasonDatabaseNotFound, fmt.Sprintf("the bound Database %s (uid %s) no longer exists: the Tenant's database is not replaced silently; recreate the Tenant, or restore the Database with spec.claimRef naming this Tenant", o.Recorded.DatabaseName, o.Recorded.DatabaseUID))
+	}
+	if s.Static() {
+		return refuse(v1alpha1.BindingPhasePending, ReasonDatabaseNotFound, fmt.Sprintf("Database %s does not exist", s.DatabaseRef))
+	}
+	on := s
+	if s.Instance == "" {
+		// Placed once, on the namespace's one default server: the
+		// Database created records it, and is read from then on.
+		name, v, ok := defaultInstance(s, o.Default)
+		if !ok {
+			return v
+		}
+		on.Instance = name
+	}
+	if msg := instanceProblem(on.Instance, o.Instance); msg != "" {
+		return wait(v1alpha1.BindingPhasePending, ReasonInstanceNotReady, msg)
+	}
+	if v, refused := namespaceRefusal(s, on.Instance, o.Instance); refused {
+		return v
+	}
+	return BindingDecision{
+		Action: ActionCreateDynamic, Phase: v1alpha1.BindingPhaseBinding, Reason: ReasonProvisioning,
+		Message: fmt.Sprintf("creating Database %s on ClusterProviderConfig %s", s.DatabaseName(), on.Instance),
+		Create:  NewDynamicDatabase(on, o.Instance.DefaultReclaimPolicy),
+	}
+}
+
+// decideClaim decides an existing Database that no other Tenant holds and
+// whose claimRef does not name this one yet: a static binding claims it
+// once it is on the named server, that server and the Database are Ready
+// and, when no admin reserved it, the namespace may take one more; a
+// dynamic binding never takes it over.
+func decideClaim(o BindingObservation) BindingDecision {
+	s, d := o.Spec, o.Database
 	if !s.Static() {
 		// The Database named after this Tenant's UID exists without a
 		// claim (or one reserved without a UID): it was not provisioned for

@@ -468,66 +468,81 @@ func decide(o Observation) Verdict {
 		// or repair something else; while deleting, drop nothing.
 		return Verdict{Exists: true, UpToDate: true, Phase: v1alpha1.DatabasePhasePending, Reason: ReasonImmutableField, Message: msg}
 	}
+	v, rec := decideOwnership(o)
+	if vanished, done := decideVanished(o, v, rec); done {
+		return vanished
+	}
+	if held, done := decideConflicts(o, v, rec); done {
+		return held
+	}
+	v.Phase = provisionedPhase(v, rec.credential)
+	v.Exists = v.DBOurs
+	if !v.Exists {
+		return decideProvisioning(o, v)
+	}
+	return decideDrift(o, v, rec)
+}
+
+// ownRecord is what a provisioning Database's own credential record
+// proves: whether it holds a password, and the OIDs of the database and
+// the role this Database created ("" until they are recorded).
+type ownRecord struct {
+	credential           bool
+	databaseOID, roleOID string
+}
+
+// decideOwnership decides which of the KV record, the role and the
+// database are provably this provisioning Database's, and what its own
+// record proves.
+func decideOwnership(o Observation) (Verdict, ownRecord) {
 	v := Verdict{}
 	v.KVOurs = KVOurs(o.KV, o.Identity)
-	credential := v.KVOurs && o.KV.Data["password"] != ""
-	recorded, recordedRole := "", ""
+	rec := ownRecord{credential: v.KVOurs && o.KV.Data["password"] != ""}
 	if v.KVOurs {
-		recorded, recordedRole = o.KV.Owner[MetaDatabaseOID], o.KV.Owner[MetaRoleOID]
+		rec.databaseOID, rec.roleOID = o.KV.Owner[MetaDatabaseOID], o.KV.Owner[MetaRoleOID]
 	}
 	// A role is ours when our record names its OID, or (before the OID is
 	// recorded) when our own credential logs in as it.
 	if o.R.Exists {
-		if recordedRole != "" {
-			v.RoleOurs = recordedRole == fmt.Sprint(o.R.OID)
+		if rec.roleOID != "" {
+			v.RoleOurs = rec.roleOID == fmt.Sprint(o.R.OID)
 		} else {
-			v.RoleOurs = credential && passwordAccepted(o.Login)
+			v.RoleOurs = rec.credential && passwordAccepted(o.Login)
 		}
 	}
 	// A database is ours when our record names its OID, or (before the OID
 	// is recorded, e.g. after an interruption) when its owner is our proven
 	// role.
 	if o.DB.Exists {
-		if recorded != "" {
-			v.DBOurs = recorded == fmt.Sprint(o.DB.OID)
+		if rec.databaseOID != "" {
+			v.DBOurs = rec.databaseOID == fmt.Sprint(o.DB.OID)
 		} else {
 			v.DBOurs = v.RoleOurs && o.DB.Owner == o.Role
 		}
 	}
+	return v, rec
+}
 
-	if v.KVOurs && recorded != "" && !o.DB.Exists && !o.Deleting {
-		// Our record proves the database was created (its OID is on record)
-		// and it is gone: creating it again would hand the tenant an empty
-		// database as if nothing happened.
-		v.Exists, v.UpToDate, v.Reason = true, true, ReasonDatabaseVanished
-		v.Phase = v1alpha1.DatabasePhasePending
-		v.Message = fmt.Sprintf("the database %q that this Database created (OID %s) no longer exists on the server; the provider does not create it again empty. Restore it from a backup (a restored database has another OID: import it with a Database whose managementPolicies lack Create), or delete this Database (with reclaimPolicy Delete its role and credential record %s go too); nothing was written", o.Database, recorded, o.Path)
-		return v
+// decideVanished stops a Database whose record proves it created a
+// database that is gone from the server, or returns false.
+func decideVanished(o Observation, v Verdict, rec ownRecord) (Verdict, bool) {
+	if !v.KVOurs || rec.databaseOID == "" || o.DB.Exists || o.Deleting {
+		return v, false
 	}
+	// Our record proves the database was created (its OID is on record)
+	// and it is gone: creating it again would hand the tenant an empty
+	// database as if nothing happened.
+	v.Exists, v.UpToDate, v.Reason = true, true, ReasonDatabaseVanished
+	v.Phase = v1alpha1.DatabasePhasePending
+	v.Message = fmt.Sprintf("the database %q that this Database created (OID %s) no longer exists on the server; the provider does not create it again empty. Restore it from a backup (a restored database has another OID: import it with a Database whose managementPolicies lack Create), or delete this Database (with reclaimPolicy Delete its role and credential record %s go too); nothing was written", o.Database, rec.databaseOID, o.Path)
+	return v, true
+}
 
-	var conflicts []string
-	if o.KV.Present && !v.KVOurs {
-		conflicts = append(conflicts, fmt.Sprintf("the KV record %s exists and belongs to %s", o.Path, describeOwner(o.KV.Owner)))
-	}
-	if o.R.Exists && !v.RoleOurs {
-		switch {
-		case recordedRole != "":
-			conflicts = append(conflicts, fmt.Sprintf("the role %q exists with OID %d, but this Database created OID %s (dropped and re-created by someone else?)", o.Role, o.R.OID, recordedRole))
-		case o.Login == LoginUnavailable:
-			// Cannot tell now; not a conflict, not ours either.
-		case credential:
-			conflicts = append(conflicts, fmt.Sprintf("the role %q exists and this Database's credential does not log in as it", o.Role))
-		default:
-			conflicts = append(conflicts, fmt.Sprintf("the role %q exists and this Database has no credential that proves it created it", o.Role))
-		}
-	}
-	if o.DB.Exists && !v.DBOurs && o.Login != LoginUnavailable {
-		if recorded != "" {
-			conflicts = append(conflicts, fmt.Sprintf("the database %q exists with OID %d, but this Database created OID %s (dropped and re-created by someone else?)", o.Database, o.DB.OID, recorded))
-		} else {
-			conflicts = append(conflicts, fmt.Sprintf("the database %q exists, owned by %q, and was not created by this Database", o.Database, o.DB.Owner))
-		}
-	}
+// decideConflicts stops a Database when something with its names exists
+// that is not provably its own (a Conflict), or whose ownership cannot be
+// checked now; it returns false when nothing is in the way.
+func decideConflicts(o Observation, v Verdict, rec ownRecord) (Verdict, bool) {
+	conflicts := ownershipConflicts(o, v, rec)
 	if len(conflicts) == 0 && o.Login == LoginUnavailable && ((o.R.Exists && !v.RoleOurs) || (o.DB.Exists && !v.DBOurs)) {
 		// Something exists whose ownership cannot be checked now: neither
 		// adopt it nor call it a conflict; change nothing and retry.
@@ -535,99 +550,155 @@ func decide(o Observation) Verdict {
 		switch {
 		case v.DBOurs:
 			v.Phase = v1alpha1.DatabasePhaseDatabaseCreated
-		case credential:
+		case rec.credential:
 			v.Phase = v1alpha1.DatabasePhaseCredentialCreated
 		default:
 			v.Phase = v1alpha1.DatabasePhasePending
 		}
 		v.Message = "cannot verify who owns the existing role or database now (logging in failed for a reason other than the password); nothing was changed"
-		return v
+		return v, true
 	}
-	if len(conflicts) > 0 {
-		v.Reason = ReasonConflict
-		// What is proven this Database's, beside what is not: after an
-		// interrupted create, a human sees which steps completed.
-		var confirmed []string
-		if v.KVOurs {
-			confirmed = append(confirmed, "its credential record "+o.Path)
-		}
-		if o.R.Exists && v.RoleOurs {
-			confirmed = append(confirmed, fmt.Sprintf("the role %q (OID %d)", o.Role, o.R.OID))
-		}
-		if o.DB.Exists && v.DBOurs {
-			confirmed = append(confirmed, fmt.Sprintf("the database %q (OID %d)", o.Database, o.DB.OID))
-		}
-		proven := "Nothing is proven this Database's"
-		if len(confirmed) > 0 {
-			proven = "Proven this Database's: " + strings.Join(confirmed, ", ")
-		}
-		v.Conflict = "Not proven this Database's: " + strings.Join(conflicts, "; ") + ". " + proven + ". Nothing of it was changed. To manage an existing database, import it with a Database whose managementPolicies lack Create and whose spec.forProvider.credentialPath names its credential; to start over, remove what is listed (after checking nobody uses it)."
-		// Report existing and up to date so that Crossplane neither creates
-		// nor updates anything.
-		v.Exists, v.UpToDate = true, true
-		v.Phase = v1alpha1.DatabasePhasePending
-		v.Message = v.Conflict
-		return v
+	if len(conflicts) == 0 {
+		return v, false
 	}
+	v.Reason = ReasonConflict
+	v.Conflict = "Not proven this Database's: " + strings.Join(conflicts, "; ") + ". " + provenOwn(o, v) + ". Nothing of it was changed. To manage an existing database, import it with a Database whose managementPolicies lack Create and whose spec.forProvider.credentialPath names its credential; to start over, remove what is listed (after checking nobody uses it)."
+	// Report existing and up to date so that Crossplane neither creates
+	// nor updates anything.
+	v.Exists, v.UpToDate = true, true
+	v.Phase = v1alpha1.DatabasePhasePending
+	v.Message = v.Conflict
+	return v, true
+}
 
-	// Phase: the last step confirmed by the observation.
-	v.Phase = v1alpha1.DatabasePhasePlanned
+// ownershipConflicts lists what exists with this Database's names without
+// proof that it is this Database's.
+func ownershipConflicts(o Observation, v Verdict, rec ownRecord) []string {
+	var conflicts []string
+	if o.KV.Present && !v.KVOurs {
+		conflicts = append(conflicts, fmt.Sprintf("the KV record %s exists and belongs to %s", o.Path, describeOwner(o.KV.Owner)))
+	}
+	if o.R.Exists && !v.RoleOurs {
+		switch {
+		case rec.roleOID != "":
+			conflicts = append(conflicts, fmt.Sprintf("the role %q exists with OID %d, but this Database created OID %s (dropped and re-created by someone else?)", o.Role, o.R.OID, rec.roleOID))
+		case o.Login == LoginUnavailable:
+			// Cannot tell now; not a conflict, not ours either.
+		case rec.credential:
+			conflicts = append(conflicts, fmt.Sprintf("the role %q exists and this Database's credential does not log in as it", o.Role))
+		default:
+			conflicts = append(conflicts, fmt.Sprintf("the role %q exists and this Database has no credential that proves it created it", o.Role))
+		}
+	}
+	if o.DB.Exists && !v.DBOurs && o.Login != LoginUnavailable {
+		if rec.databaseOID != "" {
+			conflicts = append(conflicts, fmt.Sprintf("the database %q exists with OID %d, but this Database created OID %s (dropped and re-created by someone else?)", o.Database, o.DB.OID, rec.databaseOID))
+		} else {
+			conflicts = append(conflicts, fmt.Sprintf("the database %q exists, owned by %q, and was not created by this Database", o.Database, o.DB.Owner))
+		}
+	}
+	return conflicts
+}
+
+// provenOwn says what is proven this Database's, to stand beside a
+// conflict: after an interrupted create, a human sees which steps
+// completed.
+func provenOwn(o Observation, v Verdict) string {
+	var confirmed []string
+	if v.KVOurs {
+		confirmed = append(confirmed, "its credential record "+o.Path)
+	}
+	if o.R.Exists && v.RoleOurs {
+		confirmed = append(confirmed, fmt.Sprintf("the role %q (OID %d)", o.Role, o.R.OID))
+	}
+	if o.DB.Exists && v.DBOurs {
+		confirmed = append(confirmed, fmt.Sprintf("the database %q (OID %d)", o.Database, o.DB.OID))
+	}
+	if len(confirmed) == 0 {
+		return "Nothing is proven this Database's"
+	}
+	return "Proven this Database's: " + strings.Join(confirmed, ", ")
+}
+
+// provisionedPhase is the last provisioning step the observation confirms.
+func provisionedPhase(v Verdict, credential bool) v1alpha1.DatabasePhase {
 	switch {
 	case v.DBOurs:
-		v.Phase = v1alpha1.DatabasePhaseDatabaseCreated
+		return v1alpha1.DatabasePhaseDatabaseCreated
 	case v.RoleOurs:
-		v.Phase = v1alpha1.DatabasePhaseRoleCreated
+		return v1alpha1.DatabasePhaseRoleCreated
 	case credential:
-		v.Phase = v1alpha1.DatabasePhaseCredentialCreated
+		return v1alpha1.DatabasePhaseCredentialCreated
 	}
+	return v1alpha1.DatabasePhasePlanned
+}
 
-	v.Exists = v.DBOurs
-	if !v.Exists {
-		if v.RoleOurs && !o.R.AdminMember && !o.R.AdminCanAdmin {
-			// Creating the database needs the membership, and granting it
-			// needs ADMIN OPTION on the role: nothing more can be done.
-			v.Exists, v.UpToDate, v.Reason = true, true, ReasonInsufficientPrivileges
-			v.Message = noAdminOption(o.Role, "make itself a member of it to create the database")
-			return v
-		}
-		v.Message = fmt.Sprintf("provisioning: %s", nextStep(v.Phase))
+// decideProvisioning decides a Database whose database is not (yet) its
+// own: the next provisioning step, unless the admin lacks the privileges
+// to take it.
+func decideProvisioning(o Observation, v Verdict) Verdict {
+	if v.RoleOurs && !o.R.AdminMember && !o.R.AdminCanAdmin {
+		// Creating the database needs the membership, and granting it
+		// needs ADMIN OPTION on the role: nothing more can be done.
+		v.Exists, v.UpToDate, v.Reason = true, true, ReasonInsufficientPrivileges
+		v.Message = noAdminOption(o.Role, "make itself a member of it to create the database")
 		return v
 	}
+	v.Message = fmt.Sprintf("provisioning: %s", nextStep(v.Phase))
+	return v
+}
+
+// decideDrift decides a provisioned Database: the repairs of what drifted
+// from what it provisioned, and whether it is Ready.
+func decideDrift(o Observation, v Verdict, rec ownRecord) Verdict {
 	if o.Login == LoginUnavailable {
 		v.UpToDate, v.Reason = true, ReasonDependencyUnavailable
 		v.Message = "the database exists but logging in as its role failed for a reason other than the password; retrying"
 		return v
 	}
-
-	// Drift of what is ours.
-	switch {
-	case !sameData(o.KV.Data, o.WantData):
-		// Altered fields: restore them, keeping the record's password (or,
-		// when the current version lost it, the newest earlier one that
-		// still logs in).
-		v.Repairs = append(v.Repairs, RepairKVRecord)
-	case o.Login == LoginRefused && recordedRole == "":
-		// Cannot happen (without the role's OID on record only a login
-		// proves the role ours); kept as the record repair it always was.
-		v.Repairs = append(v.Repairs, RepairKVRecord)
-	}
-	if o.Login == LoginRefused && recordedRole != "" {
-		// The role this Database created (its OID is on record) refuses
-		// the record's password: someone changed it. The record is the
-		// truth; the role gets its password back, without any login with
-		// another one.
-		v.Repairs = append(v.Repairs, RepairPassword)
-	}
-	if missingOwnerKeys(o.KV.Owner, o.Identity) || recorded == "" || recordedRole == "" {
-		v.Repairs = append(v.Repairs, RepairOwnerMetadata)
-	}
-	v.Repairs = append(v.Repairs, catalogRepairs(o)...)
+	v.Repairs = append(recordRepairs(o, rec), catalogRepairs(o)...)
 	if needsAdminOption(v.Repairs) && !o.R.AdminCanAdmin {
 		v.UpToDate, v.Reason, v.Repairs = true, ReasonInsufficientPrivileges, nil
 		v.Message = noAdminOption(o.Role, "repair it")
 		return v
 	}
 	v.UpToDate = len(v.Repairs) == 0
+	return provisionedState(o, v)
+}
+
+// recordRepairs lists the repairs of the KV record, its ownership
+// metadata and the role's password that the observation calls for, in the
+// order they apply.
+func recordRepairs(o Observation, rec ownRecord) []Repair {
+	var r []Repair
+	switch {
+	case !sameData(o.KV.Data, o.WantData):
+		// Altered fields: restore them, keeping the record's password (or,
+		// when the current version lost it, the newest earlier one that
+		// still logs in).
+		r = append(r, RepairKVRecord)
+	case o.Login == LoginRefused && rec.roleOID == "":
+		// Cannot happen (without the role's OID on record only a login
+		// proves the role ours); kept as the record repair it always was.
+		r = append(r, RepairKVRecord)
+	}
+	if o.Login == LoginRefused && rec.roleOID != "" {
+		// The role this Database created (its OID is on record) refuses
+		// the record's password: someone changed it. The record is the
+		// truth; the role gets its password back, without any login with
+		// another one.
+		r = append(r, RepairPassword)
+	}
+	if missingOwnerKeys(o.KV.Owner, o.Identity) || rec.databaseOID == "" || rec.roleOID == "" {
+		r = append(r, RepairOwnerMetadata)
+	}
+	return r
+}
+
+// provisionedState decides the phase, reason and message of a provisioned
+// Database once its repairs are known: Ready only when nothing is left to
+// repair and the credential's password is accepted.
+func provisionedState(o Observation, v Verdict) Verdict {
 	switch {
 	case o.R.Elevated:
 		v.Message = fmt.Sprintf("the role %q has been given SUPERUSER, REPLICATION or BYPASSRLS by someone; only a superuser can take that away", o.Role)
@@ -658,6 +729,9 @@ func decide(o Observation) Verdict {
 	return v
 }
 
+// decideImport decides an import: what of it is proven, the differences
+// from what a tenant database is, and the repairs of them when its
+// policies allow Update.
 func decideImport(o Observation) Verdict {
 	v := Verdict{Exists: o.DB.Exists, UpToDate: true}
 	// For an import, "ours" means named by the admin and proven by the
@@ -674,6 +748,45 @@ func decideImport(o Observation) Verdict {
 		return v
 	}
 	v.Phase = v1alpha1.DatabasePhaseDatabaseCreated
+	d := importDifferences(o)
+	v.Differences = d
+	if len(d) > 0 && o.ImportUpdate && o.R.Exists && o.Login == LoginOK {
+		// The admin allowed updates and the record's credential logs in as
+		// the role: repair what differs, never the password.
+		v.Repairs = catalogRepairs(o)
+		v.UpToDate = len(v.Repairs) == 0
+		if needsAdminOption(v.Repairs) && !o.R.AdminCanAdmin {
+			v.Repairs, v.UpToDate = nil, true
+			v.Reason = ReasonInsufficientPrivileges
+			v.Message = noAdminOption(o.Role, "repair the import") + ". Differences: " + strings.Join(d, "; ")
+			return v
+		}
+	}
+	if len(d) == 0 {
+		v.Ready = true
+		v.Phase = v1alpha1.DatabasePhaseReady
+		v.Message = fmt.Sprintf("imported read-only: database %q, role %q and the credential at %s match", o.Database, o.Role, o.Path)
+		if o.ImportUpdate {
+			v.Message = fmt.Sprintf("imported with Update allowed: database %q, role %q and the credential at %s match; drift is repaired", o.Database, o.Role, o.Path)
+		}
+		return v
+	}
+	v.Reason = ReasonImportDifferences
+	switch {
+	case len(v.Repairs) > 0:
+		v.Reason = ""
+		v.Message = "imported with Update allowed: repairing " + JoinRepairs(v.Repairs) + ". Differences: " + strings.Join(d, "; ")
+	case o.ImportUpdate:
+		v.Message = "imported with Update allowed; nothing was changed (" + importNotRepaired(o) + "). Differences: " + strings.Join(d, "; ")
+	default:
+		v.Message = "imported read-only; nothing was changed. Differences: " + strings.Join(d, "; ")
+	}
+	return v
+}
+
+// importDifferences lists how an existing imported database, its role and
+// its credential differ from what a tenant database is.
+func importDifferences(o Observation) []string {
 	var d []string
 	if !o.R.Exists {
 		d = append(d, fmt.Sprintf("the role %q does not exist", o.Role))
@@ -713,39 +826,7 @@ func decideImport(o Observation) Verdict {
 	if m := Missing(o.Requested, o.Installed); len(m) > 0 && o.Login == LoginOK {
 		d = append(d, fmt.Sprintf("extensions not installed: %v", m))
 	}
-	v.Differences = d
-	if len(d) > 0 && o.ImportUpdate && o.R.Exists && o.Login == LoginOK {
-		// The admin allowed updates and the record's credential logs in as
-		// the role: repair what differs, never the password.
-		v.Repairs = catalogRepairs(o)
-		v.UpToDate = len(v.Repairs) == 0
-		if needsAdminOption(v.Repairs) && !o.R.AdminCanAdmin {
-			v.Repairs, v.UpToDate = nil, true
-			v.Reason = ReasonInsufficientPrivileges
-			v.Message = noAdminOption(o.Role, "repair the import") + ". Differences: " + strings.Join(d, "; ")
-			return v
-		}
-	}
-	if len(d) == 0 {
-		v.Ready = true
-		v.Phase = v1alpha1.DatabasePhaseReady
-		v.Message = fmt.Sprintf("imported read-only: database %q, role %q and the credential at %s match", o.Database, o.Role, o.Path)
-		if o.ImportUpdate {
-			v.Message = fmt.Sprintf("imported with Update allowed: database %q, role %q and the credential at %s match; drift is repaired", o.Database, o.Role, o.Path)
-		}
-		return v
-	}
-	v.Reason = ReasonImportDifferences
-	switch {
-	case len(v.Repairs) > 0:
-		v.Reason = ""
-		v.Message = "imported with Update allowed: repairing " + JoinRepairs(v.Repairs) + ". Differences: " + strings.Join(d, "; ")
-	case o.ImportUpdate:
-		v.Message = "imported with Update allowed; nothing was changed (" + importNotRepaired(o) + "). Differences: " + strings.Join(d, "; ")
-	default:
-		v.Message = "imported read-only; nothing was changed. Differences: " + strings.Join(d, "; ")
-	}
-	return v
+	return d
 }
 
 // importNotRepaired says why an import whose policies allow Update repairs

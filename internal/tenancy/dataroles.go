@@ -247,20 +247,8 @@ func decideDataRole(o DataRoleObservation, id Identity) DataRoleVerdict {
 	if !o.Wanted {
 		return decideDataRoleRemoval(o, ours, roleOurs)
 	}
-	if o.KV.Present && !ours {
-		return DataRoleVerdict{Conflict: fmt.Sprintf("the data role %q: the KV record %s exists and belongs to %s; nothing of it was changed", o.Name, o.Path, describeOwner(o.KV.Owner))}
-	}
-	if o.R.Exists && !roleOurs {
-		switch {
-		case !ours:
-			return DataRoleVerdict{Conflict: fmt.Sprintf("the data role %q: the role %q exists and this Database has no record of creating it; nothing of it was changed (drop it, or choose another name)", o.Name, o.Role)}
-		case recordedOID != "":
-			return DataRoleVerdict{Conflict: fmt.Sprintf("the data role %q: the role %q exists with OID %d, but this Database created OID %s (dropped and re-created by someone else?); nothing of it was changed", o.Name, o.Role, o.R.OID, recordedOID)}
-		case o.Login == LoginUnavailable || o.Login == LoginNotTried:
-			return DataRoleVerdict{Message: fmt.Sprintf("the data role %q: cannot tell yet whether the role %q is this Database's: its credential could not be tried", o.Name, o.Role)}
-		default:
-			return DataRoleVerdict{Conflict: fmt.Sprintf("the data role %q: the role %q exists, this Database's record does not name its OID and the record's password does not log in as it; nothing of it was changed", o.Name, o.Role)}
-		}
+	if v, held := dataRoleConflict(o, ours, roleOurs, recordedOID); held {
+		return v
 	}
 	if !ours {
 		return DataRoleVerdict{Actions: []DataRoleAction{DataRoleWriteRecord, DataRoleCreate, DataRoleRecordOID, DataRoleGrant},
@@ -275,6 +263,36 @@ func decideDataRole(o DataRoleObservation, id Identity) DataRoleVerdict {
 		}
 		return DataRoleVerdict{Actions: []DataRoleAction{DataRoleCreate, DataRoleRecordOID, DataRoleGrant}, Message: msg}
 	}
+	return decideDataRoleRepairs(o, recordedOID)
+}
+
+// dataRoleConflict stops a wanted data role whose record or role exists
+// without proof that it is this Database's (a conflict), or whose role's
+// ownership cannot be told yet; it returns false when nothing is in the
+// way.
+func dataRoleConflict(o DataRoleObservation, ours, roleOurs bool, recordedOID string) (DataRoleVerdict, bool) {
+	if o.KV.Present && !ours {
+		return DataRoleVerdict{Conflict: fmt.Sprintf("the data role %q: the KV record %s exists and belongs to %s; nothing of it was changed", o.Name, o.Path, describeOwner(o.KV.Owner))}, true
+	}
+	if !o.R.Exists || roleOurs {
+		return DataRoleVerdict{}, false
+	}
+	switch {
+	case !ours:
+		return DataRoleVerdict{Conflict: fmt.Sprintf("the data role %q: the role %q exists and this Database has no record of creating it; nothing of it was changed (drop it, or choose another name)", o.Name, o.Role)}, true
+	case recordedOID != "":
+		return DataRoleVerdict{Conflict: fmt.Sprintf("the data role %q: the role %q exists with OID %d, but this Database created OID %s (dropped and re-created by someone else?); nothing of it was changed", o.Name, o.Role, o.R.OID, recordedOID)}, true
+	case o.Login == LoginUnavailable || o.Login == LoginNotTried:
+		return DataRoleVerdict{Message: fmt.Sprintf("the data role %q: cannot tell yet whether the role %q is this Database's: its credential could not be tried", o.Name, o.Role)}, true
+	default:
+		return DataRoleVerdict{Conflict: fmt.Sprintf("the data role %q: the role %q exists, this Database's record does not name its OID and the record's password does not log in as it; nothing of it was changed", o.Name, o.Role)}, true
+	}
+}
+
+// decideDataRoleRepairs decides a wanted data role whose record and role
+// are this Database's: what to record, repair, rotate or grant, and
+// whether it is Ready.
+func decideDataRoleRepairs(o DataRoleObservation, recordedOID string) DataRoleVerdict {
 	var v DataRoleVerdict
 	var why []string
 	if recordedOID == "" {

@@ -58,6 +58,23 @@ func ResolveOptions(requested *v1alpha1.DatabaseOptions, policy *v1alpha1.Databa
 			allow = *policy.Allowed
 		}
 	}
+	v := OptionsVerdict{Effective: effectiveOptions(req, def)}
+	if denied := deniedOptions(req, def, allow); len(denied) > 0 {
+		v.Reason = ReasonDatabaseOptionsNotAllowed
+		v.Message = "spec.forProvider.options asks what the ClusterProviderConfig does not allow: " + strings.Join(denied, "; ") +
+			"; a platform admin may add the values to spec.databaseOptions.allowed of the ClusterProviderConfig; nothing was created"
+		return v
+	}
+	if bad := unusableOptions(req, v.Effective, major); len(bad) > 0 {
+		v.Reason = ReasonDatabaseOptionsUnsupported
+		v.Message = "the database options cannot be used: " + strings.Join(bad, "; ") + "; nothing was created"
+	}
+	return v
+}
+
+// effectiveOptions are the options asked of the server: each of the
+// Database's, else the config's default.
+func effectiveOptions(req, def v1alpha1.DatabaseOptions) v1alpha1.DatabaseOptions {
 	eff := v1alpha1.DatabaseOptions{
 		Encoding:       pick(req.Encoding, def.Encoding),
 		LocaleProvider: v1alpha1.LocaleProvider(pick(string(req.LocaleProvider), string(def.LocaleProvider))),
@@ -77,8 +94,12 @@ func ResolveOptions(requested *v1alpha1.DatabaseOptions, policy *v1alpha1.Databa
 			eff.BuiltinLocale = def.BuiltinLocale
 		}
 	}
-	v := OptionsVerdict{Effective: eff}
+	return eff
+}
 
+// deniedOptions lists the requested option values that are neither the
+// config's default nor in its allow-list.
+func deniedOptions(req, def v1alpha1.DatabaseOptions, allow v1alpha1.AllowedDatabaseOptions) []string {
 	var denied []string
 	deny := func(field, value, dflt string, allowed []string) {
 		if value == "" || strings.EqualFold(value, dflt) || slices.ContainsFunc(allowed, func(a string) bool { return strings.EqualFold(a, value) }) {
@@ -102,13 +123,13 @@ func ResolveOptions(requested *v1alpha1.DatabaseOptions, policy *v1alpha1.Databa
 	}
 	deny("icuLocale", req.ICULocale, defICU, allow.ICULocales)
 	deny("builtinLocale", req.BuiltinLocale, defBuiltin, allow.BuiltinLocales)
-	if len(denied) > 0 {
-		v.Reason = ReasonDatabaseOptionsNotAllowed
-		v.Message = "spec.forProvider.options asks what the ClusterProviderConfig does not allow: " + strings.Join(denied, "; ") +
-			"; a platform admin may add the values to spec.databaseOptions.allowed of the ClusterProviderConfig; nothing was created"
-		return v
-	}
+	return denied
+}
 
+// unusableOptions lists why the effective options cannot be used: a
+// provider's locale asked without that provider, or a locale provider the
+// server's major lacks or that lacks its locale.
+func unusableOptions(req, eff v1alpha1.DatabaseOptions, major int) []string {
 	var bad []string
 	switch {
 	case req.ICULocale != "" && eff.LocaleProvider != v1alpha1.LocaleProviderICU:
@@ -130,11 +151,7 @@ func ResolveOptions(requested *v1alpha1.DatabaseOptions, policy *v1alpha1.Databa
 			bad = append(bad, "localeProvider builtin needs a builtinLocale (in spec.forProvider.options or the config's defaults)")
 		}
 	}
-	if len(bad) > 0 {
-		v.Reason = ReasonDatabaseOptionsUnsupported
-		v.Message = "the database options cannot be used: " + strings.Join(bad, "; ") + "; nothing was created"
-	}
-	return v
+	return bad
 }
 
 func pick(a, b string) string {
