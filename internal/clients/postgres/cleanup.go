@@ -67,9 +67,48 @@ func (p *Pool) CleanupAccess(ctx context.Context, database, role string, keep []
 
 	// 1. The database's privileges of other roles, with the owner's
 	// privileges (the admin holds them through its membership).
-	grantees, err := p.queryPairs(ctx, qCleanupDatabaseGrantees, database, role, keep)
+	if err := p.revokeDatabaseGrants(ctx, database, role, d, keep, &rep); err != nil {
+		return rep, err
+	}
+
+	// 2. Other roles' memberships in the login role.
+	if err := p.hook(HookCleanupMembers); err != nil {
+		return rep, p.classify(err)
+	}
+	refused, err := p.revokeMemberships(ctx, role, r, major, &rep)
 	if err != nil {
 		return rep, err
+	}
+	if err := p.reportMembershipsLeft(ctx, role, r, major, refused, &rep, redact); err != nil {
+		return rep, err
+	}
+
+	// 3. Inside the database.
+	if err := p.hook(HookCleanupInside); err != nil {
+		return rep, p.classify(err)
+	}
+	if err := p.cleanupInside(ctx, database, role, keep, major, &rep, redact); err != nil {
+		return rep, err
+	}
+
+	// 4. Other roles' sessions on the database, now that none of them
+	// may connect again.
+	if err := p.hook(HookCleanupSessions); err != nil {
+		return rep, p.classify(err)
+	}
+	if err := p.endOtherSessions(ctx, database, role, keep, &rep, redact); err != nil {
+		return rep, err
+	}
+	return rep, nil
+}
+
+// revokeDatabaseGrants revokes the privileges other roles hold on the
+// database (d is its quoted name), acting as the login role: all of them,
+// or for a kept role all but its CONNECT. It counts the roles done.
+func (p *Pool) revokeDatabaseGrants(ctx context.Context, database, role, d string, keep []string, rep *CleanupReport) error {
+	grantees, err := p.queryPairs(ctx, qCleanupDatabaseGrantees, database, role, keep)
+	if err != nil {
+		return err
 	}
 	for _, g := range grantees {
 		who := pgx.Identifier{g[0]}.Sanitize()
@@ -80,20 +119,23 @@ func (p *Pool) CleanupAccess(ctx context.Context, database, role string, keep []
 		}
 		for _, stmt := range stmts {
 			if err := p.asMember(ctx, role, execOn(stmt)); err != nil {
-				return rep, err
+				return err
 			}
 		}
 		rep.DatabaseGrants++
 	}
+	return nil
+}
 
-	// 2. Other roles' memberships in the login role.
-	if err := p.hook(HookCleanupMembers); err != nil {
-		return rep, p.classify(err)
-	}
+// revokeMemberships revokes other roles' memberships in the login role (r
+// is its quoted name), per grantor from PostgreSQL 16 on, and counts them.
+// It returns the grants the server refused to revoke, by member and
+// grantor, with the server's error.
+func (p *Pool) revokeMemberships(ctx context.Context, role, r string, major int, rep *CleanupReport) (map[string]string, error) {
 	refused := map[string]string{}
 	members, err := p.queryPairs(ctx, qCleanupMembers, role)
 	if err != nil {
-		return rep, err
+		return refused, err
 	}
 	for _, m := range members {
 		versionPoint("CleanupAccess.revokeMember")
@@ -108,12 +150,19 @@ func (p *Pool) CleanupAccess(ctx context.Context, database, role string, keep []
 		case ClassOf(err) == ClassPrivileges:
 			refused[m[0]+"\x00"+m[1]] = err.Error()
 		default:
-			return rep, err
+			return refused, err
 		}
 	}
+	return refused, nil
+}
+
+// reportMembershipsLeft reads the memberships in the login role again and
+// adds each one still there to the report, with why it is left and how an
+// admin can revoke it.
+func (p *Pool) reportMembershipsLeft(ctx context.Context, role, r string, major int, refused map[string]string, rep *CleanupReport, redact func(string) string) error {
 	left, err := p.queryPairs(ctx, qCleanupMembers, role)
 	if err != nil {
-		return rep, err
+		return err
 	}
 	for _, m := range left {
 		versionPoint("CleanupAccess.remainingMember")
@@ -131,30 +180,23 @@ func (p *Pool) CleanupAccess(ctx context.Context, database, role string, keep []
 		}
 		rep.Remaining = append(rep.Remaining, redact(fmt.Sprintf("membership of %q in the login role, granted by %q: %s; %s (%s)", m[0], m[1], why, hint, stmt)))
 	}
+	return nil
+}
 
-	// 3. Inside the database.
-	if err := p.hook(HookCleanupInside); err != nil {
-		return rep, p.classify(err)
-	}
-	if err := p.cleanupInside(ctx, database, role, keep, major, &rep, redact); err != nil {
-		return rep, err
-	}
-
-	// 4. Other roles' sessions on the database, now that none of them
-	// may connect again.
-	if err := p.hook(HookCleanupSessions); err != nil {
-		return rep, p.classify(err)
-	}
-	ctx2, cancel := p.withTimeout(ctx)
+// endOtherSessions ends the sessions on the database of roles other than
+// the login role, the kept roles and the admin, counts them, and adds to
+// the report the sessions it could not end.
+func (p *Pool) endOtherSessions(ctx context.Context, database, role string, keep []string, rep *CleanupReport, redact func(string) string) error {
+	ctx, cancel := p.withTimeout(ctx)
 	defer cancel()
 	var ended int32
-	if err := p.pool.QueryRow(ctx2, qCleanupEndSessions, database, role, keep).Scan(&ended); err != nil {
-		return rep, p.classify(err)
+	if err := p.pool.QueryRow(ctx, qCleanupEndSessions, database, role, keep).Scan(&ended); err != nil {
+		return p.classify(err)
 	}
 	rep.Sessions = int(ended)
-	rows, err := p.pool.Query(ctx2, qCleanupSessionsLeft, database, role, keep)
+	rows, err := p.pool.Query(ctx, qCleanupSessionsLeft, database, role, keep)
 	if err != nil {
-		return rep, p.classify(err)
+		return p.classify(err)
 	}
 	var who string
 	var super bool
@@ -167,10 +209,7 @@ func (p *Pool) CleanupAccess(ctx context.Context, database, role string, keep []
 		rep.Remaining = append(rep.Remaining, redact(fmt.Sprintf("%d session(s) of %q on the database: %s", n, who, why)))
 		return nil
 	})
-	if err != nil {
-		return rep, p.classify(err)
-	}
-	return rep, nil
+	return p.classify(err)
 }
 
 // cleanupInside runs the steps inside the database: the login role's
@@ -186,24 +225,50 @@ func (p *Pool) cleanupInside(ctx context.Context, database, role string, keep []
 	ctx, cancel := p.withTimeout(ctx)
 	defer cancel()
 
-	type defACL struct {
-		own                         bool
-		forRole, schema, kind, whom string
+	if err := p.revokeDefaultACLs(ctx, c, role, keep, rep); err != nil {
+		return err
 	}
-	readDefaults := func() ([]defACL, error) {
-		rows, err := c.Query(ctx, qCleanupDefaultACL, role, keep)
-		if err != nil {
-			return nil, err
-		}
-		var out []defACL
-		var x defACL
-		_, err = pgx.ForEachRow(rows, []any{&x.own, &x.forRole, &x.schema, &x.kind, &x.whom}, func() error {
-			out = append(out, x)
-			return nil
-		})
-		return out, err
+	if err := p.revokeObjectGrants(ctx, c, role, keep, rep); err != nil {
+		return err
 	}
-	defs, err := readDefaults()
+
+	// What is left, read again.
+	if err := p.reportDefaultACLsLeft(ctx, c, role, keep, rep, redact); err != nil {
+		return err
+	}
+	if err := p.reportObjectGrantsLeft(ctx, c, role, keep, rep, redact); err != nil {
+		return err
+	}
+	return p.reportForeignOwned(ctx, c, role, rep, redact)
+}
+
+// defaultACL is one row of qCleanupDefaultACL.
+type defaultACL struct {
+	own                         bool
+	forRole, schema, kind, whom string
+}
+
+// readDefaultACLs reads the default privileges of qCleanupDefaultACL in
+// the session c.
+func readDefaultACLs(ctx context.Context, c *pgx.Conn, role string, keep []string) ([]defaultACL, error) {
+	rows, err := c.Query(ctx, qCleanupDefaultACL, role, keep)
+	if err != nil {
+		return nil, err
+	}
+	var out []defaultACL
+	var x defaultACL
+	_, err = pgx.ForEachRow(rows, []any{&x.own, &x.forRole, &x.schema, &x.kind, &x.whom}, func() error {
+		out = append(out, x)
+		return nil
+	})
+	return out, err
+}
+
+// revokeDefaultACLs revokes the default privileges the login role set for
+// other roles, of the kinds ALTER DEFAULT PRIVILEGES names, and counts
+// them. Default privileges other roles set are left for the report.
+func (p *Pool) revokeDefaultACLs(ctx context.Context, c *pgx.Conn, role string, keep []string, rep *CleanupReport) error {
+	defs, err := readDefaultACLs(ctx, c, role, keep)
 	if err != nil {
 		return p.classify(err)
 	}
@@ -222,7 +287,12 @@ func (p *Pool) cleanupInside(ctx context.Context, database, role string, keep []
 		}
 		rep.DefaultPrivileges++
 	}
+	return nil
+}
 
+// revokeObjectGrants revokes other roles' privileges on the database's
+// objects, of the kinds it has a statement for, and counts them.
+func (p *Pool) revokeObjectGrants(ctx context.Context, c *pgx.Conn, role string, keep []string, rep *CleanupReport) error {
 	grants, err := readObjectGrants(ctx, c, role, keep)
 	if err != nil {
 		return p.classify(err)
@@ -237,9 +307,14 @@ func (p *Pool) cleanupInside(ctx context.Context, database, role string, keep []
 		}
 		rep.ObjectGrants++
 	}
+	return nil
+}
 
-	// What is left, read again.
-	if defs, err = readDefaults(); err != nil {
+// reportDefaultACLsLeft reads the default privileges again and adds each
+// one still there to the report, with why it is left.
+func (p *Pool) reportDefaultACLsLeft(ctx context.Context, c *pgx.Conn, role string, keep []string, rep *CleanupReport, redact func(string) string) error {
+	defs, err := readDefaultACLs(ctx, c, role, keep)
+	if err != nil {
 		return p.classify(err)
 	}
 	for _, x := range defs {
@@ -253,7 +328,15 @@ func (p *Pool) cleanupInside(ctx context.Context, database, role string, keep []
 		}
 		rep.Remaining = append(rep.Remaining, redact(fmt.Sprintf("default privileges of %q %s on %s for %q: %s", x.forRole, where, defaultACLKinds[x.kind], x.whom, why)))
 	}
-	if grants, err = readObjectGrants(ctx, c, role, keep); err != nil {
+	return nil
+}
+
+// reportObjectGrantsLeft reads other roles' privileges on the database's
+// objects again and adds each one still there to the report, with why it
+// is left.
+func (p *Pool) reportObjectGrantsLeft(ctx context.Context, c *pgx.Conn, role string, keep []string, rep *CleanupReport, redact func(string) string) error {
+	grants, err := readObjectGrants(ctx, c, role, keep)
+	if err != nil {
 		return p.classify(err)
 	}
 	for _, g := range grants {
@@ -263,6 +346,12 @@ func (p *Pool) cleanupInside(ctx context.Context, database, role string, keep []
 		}
 		rep.Remaining = append(rep.Remaining, redact(fmt.Sprintf("privileges of %q on %s: %s", g.grantee, g.describe, why)))
 	}
+	return nil
+}
+
+// reportForeignOwned adds to the report the objects of the database that
+// roles other than the login role and the admin own.
+func (p *Pool) reportForeignOwned(ctx context.Context, c *pgx.Conn, role string, rep *CleanupReport, redact func(string) string) error {
 	rows, err := c.Query(ctx, qCleanupForeignOwned, role)
 	if err != nil {
 		return p.classify(err)
