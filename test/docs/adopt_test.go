@@ -2,10 +2,14 @@ package docs
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
+	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
 	"ddupan.top/provider-postgresql-tenant/internal/testenv"
 )
 
@@ -37,5 +41,41 @@ func TestAdminOptionGrantLetsTheAdminChangeAnImportedRole(t *testing.T) {
 	}
 	if _, err := admin.Exec(ctx, change); err != nil {
 		t.Errorf("after admins.md's GRANT the admin role still cannot change the role: %v", err)
+	}
+}
+
+// TestDocumentedImportPathsAreReadable: every credentialPath the docs show
+// lies where the provider's OpenBao policy (install.md) lets it read and
+// outside the tenant base path an import may not name. One that does not
+// leaves the admin who copies it with a Database that cannot read its
+// record, and a credentialPath that cannot be changed.
+func TestDocumentedImportPathsAreReadable(t *testing.T) {
+	var readable []string
+	for _, m := range regexp.MustCompile(`(?m)^path "kv/data/([^"*]*)\*"`).FindAllStringSubmatch(block(t, "install.md", "hcl", "provider-policy"), -1) {
+		readable = append(readable, m[1])
+	}
+	if len(readable) == 0 {
+		t.Fatal("install.md's provider policy names no readable path")
+	}
+	paths := regexp.MustCompile(`(?m)^\s*credentialPath:\s*"?([^"\s#]+)`)
+	seen := 0
+	for _, f := range docFiles(t) {
+		body, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range paths.FindAllStringSubmatch(string(body), -1) {
+			seen++
+			p := m[1]
+			if !slices.ContainsFunc(readable, func(r string) bool { return strings.HasPrefix(p, r) }) {
+				t.Errorf("%s: credentialPath %s is outside what the provider may read (%v)", filepath.Base(f), p, readable)
+			}
+			if err := tenancy.ValidateImportPath("credentialPath", p, "postgresql-tenants"); err != nil {
+				t.Errorf("%s: %v", filepath.Base(f), err)
+			}
+		}
+	}
+	if seen == 0 {
+		t.Error("no credentialPath found in the docs: the check reads nothing")
 	}
 }
