@@ -193,50 +193,77 @@ func (r *statusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 // health check.
 func (r *statusReconciler) observe(ctx context.Context, obj Object, ref string, o *tenancy.ConfigObservation) {
 	spec := obj.ConfigSpec()
+	sns, sname, ok := r.validate(spec, o)
+	if !ok {
+		return
+	}
+	pool := r.adminPool(ctx, obj, ref, sns, sname, o)
+	if pool == nil {
+		return
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	r.checkServer(ctx, pool, spec, ref, o)
+}
+
+// validate checks the endpoint, the tenant limits and the reference to
+// the admin Secret, and returns where that Secret is. ok is false (and
+// o.Invalid says why) when the spec is invalid.
+func (r *statusReconciler) validate(spec *v1alpha1.ProviderConfigSpec, o *tenancy.ConfigObservation) (ns, name string, ok bool) {
 	if msg := tenancy.ValidateEndpoint(spec.Endpoint); msg != "" {
 		o.Invalid = msg
-		return
+		return "", "", false
 	}
 	if err := tenancy.ValidateLimits("spec.tenantLimits", spec.TenantLimits); err != nil {
 		o.Invalid = err.Error()
-		return
+		return "", "", false
 	}
 	sns, sname, invalid := tenancy.SecretRefOf(r.opts.Namespace, spec.Credentials.SecretRef)
 	if invalid != "" {
 		o.Invalid = invalid
-		return
+		return "", "", false
 	}
+	return sns, sname, true
+}
+
+// adminPool reads the admin Secret and returns the config's pool: a new
+// or rebuilt one, or, while the Secret is missing, the one that worked
+// before. nil (and o says why) when there is no pool to check.
+func (r *statusReconciler) adminPool(ctx context.Context, obj Object, ref, sns, sname string, o *tenancy.ConfigObservation) *postgres.Pool {
+	spec := obj.ConfigSpec()
 	target := TargetOf(spec.Endpoint)
 
 	cred, problem, err := r.credential(ctx, sns, sname, spec.Credentials)
 	if err != nil {
 		o.Checked, o.CheckClass, o.CheckMessage = true, string(postgres.ClassUnavailable), "cannot read the admin Secret from the API server"
-		return
+		return nil
 	}
-	var pool *postgres.Pool
 	if problem != "" {
 		o.SecretMissing, o.SecretProblem = true, problem
 		// A pool that worked keeps the config usable through a Secret
 		// outage, as long as nothing else changed.
 		p, ok := r.opts.Pools.Lookup(ref, obj.GetUID())
 		if !ok || p.Target() != target {
-			return
+			return nil
 		}
-		o.PoolKept, pool = true, p
-	} else {
-		p, rebuilt, err := r.opts.Pools.Get(ref, obj.GetUID(), target, cred)
-		if err != nil {
-			o.Checked, o.CheckClass, o.CheckMessage = true, string(postgres.ClassOf(err)), err.Error()
-			return
-		}
-		if rebuilt && obj.ConfigStatus().Phase != "" {
-			r.record.Event(obj, event.Normal("ConnectionPoolReplaced", "The endpoint, admin credential or CA bundle changed: a new connection pool replaces the old one"))
-		}
-		pool = p
+		o.PoolKept = true
+		return p
 	}
+	p, rebuilt, err := r.opts.Pools.Get(ref, obj.GetUID(), target, cred)
+	if err != nil {
+		o.Checked, o.CheckClass, o.CheckMessage = true, string(postgres.ClassOf(err)), err.Error()
+		return nil
+	}
+	if rebuilt && obj.ConfigStatus().Phase != "" {
+		r.record.Event(obj, event.Normal("ConnectionPoolReplaced", "The endpoint, admin credential or CA bundle changed: a new connection pool replaces the old one"))
+	}
+	return p
+}
 
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
+// checkServer runs the health check over the pool, then reads the
+// template databases, the connection budget and the server's identity.
+func (r *statusReconciler) checkServer(ctx context.Context, pool *postgres.Pool, spec *v1alpha1.ProviderConfigSpec, ref string, o *tenancy.ConfigObservation) {
 	h, err := pool.Check(ctx)
 	o.Checked = true
 	if err != nil {
@@ -253,20 +280,7 @@ func (r *statusReconciler) observe(ctx context.Context, obj Object, ref string, 
 		return
 	}
 	o.Templates, o.TemplatesWarning = tenancy.TemplateVerdict(ts, spec.UnhardenedTemplate1)
-	// The connection budget is a report: a failure to read it is logged,
-	// and the budget shown earlier is kept.
-	if b, err := pool.ConnectionBudget(ctx); err != nil {
-		r.log.Debug("cannot read the connection budget", "config", ref, "error", err)
-	} else {
-		if p := spec.Namespaces; p != nil {
-			b.MaxTenants = p.MaxTenants
-		}
-		if l := spec.TenantLimits; l != nil {
-			b.ConnectionLimit = l.ConnectionLimit
-		}
-		bv := tenancy.DecideConnectionBudget(b)
-		o.Budget = &bv
-	}
+	r.readBudget(ctx, pool, spec, ref, o)
 	// The identity is a report: a failure to read it is logged, and the
 	// identity recorded earlier is kept.
 	id, err := pool.SystemIdentifier(ctx)
@@ -275,6 +289,25 @@ func (r *statusReconciler) observe(ctx context.Context, obj Object, ref string, 
 		return
 	}
 	o.ServerIdentity = id
+}
+
+// readBudget reads the server's connection budget and decides whether the
+// config's tenants fit in it. The budget is a report: a failure to read it
+// is logged, and the budget shown earlier is kept.
+func (r *statusReconciler) readBudget(ctx context.Context, pool *postgres.Pool, spec *v1alpha1.ProviderConfigSpec, ref string, o *tenancy.ConfigObservation) {
+	b, err := pool.ConnectionBudget(ctx)
+	if err != nil {
+		r.log.Debug("cannot read the connection budget", "config", ref, "error", err)
+		return
+	}
+	if p := spec.Namespaces; p != nil {
+		b.MaxTenants = p.MaxTenants
+	}
+	if l := spec.TenantLimits; l != nil {
+		b.ConnectionLimit = l.ConnectionLimit
+	}
+	bv := tenancy.DecideConnectionBudget(b)
+	o.Budget = &bv
 }
 
 // credential reads the admin Secret. problem is set (and err nil) when the
