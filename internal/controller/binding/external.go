@@ -2,13 +2,13 @@ package binding
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/logging"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/meta"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/reconciler/managed"
@@ -167,6 +167,21 @@ func (e *external) observeOnce(ctx context.Context, b *v1alpha1.DatabaseBinding,
 	d := tenancy.DecideBinding(o)
 	e.settleSlot(d)
 	e.decision = d
+	e.showDecision(b, o, d)
+
+	if o.Deleting || d.Action != tenancy.ActionCopyCredential {
+		// Only a delivery in sync is remembered.
+		e.forgetDelivery()
+	}
+	if o.Deleting || d.Orphaned {
+		return e.observeRelease(ctx, b, o, d)
+	}
+	return e.observeAction(ctx, b, d)
+}
+
+// showDecision writes the decided phase into the binding's status, with
+// the Database it records and where that Database is served.
+func (e *external) showDecision(b *v1alpha1.DatabaseBinding, o tenancy.BindingObservation, d tenancy.BindingDecision) {
 	at := &b.Status.AtProvider
 	at.Phase = d.Phase
 	if d.Action != tenancy.ActionCompleteRecord {
@@ -179,49 +194,59 @@ func (e *external) observeOnce(ctx context.Context, b *v1alpha1.DatabaseBinding,
 	} else if !o.Deleting {
 		at.Instance, at.Database, at.LoginRole = "", "", ""
 	}
+}
 
-	if o.Deleting || d.Action != tenancy.ActionCopyCredential {
-		// Only a delivery in sync is remembered.
-		e.forgetDelivery()
+// observeRelease decides for a binding being deleted, or whose Tenant is
+// gone, whether anything is left to release or remove.
+func (e *external) observeRelease(ctx context.Context, b *v1alpha1.DatabaseBinding, o tenancy.BindingObservation, d tenancy.BindingDecision) (managed.ExternalObservation, error) {
+	// Something is left to do while the Database is to be released or
+	// still carries this Tenant's claim protection, or the copy is ours.
+	// A deleted binding waiting for its readers keeps its finalizer
+	// (Delete reports the wait).
+	exists := d.Action == tenancy.ActionRelease || d.Unprotect || (o.Deleting && d.Action == tenancy.ActionWait)
+	if d.CheckCopy {
+		exists = e.copiesLeft(ctx, b, exists)
 	}
-	if o.Deleting || d.Orphaned {
-		// Something is left to do while the Database is to be released or
-		// still carries this Tenant's claim protection, or the copy is ours.
-		// A deleted binding waiting for its readers keeps its finalizer
-		// (Delete reports the wait).
-		exists := d.Action == tenancy.ActionRelease || d.Unprotect || (o.Deleting && d.Action == tenancy.ActionWait)
-		if d.CheckCopy {
-			rec, err := e.kv.Read(ctx, e.copyPath())
-			switch {
-			case err != nil:
-				// OpenBao cannot tell: Delete releases the Database (which
-				// needs only Kubernetes) and retries the copy.
-				e.log.Debug("cannot read the delivery copy", "error", err)
-				e.copyOurs = true
-			case rec != nil && tenancy.CopyOwnedBy(rec.Owner, e.spec):
-				e.copyOurs = true
-			}
-			// A data role's copy left behind keeps the binding until
-			// Delete removes it, even once the owner's copy is gone.
-			for _, p := range e.roleCopyPaths(b) {
-				if exists || e.copyOurs {
-					break
-				}
-				rec, err := e.kv.Read(ctx, p)
-				exists = err != nil || (rec != nil && tenancy.CopyOwnedBy(rec.Owner, e.spec))
-			}
-			exists = exists || e.copyOurs
-		}
-		if o.Deleting {
-			return managed.ExternalObservation{ResourceExists: exists, ResourceUpToDate: true}, nil
-		}
-		// Its Tenant is gone: what is left to release is released by
-		// Update, as Delete would.
-		metrics.Failure("binding", d.Reason)
-		setReady(b, d.Reason, d.Message)
-		return managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: !exists}, nil
+	if o.Deleting {
+		return managed.ExternalObservation{ResourceExists: exists, ResourceUpToDate: true}, nil
 	}
+	// Its Tenant is gone: what is left to release is released by
+	// Update, as Delete would.
+	metrics.Failure("binding", d.Reason)
+	setReady(b, d.Reason, d.Message)
+	return managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: !exists}, nil
+}
 
+// copiesLeft reads the delivery copies of a binding being released. It
+// notes whether the owner's copy is this binding's (or OpenBao cannot
+// tell), and reports whether anything is left to do: exists says whether
+// something already was.
+func (e *external) copiesLeft(ctx context.Context, b *v1alpha1.DatabaseBinding, exists bool) bool {
+	rec, err := e.kv.Read(ctx, e.copyPath())
+	switch {
+	case err != nil:
+		// OpenBao cannot tell: Delete releases the Database (which
+		// needs only Kubernetes) and retries the copy.
+		e.log.Debug("cannot read the delivery copy", "error", err)
+		e.copyOurs = true
+	case rec != nil && tenancy.CopyOwnedBy(rec.Owner, e.spec):
+		e.copyOurs = true
+	}
+	// A data role's copy left behind keeps the binding until
+	// Delete removes it, even once the owner's copy is gone.
+	for _, p := range e.roleCopyPaths(b) {
+		if exists || e.copyOurs {
+			break
+		}
+		rec, err := e.kv.Read(ctx, p)
+		exists = err != nil || (rec != nil && tenancy.CopyOwnedBy(rec.Owner, e.spec))
+	}
+	return exists || e.copyOurs
+}
+
+// observeAction reports what the decision for a binding that stands asks
+// of Create, Update or nothing, and reads the delivery when it is due.
+func (e *external) observeAction(ctx context.Context, b *v1alpha1.DatabaseBinding, d tenancy.BindingDecision) (managed.ExternalObservation, error) {
 	switch d.Action {
 	case tenancy.ActionCreateDynamic, tenancy.ActionWriteClaim:
 		setReady(b, d.Reason, d.Message)
@@ -261,18 +286,7 @@ func (e *external) observe(ctx context.Context, b *v1alpha1.DatabaseBinding, cac
 	// server, never from the binding. Only "it stands" is taken from the
 	// cache (and confirmed before anything is acted on, see Observe): any
 	// other verdict, and every deletion, is read from the API server.
-	var st tenancy.StandingVerdict
-	var err error
-	e.cached = cached && !o.Deleting
-	if e.cached {
-		st, err = tenants.Standing(ctx, e.tenants, b)
-		if errors.Is(err, tenants.ErrNotCached) || (err == nil && st.Standing != tenancy.StandingTenants) {
-			e.cached, err = false, nil
-		}
-	}
-	if !e.cached && err == nil {
-		st, err = tenants.Standing(ctx, e.reader, b)
-	}
+	st, err := e.readStanding(ctx, b, cached && !o.Deleting)
 	if err != nil {
 		return o, err
 	}
@@ -286,19 +300,64 @@ func (e *external) observe(ctx context.Context, b *v1alpha1.DatabaseBinding, cac
 			return o, err
 		}
 	}
+	if err := e.readDatabase(ctx, &o); err != nil {
+		return o, err
+	}
+	instance, err := e.servingInstance(ctx, &o)
+	if err != nil {
+		return o, err
+	}
+	if instance != "" && !o.Deleting {
+		if err := e.observeInstance(ctx, &o, instance); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
+
+// readStanding reads whether the binding is its Tenant's. When cached, the
+// tenants cache is asked first and only its "it stands" is kept (e.cached
+// stays true); any other verdict, or none cached, is read from the API
+// server.
+func (e *external) readStanding(ctx context.Context, b *v1alpha1.DatabaseBinding, cached bool) (tenancy.StandingVerdict, error) {
+	var st tenancy.StandingVerdict
+	var err error
+	e.cached = cached
+	if e.cached {
+		st, err = tenants.Standing(ctx, e.tenants, b)
+		if errors.Is(err, tenants.ErrNotCached) || (err == nil && st.Standing != tenancy.StandingTenants) {
+			e.cached, err = false, nil
+		}
+	}
+	if !e.cached && err == nil {
+		st, err = tenants.Standing(ctx, e.reader, b)
+	}
+	return st, err
+}
+
+// readDatabase reads the binding's Database, when it exists, into e.db and
+// o.Database.
+func (e *external) readDatabase(ctx context.Context, o *tenancy.BindingObservation) error {
 	db := &v1alpha1.Database{}
-	err = e.kube.Get(ctx, types.NamespacedName{Name: e.spec.DatabaseName()}, db)
+	err := e.kube.Get(ctx, types.NamespacedName{Name: e.spec.DatabaseName()}, db)
 	switch {
 	case kerrors.IsNotFound(err):
 	case err != nil:
-		return o, fmt.Errorf("cannot read Database %s: %w", e.spec.DatabaseName(), err)
+		return errors.Errorf("cannot read Database %s: %w", e.spec.DatabaseName(), err)
 	default:
 		e.db = db
 		o.Database, err = e.observeDatabase(ctx, db)
 		if err != nil {
-			return o, err
+			return err
 		}
 	}
+	return nil
+}
+
+// servingInstance decides the server the binding is served by: the one it
+// names, its Database's, or else its namespace's one default server (read
+// into o.Default); "" when there is none yet.
+func (e *external) servingInstance(ctx context.Context, o *tenancy.BindingObservation) (string, error) {
 	instance := e.spec.Instance
 	if (e.spec.Static() || instance == "") && e.db != nil {
 		instance = o.Database.Instance
@@ -306,33 +365,39 @@ func (e *external) observe(ctx context.Context, b *v1alpha1.DatabaseBinding, cac
 	if !e.spec.Static() && instance == "" && e.db == nil && !o.Deleting {
 		// Names no server and has no Database yet: its namespace's one
 		// default server, if there is exactly one.
+		var err error
 		if o.Default, err = e.chooseDefault(ctx); err != nil {
-			return o, err
+			return instance, err
 		}
 		if len(o.Default.Serving) == 1 && len(o.Default.Invalid) == 0 {
 			instance = o.Default.Serving[0]
 		}
 	}
-	if instance != "" && !o.Deleting {
-		cfg := &v1alpha1.ClusterProviderConfig{}
-		err := e.kube.Get(ctx, types.NamespacedName{Name: instance}, cfg)
-		switch {
-		case kerrors.IsNotFound(err):
-		case err != nil:
-			return o, fmt.Errorf("cannot read ClusterProviderConfig %s: %w", instance, err)
-		default:
-			o.Instance = tenancy.ObservedInstance{
-				Present: true, Deleting: meta.WasDeleted(cfg), Ready: cfg.GetCondition(xpv2.TypeReady),
-				DefaultReclaimPolicy: cfg.Spec.DefaultReclaimPolicy,
-			}
-			if mayTake(o) {
-				if o.Instance.Namespace, err = e.namespaceUse(ctx, cfg); err != nil {
-					return o, err
-				}
+	return instance, nil
+}
+
+// observeInstance reads the ClusterProviderConfig of the server instance
+// into o.Instance and, when the binding may take a slot on it, what its
+// namespace holds there.
+func (e *external) observeInstance(ctx context.Context, o *tenancy.BindingObservation, instance string) error {
+	cfg := &v1alpha1.ClusterProviderConfig{}
+	err := e.kube.Get(ctx, types.NamespacedName{Name: instance}, cfg)
+	switch {
+	case kerrors.IsNotFound(err):
+	case err != nil:
+		return errors.Errorf("cannot read ClusterProviderConfig %s: %w", instance, err)
+	default:
+		o.Instance = tenancy.ObservedInstance{
+			Present: true, Deleting: meta.WasDeleted(cfg), Ready: cfg.GetCondition(xpv2.TypeReady),
+			DefaultReclaimPolicy: cfg.Spec.DefaultReclaimPolicy,
+		}
+		if mayTake(*o) {
+			if o.Instance.Namespace, err = e.namespaceUse(ctx, cfg); err != nil {
+				return err
 			}
 		}
 	}
-	return o, nil
+	return nil
 }
 
 func (e *external) observeDatabase(ctx context.Context, db *v1alpha1.Database) (tenancy.ObservedDatabase, error) {
@@ -362,7 +427,7 @@ func (e *external) observeDatabase(ctx context.Context, db *v1alpha1.Database) (
 		// The cause names the other claim's namespace and Tenant: it is
 		// logged for admins, not told to this binding's namespace.
 		e.log.Debug("cannot tell whether the claim of a Database is held", "database", db.GetName(), "error", err)
-		return d, fmt.Errorf("cannot tell whether the Tenant that holds the claim of Database %s still uses it; retrying", db.GetName())
+		return d, errors.Errorf("cannot tell whether the Tenant that holds the claim of Database %s still uses it; retrying", db.GetName())
 	}
 	d.ClaimantLive = live != tenancy.ClaimNone
 	return d, nil
@@ -383,7 +448,7 @@ func (e *external) knownEndpoint(ctx context.Context) (map[string]string, error)
 		if kerrors.IsNotFound(err) {
 			return known, nil
 		}
-		return nil, fmt.Errorf("cannot read ClusterProviderConfig %s: %w", ref.Name, err)
+		return nil, errors.Errorf("cannot read ClusterProviderConfig %s: %w", ref.Name, err)
 	}
 	ep := cfg.Spec.Endpoint
 	known["host"], known["hostaddr"], known["sslmode"] = ep.Host, ep.Hostaddr, string(ep.SSLMode)
@@ -558,7 +623,7 @@ func (e *external) Create(ctx context.Context, b *v1alpha1.DatabaseBinding) (man
 		err := e.kube.Create(ctx, d.Create)
 		if !kerrors.IsAlreadyExists(err) {
 			if err != nil {
-				return managed.ExternalCreation{}, fmt.Errorf("cannot create Database %s: %w", d.Create.GetName(), err)
+				return managed.ExternalCreation{}, errors.Errorf("cannot create Database %s: %w", d.Create.GetName(), err)
 			}
 			return managed.ExternalCreation{}, nil
 		}
@@ -566,7 +631,7 @@ func (e *external) Create(ctx context.Context, b *v1alpha1.DatabaseBinding) (man
 		// this Tenant.
 		db := &v1alpha1.Database{}
 		if err := e.reader.Get(ctx, types.NamespacedName{Name: d.Create.GetName()}, db); err != nil {
-			return managed.ExternalCreation{}, fmt.Errorf("cannot read Database %s: %w", d.Create.GetName(), err)
+			return managed.ExternalCreation{}, errors.Errorf("cannot read Database %s: %w", d.Create.GetName(), err)
 		}
 		if c := db.Spec.ClaimRef; c != nil && *c == e.spec.Claim() {
 			return managed.ExternalCreation{}, nil
@@ -587,11 +652,11 @@ func (e *external) Create(ctx context.Context, b *v1alpha1.DatabaseBinding) (man
 		// claimed the Database in between, this write loses with a
 		// conflict, and the next reconcile re-reads and re-decides.
 		if err := e.kube.Update(ctx, db); err != nil {
-			return managed.ExternalCreation{}, fmt.Errorf("cannot write the claim of Database %s: %w", db.GetName(), err)
+			return managed.ExternalCreation{}, errors.Errorf("cannot write the claim of Database %s: %w", db.GetName(), err)
 		}
 		return managed.ExternalCreation{}, nil
 	}
-	return managed.ExternalCreation{}, fmt.Errorf("nothing to create (%s)", d.Action)
+	return managed.ExternalCreation{}, errors.Errorf("nothing to create (%s)", d.Action)
 }
 
 // Update completes the binding's record of a confirmed claim, copies the
@@ -638,7 +703,7 @@ func (e *external) Update(ctx context.Context, b *v1alpha1.DatabaseBinding) (man
 		if v.Claim {
 			if err := e.kv.ClaimPath(ctx, p, v.Owner); err != nil {
 				if errors.Is(err, openbao.ErrCASMismatch) {
-					err = fmt.Errorf("the delivery path %s was taken by another writer since it was read", p)
+					err = errors.Errorf("the delivery path %s was taken by another writer since it was read", p)
 				}
 				return managed.ExternalUpdate{}, e.projectionFailed(b, err)
 			}
@@ -650,7 +715,7 @@ func (e *external) Update(ctx context.Context, b *v1alpha1.DatabaseBinding) (man
 		}
 		if _, err := e.kv.Write(ctx, p, v.Data, v.CAS); err != nil {
 			if errors.Is(err, openbao.ErrCASMismatch) {
-				err = fmt.Errorf("the delivery copy %s changed since it was read", p)
+				err = errors.Errorf("the delivery copy %s changed since it was read", p)
 			}
 			return managed.ExternalUpdate{}, e.projectionFailed(b, err)
 		}
@@ -704,7 +769,7 @@ func (e *external) Delete(ctx context.Context, b *v1alpha1.DatabaseBinding) (man
 		// claim, is deleted.
 		err := e.kube.Delete(ctx, e.db, client.Preconditions{UID: &uid, ResourceVersion: &rv})
 		if err != nil && !kerrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("cannot delete Database %s: %w", e.db.GetName(), err))
+			errs = append(errs, errors.Errorf("cannot delete Database %s: %w", e.db.GetName(), err))
 		}
 	}
 	// Released (now or by an earlier pass whose protection removal
@@ -740,7 +805,7 @@ func (e *external) readers(ctx context.Context, ns string, paths ...string) ([]s
 		if apimeta.IsNoMatchError(err) {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("cannot list the ExternalSecrets of namespace %s to check that none still reads this binding's credential; nothing is released until it can: %w", ns, err)
+		return nil, errors.Errorf("cannot list the ExternalSecrets of namespace %s to check that none still reads this binding's credential; nothing is released until it can: %w", ns, err)
 	}
 	var names []string
 	for _, es := range l.Items {
@@ -794,7 +859,7 @@ func (e *external) recordReleased(ctx context.Context, st v1alpha1.BindingStatus
 		return e.kube.Status().Update(ctx, db)
 	})
 	if err != nil && !kerrors.IsNotFound(err) {
-		return fmt.Errorf("cannot record Database %s as Released: %w", name, err)
+		return errors.Errorf("cannot record Database %s as Released: %w", name, err)
 	}
 	return nil
 }
@@ -809,7 +874,7 @@ func (e *external) protect(ctx context.Context) error {
 	db := e.db.DeepCopy()
 	controllerutil.AddFinalizer(db, tenancy.ClaimProtectionFinalizer)
 	if err := e.kube.Update(ctx, db); err != nil {
-		return fmt.Errorf("cannot protect Database %s while it is bound: %w", db.GetName(), err)
+		return errors.Errorf("cannot protect Database %s while it is bound: %w", db.GetName(), err)
 	}
 	return nil
 }
@@ -830,7 +895,7 @@ func (e *external) unprotect(ctx context.Context) error {
 		return e.kube.Update(ctx, db)
 	})
 	if err != nil && !kerrors.IsNotFound(err) {
-		return fmt.Errorf("cannot lift the claim protection of Database %s: %w", name, err)
+		return errors.Errorf("cannot lift the claim protection of Database %s: %w", name, err)
 	}
 	return nil
 }
@@ -841,13 +906,13 @@ func (e *external) deleteCopy(ctx context.Context) error {
 	p := e.copyPath()
 	rec, err := e.kv.Read(ctx, p)
 	if err != nil {
-		return fmt.Errorf("cannot read the delivery copy to delete it: %w", err)
+		return errors.Errorf("cannot read the delivery copy to delete it: %w", err)
 	}
 	if rec == nil || !tenancy.CopyOwnedBy(rec.Owner, e.spec) {
 		return nil
 	}
 	if err := e.kv.Delete(ctx, p); err != nil {
-		return fmt.Errorf("cannot delete the delivery copy: %w", err)
+		return errors.Errorf("cannot delete the delivery copy: %w", err)
 	}
 	return nil
 }

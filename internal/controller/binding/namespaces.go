@@ -2,10 +2,10 @@ package binding
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -137,7 +137,7 @@ func (e *external) namespaceUse(ctx context.Context, cfg *v1alpha1.ClusterProvid
 	l := &v1alpha1.DatabaseList{}
 	// Read only, never kept: the cache's objects are not copied.
 	if err := e.kube.List(ctx, l, client.UnsafeDisableDeepCopy); err != nil {
-		return u, fmt.Errorf("cannot list Databases: %w", err)
+		return u, errors.Errorf("cannot list Databases: %w", err)
 	}
 	held := map[string]bool{}
 	for i := range l.Items {
@@ -183,7 +183,7 @@ func (e *external) namespaceLabels(ctx context.Context) (map[string]string, erro
 	}
 	n := &corev1.Namespace{}
 	if err := e.reader.Get(ctx, types.NamespacedName{Name: e.spec.Namespace}, n); err != nil {
-		return nil, fmt.Errorf("cannot read namespace %s: %w", e.spec.Namespace, err)
+		return nil, errors.Errorf("cannot read namespace %s: %w", e.spec.Namespace, err)
 	}
 	e.nsLabels = n.Labels
 	if e.nsLabels == nil {
@@ -199,7 +199,7 @@ func (e *external) chooseDefault(ctx context.Context) (tenancy.DefaultChoice, er
 	l := &v1alpha1.ClusterProviderConfigList{}
 	// Read only, never kept: the cache's objects are not copied.
 	if err := e.kube.List(ctx, l, client.UnsafeDisableDeepCopy); err != nil {
-		return tenancy.DefaultChoice{}, fmt.Errorf("cannot list ClusterProviderConfigs: %w", err)
+		return tenancy.DefaultChoice{}, errors.Errorf("cannot list ClusterProviderConfigs: %w", err)
 	}
 	var candidates []tenancy.DefaultCandidate
 	for i := range l.Items {

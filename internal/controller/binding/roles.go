@@ -2,11 +2,10 @@ package binding
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"slices"
 	"time"
 
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"k8s.io/apimachinery/pkg/types"
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
@@ -215,9 +214,9 @@ func (e *external) writeRoleCopy(ctx context.Context, v tenancy.RoleDeliveryVerd
 	if d.Claim {
 		if err := e.kv.ClaimPath(ctx, p, d.Owner); err != nil {
 			if errors.Is(err, openbao.ErrCASMismatch) {
-				err = fmt.Errorf("the delivery path %s was taken by another writer since it was read", p)
+				err = errors.Errorf("the delivery path %s was taken by another writer since it was read", p)
 			}
-			return fmt.Errorf("cannot copy the credential of data role %s: %w", v.Name, err)
+			return errors.Errorf("cannot copy the credential of data role %s: %w", v.Name, err)
 		}
 	}
 	if h := e.hook; h != nil {
@@ -227,12 +226,12 @@ func (e *external) writeRoleCopy(ctx context.Context, v tenancy.RoleDeliveryVerd
 	}
 	if _, err := e.kv.Write(ctx, p, d.Data, d.CAS); err != nil {
 		if errors.Is(err, openbao.ErrCASMismatch) {
-			err = fmt.Errorf("the delivery copy %s changed since it was read", p)
+			err = errors.Errorf("the delivery copy %s changed since it was read", p)
 		}
-		return fmt.Errorf("cannot copy the credential of data role %s: %w", v.Name, err)
+		return errors.Errorf("cannot copy the credential of data role %s: %w", v.Name, err)
 	}
 	if err := e.kv.SetOwner(ctx, p, d.Owner); err != nil {
-		return fmt.Errorf("cannot copy the credential of data role %s: %w", v.Name, err)
+		return errors.Errorf("cannot copy the credential of data role %s: %w", v.Name, err)
 	}
 	return nil
 }
@@ -267,7 +266,7 @@ func (e *external) writeDatabaseSpec(ctx context.Context) error {
 	db := e.db.DeepCopy()
 	db.Spec.ForProvider.DataRoles, db.Spec.ForProvider.Extensions = roles, exts
 	if err := e.kube.Update(ctx, db); err != nil {
-		return fmt.Errorf("cannot write the data roles and extensions of Database %s: %w", db.GetName(), err)
+		return errors.Errorf("cannot write the data roles and extensions of Database %s: %w", db.GetName(), err)
 	}
 	return nil
 }
@@ -277,13 +276,13 @@ func (e *external) writeDatabaseSpec(ctx context.Context) error {
 func (e *external) deleteCopyAt(ctx context.Context, p string) error {
 	rec, err := e.kv.Read(ctx, p)
 	if err != nil {
-		return fmt.Errorf("cannot read the delivery copy %s to delete it: %w", p, err)
+		return errors.Errorf("cannot read the delivery copy %s to delete it: %w", p, err)
 	}
 	if rec == nil || !tenancy.CopyOwnedBy(rec.Owner, e.spec) {
 		return nil
 	}
 	if err := e.kv.Delete(ctx, p); err != nil {
-		return fmt.Errorf("cannot delete the delivery copy %s: %w", p, err)
+		return errors.Errorf("cannot delete the delivery copy %s: %w", p, err)
 	}
 	return nil
 }
