@@ -61,25 +61,31 @@ type options struct {
 	majors       []string
 	branchMajors map[string]bool
 	matrixE2E    string
-	jobs         int
-	poolNice     int
-	timeout      time.Duration
-	nodeTimeout  time.Duration
-	outDir       string
-	durations    string
-	only         string
-	measured     string
+	// oldestPkgs run again on the oldest major, only their tests that
+	// oldestRun matches: drills of documents whose steps differ there.
+	oldestPkgs  []string
+	oldestRun   string
+	jobs        int
+	poolNice    int
+	timeout     time.Duration
+	nodeTimeout time.Duration
+	outDir      string
+	durations   string
+	only        string
+	measured    string
 }
 
 func main() {
 	var o options
-	var nodePkgs, matrixPkgs, sqlPkgs, majors, branchMajors string
+	var nodePkgs, matrixPkgs, sqlPkgs, majors, branchMajors, oldestPkgs string
 	flag.StringVar(&nodePkgs, "node-pkgs", "./test/pod/ ./test/install/ ./test/upgrade/ ./test/e2e/ ./test/soak/", "the packages on the test node, run one after another in this order")
 	flag.StringVar(&matrixPkgs, "matrix-pkgs", "", "the packages run again on each of -majors (patterns go list takes)")
 	flag.StringVar(&sqlPkgs, "sql-pkgs", "", "the packages run on each of -majors (patterns go list takes): where the SQL is proven statement by statement")
 	flag.StringVar(&majors, "majors", "14 15 16 18", "the PostgreSQL majors of the matrix, besides the default: -sql-pkgs run on each")
 	flag.StringVar(&branchMajors, "branch-majors", "", "the majors of -majors on which -matrix-pkgs and -matrix-e2e run too (empty: all of -majors)")
 	flag.StringVar(&o.matrixE2E, "matrix-e2e", "", "the test/e2e tests run again on each branch major (a -run pattern; empty: none)")
+	flag.StringVar(&oldestPkgs, "oldest-pkgs", "", "packages whose -oldest-run tests run again on the oldest of -majors (patterns go list takes)")
+	flag.StringVar(&o.oldestRun, "oldest-run", "", "the tests of -oldest-pkgs run on the oldest major (a -run pattern; empty: none)")
 	flag.IntVar(&o.jobs, "jobs", 4, "packages run at once besides the node lane")
 	flag.IntVar(&o.poolNice, "pool-nice", 10, "the niceness of the pool's jobs: the node lane, the critical path, gets the CPU first (0: none)")
 	flag.DurationVar(&o.timeout, "timeout", 30*time.Minute, "the timeout of one package's run")
@@ -90,6 +96,7 @@ func main() {
 	flag.StringVar(&o.measured, "measured", "hack/testrun/durations.json", "the committed durations a whole run refreshes (\"\": none)")
 	flag.Parse()
 	o.nodePkgs, o.matrixPkgs, o.sqlPkgs, o.majors = strings.Fields(nodePkgs), strings.Fields(matrixPkgs), strings.Fields(sqlPkgs), strings.Fields(majors)
+	o.oldestPkgs = strings.Fields(oldestPkgs)
 	if bm := strings.Fields(branchMajors); len(bm) > 0 {
 		o.branchMajors = map[string]bool{}
 		for _, m := range bm {
@@ -314,10 +321,32 @@ func plan(ctx context.Context, o options) ([]*job, error) {
 			}
 		}
 	}
+	if oldest := oldestMajor(o.majors); len(o.oldestPkgs) > 0 && o.oldestRun != "" && oldest != "" {
+		ps, err := listPackages(ctx, o.oldestPkgs...)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range ps {
+			if p.hasTests() && !isNode[p.ImportPath] {
+				add(p, oldest, o.oldestRun)
+			}
+		}
+	}
 	if len(jobs) == 0 {
 		return nil, errors.New("no test jobs")
 	}
 	return jobs, nil
+}
+
+// oldestMajor is the lowest of majors ("" when none is a number).
+func oldestMajor(majors []string) string {
+	oldest, n := "", 0
+	for _, m := range majors {
+		if v, err := strconv.Atoi(m); err == nil && (oldest == "" || v < n) {
+			oldest, n = m, v
+		}
+	}
+	return oldest
 }
 
 type pkg struct {

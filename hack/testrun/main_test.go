@@ -82,7 +82,10 @@ func TestPlanRunsTheSQLPackagesOnEveryMajorAndTheRestOnBranchMajors(t *testing.T
 		majors:       []string{"15", "18"},
 		branchMajors: map[string]bool{"15": true},
 		matrixE2E:    "^TestX$",
-		only:         `\[PG `,
+		// A drill on the oldest major, 15 here.
+		oldestPkgs: []string{"../../test/delivery/"},
+		oldestRun:  "^TestY$",
+		only:       `\[PG `,
 	}
 	jobs, err := plan(context.Background(), o)
 	if err != nil {
@@ -95,6 +98,7 @@ func TestPlanRunsTheSQLPackagesOnEveryMajorAndTheRestOnBranchMajors(t *testing.T
 	want := []string{
 		"internal/clients/postgres [PG 15]", "internal/controller/database [PG 15]", "test/e2e [PG 15]",
 		"internal/clients/postgres [PG 18]",
+		"test/delivery [PG 15]",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("the matrix's jobs (-want +got):\n%s", diff)
