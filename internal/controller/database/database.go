@@ -123,17 +123,8 @@ func SetupGated(mgr ctrl.Manager, o controller.Options, d Deps) error {
 func Setup(mgr ctrl.Manager, o controller.Options, d Deps) error {
 	name := managed.ControllerName(v1alpha1.DatabaseGroupKind)
 	recorder := event.NewAPIRecorder(mgr.GetEventRecorderFor(name)) //nolint:staticcheck // crossplane-runtime's event package still takes the legacy recorder.
-	if d.Pools == nil || d.KV == nil {
-		return errors.New("the Database controller needs the pool manager and the OpenBao client")
-	}
-	if d.Options.OpenBao.DatabaseBasePath == "" {
-		return errors.New("the Database controller needs the OpenBao database base path")
-	}
-
-	// Management policies are always honoured: an import (without Create)
-	// must never be provisioned.
-	if o.Features == nil || !o.Features.Enabled(feature.EnableBetaManagementPolicies) {
-		return errors.New("management policies must be enabled: imports (managementPolicies without Create) depend on them")
+	if err := checkSetup(o, d); err != nil {
+		return err
 	}
 
 	tc := d.Tenants
@@ -146,19 +137,59 @@ func Setup(mgr ctrl.Manager, o controller.Options, d Deps) error {
 	}
 
 	confirm := newConfirmer()
+	ro, err := reconcilerOptions(mgr, o, d, &connector{
+		log:     o.Logger.WithValues("controller", name),
+		kube:    mgr.GetClient(),
+		reader:  mgr.GetAPIReader(),
+		tenants: tc,
+		usage:   resource.NewLegacyProviderConfigUsageTracker(mgr.GetClient(), &v1alpha1.ClusterProviderConfigUsage{}),
+		deps:    d,
+		record:  recorder,
+		confirm: confirm,
+		logins:  d.logins(),
+	})
+	if err != nil {
+		return err
+	}
+
+	lost := requeue.NewLost()
+	r := managed.NewReconciler(requeue.Manager{Manager: quiet.Manager{Manager: mgr}, Lost: lost}, resource.ManagedKind(v1alpha1.DatabaseGroupVersionKind), ro...)
+
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(name).
+		WithOptions(o.ForControllerRuntime()).
+		For(&v1alpha1.Database{}, builder.WithPredicates(desiredStateChanged())).
+		// A DatabaseBinding that appears, goes or records its Database
+		// changes whether that Database is Bound or Released.
+		Watches(&v1alpha1.DatabaseBinding{}, handler.EnqueueRequestsFromMapFunc(databasesOfBinding), builder.WithPredicates(bindingChanged())).
+		Complete(ratelimiter.NewReconciler(name, requeue.Reconciler(r, lost), o.GlobalRateLimiter))
+}
+
+// checkSetup refuses a setup the controller cannot run safely with.
+func checkSetup(o controller.Options, d Deps) error {
+	if d.Pools == nil || d.KV == nil {
+		return errors.New("the Database controller needs the pool manager and the OpenBao client")
+	}
+	if d.Options.OpenBao.DatabaseBasePath == "" {
+		return errors.New("the Database controller needs the OpenBao database base path")
+	}
+	// Management policies are always honoured: an import (without Create)
+	// must never be provisioned.
+	if o.Features == nil || !o.Features.Enabled(feature.EnableBetaManagementPolicies) {
+		return errors.New("management policies must be enabled: imports (managementPolicies without Create) depend on them")
+	}
+	return nil
+}
+
+// reconcilerOptions are the managed reconciler's options for the
+// connector c.
+func reconcilerOptions(mgr ctrl.Manager, o controller.Options, d Deps, c *connector) ([]managed.ReconcilerOption, error) {
+	name := managed.ControllerName(v1alpha1.DatabaseGroupKind)
+	confirm := c.confirm
 	ro := []managed.ReconcilerOption{
-		managed.WithTypedExternalConnector[*v1alpha1.Database](&connector{
-			log:     o.Logger.WithValues("controller", name),
-			kube:    mgr.GetClient(),
-			reader:  mgr.GetAPIReader(),
-			tenants: tc,
-			usage:   resource.NewLegacyProviderConfigUsageTracker(mgr.GetClient(), &v1alpha1.ClusterProviderConfigUsage{}),
-			deps:    d,
-			record:  recorder,
-			confirm: confirm,
-			logins:  d.logins(),
-		}),
+		managed.WithTypedExternalConnector[*v1alpha1.Database](c),
 		managed.WithLogger(o.Logger.WithValues("controller", name)),
+		managed.WithRecorder(c.record),
 		managed.WithPollInterval(o.PollInterval),
 		managed.WithPollIntervalHook(func(mg resource.Managed, poll time.Duration) time.Duration {
 			if d.PollObserver != nil {
@@ -166,7 +197,6 @@ func Setup(mgr ctrl.Manager, o controller.Options, d Deps) error {
 			}
 			return confirm.PollInterval(mg, poll)
 		}),
-		managed.WithRecorder(recorder),
 		managed.WithManagementPolicies(),
 		// The database name is deterministic (spec.forProvider.database),
 		// so an interrupted create is resumed by Observe's ownership proofs
@@ -189,21 +219,10 @@ func Setup(mgr ctrl.Manager, o controller.Options, d Deps) error {
 	}
 	mo, err := metrics.ManagedOptions(mgr, o, "Database", &v1alpha1.DatabaseList{})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	ro = append(ro, mo...)
+	return append(ro, mo...), nil
 
-	lost := requeue.NewLost()
-	r := managed.NewReconciler(requeue.Manager{Manager: quiet.Manager{Manager: mgr}, Lost: lost}, resource.ManagedKind(v1alpha1.DatabaseGroupVersionKind), ro...)
-
-	return ctrl.NewControllerManagedBy(mgr).
-		Named(name).
-		WithOptions(o.ForControllerRuntime()).
-		For(&v1alpha1.Database{}, builder.WithPredicates(desiredStateChanged())).
-		// A DatabaseBinding that appears, goes or records its Database
-		// changes whether that Database is Bound or Released.
-		Watches(&v1alpha1.DatabaseBinding{}, handler.EnqueueRequestsFromMapFunc(databasesOfBinding), builder.WithPredicates(bindingChanged())).
-		Complete(ratelimiter.NewReconciler(name, requeue.Reconciler(r, lost), o.GlobalRateLimiter))
 }
 
 // A connector resolves a Database's ClusterProviderConfig and produces the
@@ -245,26 +264,15 @@ func (c *connector) Connect(ctx context.Context, db *v1alpha1.Database) (managed
 
 	drop := false
 	if meta.WasDeleted(db) {
-		reclaim, err := c.reclaimAtDeletion(ctx, db)
-		if err != nil {
-			return nil, errors.Wrap(err, errRecord)
+		var err error
+		if drop, err = c.dropAtDeletion(ctx, db, live, lerr); err != nil {
+			return nil, err
 		}
-		if lerr != nil {
-			// Whether the claim is still in use cannot be told: wait. The
-			// cause (logged above) names the claim's namespace and Tenant;
-			// this error also becomes an Event, in namespace default.
-			return nil, errors.New(errClaimUnknown)
-		}
-		d := tenancy.DecideDeletion(reclaim, policies(db).ShouldDelete(), db.Spec.ClaimRef, live != tenancy.ClaimNone)
-		if d.Wait {
-			return nil, fail(db, d.Reason, d.Message)
-		}
-		if !d.Drop {
+		if !drop {
 			// Nothing is dropped: the server and OpenBao are not needed
 			// (they may be down, or the config gone).
 			return retain{}, nil
 		}
-		drop = true
 	}
 
 	ref := db.GetProviderConfigReference()
@@ -287,17 +295,6 @@ func (c *connector) Connect(ctx context.Context, db *v1alpha1.Database) (managed
 		return nil, instanceNotReady(db, name+" has no validated connection yet")
 	}
 	log := c.log.WithValues("name", db.GetName(), "config", ref.Name, "generation", db.GetGeneration())
-	// Without a connection limit of the config's, each login role the
-	// provider makes gets the server's default share.
-	var defaultConnLimit *int32
-	if l := cfg.Spec.TenantLimits; l == nil || l.ConnectionLimit == nil {
-		if avail, err := pool.TenantConnections(ctx); err != nil {
-			log.Debug("cannot read the server's connections; no default connection limit this time", "error", err)
-		} else {
-			d := tenancy.DefaultConnectionLimit(avail)
-			defaultConnLimit = &d
-		}
-	}
 	return &external{
 		log:     log,
 		pool:    pool,
@@ -312,7 +309,7 @@ func (c *connector) Connect(ctx context.Context, db *v1alpha1.Database) (managed
 		// The defaults in effect now: a change of them reaches each
 		// Database at its next reconcile (its poll).
 		cfgLimits:        cfg.Spec.TenantLimits,
-		defaultConnLimit: defaultConnLimit,
+		defaultConnLimit: defaultConnLimit(ctx, log, cfg, pool),
 		drop:             drop,
 
 		optionPolicy: cfg.Spec.DatabaseOptions,
@@ -324,6 +321,43 @@ func (c *connector) Connect(ctx context.Context, db *v1alpha1.Database) (managed
 			Endpoint: endpointOf(pool.Target()),
 		},
 	}, nil
+}
+
+// dropAtDeletion decides whether a deleted Database drops what it owns:
+// an error while the claim's use cannot be told or the decision is to
+// wait.
+func (c *connector) dropAtDeletion(ctx context.Context, db *v1alpha1.Database, live tenancy.Claimancy, lerr error) (bool, error) {
+	reclaim, err := c.reclaimAtDeletion(ctx, db)
+	if err != nil {
+		return false, errors.Wrap(err, errRecord)
+	}
+	if lerr != nil {
+		// Whether the claim is still in use cannot be told: wait. The
+		// cause (logged by Connect) names the claim's namespace and
+		// Tenant; this error also becomes an Event, in namespace default.
+		return false, errors.New(errClaimUnknown)
+	}
+	d := tenancy.DecideDeletion(reclaim, policies(db).ShouldDelete(), db.Spec.ClaimRef, live != tenancy.ClaimNone)
+	if d.Wait {
+		return false, fail(db, d.Reason, d.Message)
+	}
+	return d.Drop, nil
+}
+
+// defaultConnLimit is the connection limit of the login roles the
+// provider makes, when the config sets none: the server's default share.
+// nil when the config sets one or the server's connections cannot be read.
+func defaultConnLimit(ctx context.Context, log logging.Logger, cfg *v1alpha1.ClusterProviderConfig, pool *postgres.Pool) *int32 {
+	if l := cfg.Spec.TenantLimits; l != nil && l.ConnectionLimit != nil {
+		return nil
+	}
+	avail, err := pool.TenantConnections(ctx)
+	if err != nil {
+		log.Debug("cannot read the server's connections; no default connection limit this time", "error", err)
+		return nil
+	}
+	d := tenancy.DefaultConnectionLimit(avail)
+	return &d
 }
 
 // showBinding sets status.binding (persisted with the rest of the status)

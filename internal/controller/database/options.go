@@ -15,43 +15,44 @@ import (
 // checkOptions resolves the options a new database is to be created with
 // (the Database's, the config's defaults, template0's) and asks the
 // server whether it supports them, before any write. It returns the
-// reason and message refusing them, or "" after keeping them for Create.
-func (e *external) checkOptions(ctx context.Context, db *v1alpha1.Database) (string, string) {
+// reason and message refusing them, or "" and the options to create the
+// database with.
+func (e *external) checkOptions(ctx context.Context, db *v1alpha1.Database) (reason, message string, _ postgres.CreateOptions) {
 	major, err := e.pool.Major(ctx)
 	if err != nil {
-		return tenancy.ReasonDependencyUnavailable, "cannot read the server's major version to check the database options: " + err.Error()
+		return tenancy.ReasonDependencyUnavailable, "cannot read the server's major version to check the database options: " + err.Error(), postgres.CreateOptions{}
 	}
 	v := tenancy.ResolveOptions(db.Spec.ForProvider.Options, e.optionPolicy, major)
 	if v.Reason != "" {
-		return v.Reason, v.Message
+		return v.Reason, v.Message, postgres.CreateOptions{}
 	}
 	o := postgres.CreateOptions{Encoding: v.Effective.Encoding, Provider: string(v.Effective.LocaleProvider),
 		Locale: v.Effective.Locale, ICULocale: v.Effective.ICULocale, BuiltinLocale: v.Effective.BuiltinLocale}
 	if o != (postgres.CreateOptions{}) {
 		s, err := e.pool.CheckOptions(ctx, o)
 		if err != nil {
-			return tenancy.ReasonDependencyUnavailable, "cannot check the database options against pg_collation: " + err.Error()
+			return tenancy.ReasonDependencyUnavailable, "cannot check the database options against pg_collation: " + err.Error(), postgres.CreateOptions{}
 		}
 		if msg := tenancy.OptionsUnsupported(v.Effective, tenancy.OptionsSupport(s)); msg != "" {
-			return tenancy.ReasonDatabaseOptionsUnsupported, msg
+			return tenancy.ReasonDatabaseOptionsUnsupported, msg, postgres.CreateOptions{}
 		}
 	}
-	e.createOpts = o
-	return "", ""
+	return "", "", o
 }
 
 // reportOptions shows the database's encoding and locale in
 // status.atProvider.options, read from pg_database once per database (they
 // cannot change), and the OptionsDiffer condition: whether they differ
 // from spec.forProvider.options. Nothing is changed to match.
-func (e *external) reportOptions(ctx context.Context, db *v1alpha1.Database, exists bool, oid uint32) {
+func (e *external) reportOptions(ctx context.Context, db *v1alpha1.Database, o *observation) {
 	ap := &db.Status.AtProvider
+	exists, oid := o.owner.DB.Exists, o.owner.DB.OID
 	if !exists {
 		ap.Options = nil
 		return
 	}
 	if ap.Options == nil || ap.DatabaseOID != int64(oid) {
-		d, err := e.pool.ReadDatabaseOptions(ctx, e.names.database)
+		d, err := e.pool.ReadDatabaseOptions(ctx, o.names.database)
 		if err != nil || d == nil {
 			// A report: read again at the next poll.
 			e.log.Debug("cannot read the database's options", "error", err)
@@ -78,20 +79,4 @@ func (e *external) reportOptions(ctx context.Context, db *v1alpha1.Database, exi
 	}
 	db.SetConditions(xpv2.Condition{Type: tenancy.ConditionOptionsDiffer, Status: status, Reason: xpv2.ConditionReason(reason),
 		Message: msg, LastTransitionTime: metav1.Now(), ObservedGeneration: db.GetGeneration()})
-}
-
-// reportSize copies the database's size from the config's last size
-// refresh into status.atProvider.size, when it moved enough
-// (tenancy.SizeWorthWriting): no query here.
-func (e *external) reportSize(db *v1alpha1.Database, exists bool) {
-	ap := &db.Status.AtProvider
-	if !exists {
-		ap.Size = nil
-		return
-	}
-	b, at, ok := e.sizes.Get(e.cfgUID, e.names.database)
-	if !ok || !tenancy.SizeWorthWriting(ap.Size, b) {
-		return
-	}
-	ap.Size = &v1alpha1.DatabaseSize{Bytes: b, Human: tenancy.HumanBytes(b), MeasuredAt: &metav1.Time{Time: at}}
 }
