@@ -11,7 +11,9 @@
 #                   and crane for the package build, and what `make lint`
 #                   needs: golangci-lint and ShellCheck (hack/install-lint.sh),
 #                   and Prometheus with promtool for test/monitoring
-#                   (hack/install-prometheus.sh, Debian's package)
+#                   (hack/install-prometheus.sh, Debian's package), and
+#                   mermaid's parser for the docs' diagrams (test/docs,
+#                   hack/install-mermaid.sh, from npm)
 #   dev             what `make dev` uses: the test set and kubectl
 #   all             the same as dev
 # Every set: PostgreSQL of the default major ($PG_MAJOR), of each of
@@ -37,7 +39,7 @@ t0=$SECONDS
 hack/install-postgres.sh $PG_MAJOR ${PG_MAJORS-$PG_SUPPORTED_MAJORS} ${PG_SUPPORTED_MAJORS%% *}
 hack/install-k8s.sh "${k8s[@]}" > "$PPT_CACHE/logs/install-k8s-$set_.log" 2>&1 & k8s_pid=$!
 { hack/install-k8s.sh "${eso[@]}" && hack/install-tools.sh "${eso_tools[@]}"; } > "$PPT_CACHE/logs/install-eso-$set_.log" 2>&1 & eso_pid=$!
-{ hack/install-tools.sh "${tools[@]}" && hack/install-lint.sh && hack/install-prometheus.sh && hack/install-node.sh; } > "$PPT_CACHE/logs/install-tools-$set_.log" 2>&1 & tools_pid=$!
+{ hack/install-tools.sh "${tools[@]}" && hack/install-lint.sh && hack/install-prometheus.sh && hack/install-mermaid.sh && hack/install-node.sh; } > "$PPT_CACHE/logs/install-tools-$set_.log" 2>&1 & tools_pid=$!
 # Progress every 30 s while anything builds: for each queue, the component
 # it is building, for how long, and how long its last build took (from
 # $PPT_CACHE/logs/build-seconds/, recorded by each build), or its last
