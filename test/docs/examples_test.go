@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/crossplane/crossplane-runtime/v2/pkg/xcrd"
+	xpextv1 "github.com/crossplane/crossplane/apis/v2/apiextensions/v1"
 	"github.com/google/go-cmp/cmp"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -15,17 +17,53 @@ import (
 	"ddupan.top/provider-postgresql-tenant/internal/testenv"
 )
 
-// Every sample `kubectl get` output the docs show for a kind of
-// package/crds has the columns kubectl prints for it: NAME, the CRD's
-// printer columns of priority 0, in order.
-func TestSampleOutputShowsThePrinterColumns(t *testing.T) {
-	root := testenv.RepoRoot()
-	crds, err := filepath.Glob(filepath.Join(root, "package", "crds", "*.yaml"))
+// xrdCRDs are the CRDs Crossplane core makes of the Configuration's
+// XRDs (the Tenant kinds), made with the same code core uses: the printer
+// columns core adds (SYNCED, READY, COMPOSITION, AGE) are in them.
+func xrdCRDs(t *testing.T, root string) []apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(root, "package", "configuration", "*", "xrd.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	headers := map[string][]string{}
-	for _, f := range crds {
+	files = append(files, filepath.Join(root, "package", "configuration", "xrd.yaml"))
+	var out []apiextensionsv1.CustomResourceDefinition
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var xrd xpextv1.CompositeResourceDefinition
+		if err := yaml.Unmarshal(b, &xrd); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		crd, err := xcrd.ForCompositeResource(&xrd)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		out = append(out, *crd)
+		if xrd.Spec.ClaimNames != nil {
+			claim, err := xcrd.ForCompositeResourceClaim(&xrd)
+			if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			out = append(out, *claim)
+		}
+	}
+	return out
+}
+
+// Every sample `kubectl get` output the docs show for a kind of
+// package/crds or of the Configuration's XRDs has the columns kubectl
+// prints for it: NAME, the CRD's printer columns of priority 0, in order.
+func TestSampleOutputShowsThePrinterColumns(t *testing.T) {
+	root := testenv.RepoRoot()
+	crdFiles, err := filepath.Glob(filepath.Join(root, "package", "crds", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	crds := xrdCRDs(t, root)
+	for _, f := range crdFiles {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -34,6 +72,10 @@ func TestSampleOutputShowsThePrinterColumns(t *testing.T) {
 		if err := yaml.Unmarshal(b, &crd); err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
+		crds = append(crds, crd)
+	}
+	headers := map[string][]string{}
+	for _, crd := range crds {
 		for _, v := range crd.Spec.Versions {
 			if !v.Served {
 				continue
