@@ -2,13 +2,9 @@ package argocd
 
 import (
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -17,6 +13,7 @@ import (
 
 	"ddupan.top/provider-postgresql-tenant/internal/clients/postgres"
 	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
+	"ddupan.top/provider-postgresql-tenant/internal/testenv"
 )
 
 // object decodes a YAML object as Argo CD sees it (JSON types).
@@ -284,52 +281,25 @@ var reasonSources = []string{"internal/tenancy", "internal/function", "internal/
 // (test files aside), by reason, naming where each is defined.
 func codeReasons(t *testing.T) map[string]string {
 	t.Helper()
-	out := map[string]string{}
-	fset := token.NewFileSet()
+	var dirs []string
 	for _, dir := range reasonSources {
-		err := filepath.WalkDir(filepath.Join("..", "..", dir), func(p string, e os.DirEntry, err error) error {
-			if err != nil || e.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
-				return err
-			}
-			f, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
-			if err != nil {
-				return err
-			}
-			for _, d := range f.Decls {
-				g, ok := d.(*ast.GenDecl)
-				if !ok || g.Tok != token.CONST {
-					continue
-				}
-				for _, sp := range g.Specs {
-					vs := sp.(*ast.ValueSpec)
-					typ, _ := vs.Type.(*ast.Ident)
-					for i, n := range vs.Names {
-						if !strings.HasPrefix(n.Name, "Reason") && (typ == nil || typ.Name != "Class") {
-							continue
-						}
-						if i >= len(vs.Values) {
-							t.Errorf("%s: %s has no value of its own", fset.Position(n.Pos()), n.Name)
-							continue
-						}
-						lit, ok := vs.Values[i].(*ast.BasicLit)
-						if !ok || lit.Kind != token.STRING {
-							t.Errorf("%s: %s is not a string literal", fset.Position(n.Pos()), n.Name)
-							continue
-						}
-						v, err := strconv.Unquote(lit.Value)
-						if err != nil {
-							return err
-						}
-						if v != "" {
-							out[v] = fmt.Sprintf("%s (%s)", n.Name, fset.Position(n.Pos()))
-						}
-					}
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
+		dirs = append(dirs, filepath.Join("..", "..", dir))
+	}
+	consts, err := testenv.Consts(dirs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, c := range consts {
+		if !strings.HasPrefix(c.Name, "Reason") && c.Type != "Class" {
+			continue
+		}
+		if !c.Literal {
+			t.Errorf("%s: %s has no string literal of its own", c.Pos, c.Name)
+			continue
+		}
+		if c.Value != "" {
+			out[c.Value] = fmt.Sprintf("%s (%s)", c.Name, c.Pos)
 		}
 	}
 	return out

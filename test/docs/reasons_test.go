@@ -2,14 +2,10 @@ package docs
 
 import (
 	"go/ast"
-	"go/parser"
-	"go/token"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -38,58 +34,24 @@ var reasonsWithoutRow = map[string]string{
 func definedReasons(t *testing.T) map[string]string {
 	t.Helper()
 	root := testenv.RepoRoot()
-	out := map[string]string{}
-	fset := token.NewFileSet()
+	var dirs []string
 	for _, tree := range reasonTrees {
-		err := filepath.WalkDir(filepath.Join(root, tree), func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if d.IsDir() && d.Name() == "testdata" {
-				return filepath.SkipDir
-			}
-			if d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
-				return nil
-			}
-			f, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
-			if err != nil {
-				return err
-			}
-			for _, decl := range f.Decls {
-				g, ok := decl.(*ast.GenDecl)
-				if !ok || g.Tok != token.CONST {
-					continue
-				}
-				for _, sp := range g.Specs {
-					vs := sp.(*ast.ValueSpec)
-					typ, _ := vs.Type.(*ast.Ident)
-					class := typ != nil && typ.Name == "Class" && f.Name.Name == "postgres"
-					for i, n := range vs.Names {
-						if !n.IsExported() || (!strings.HasPrefix(n.Name, "Reason") && !class) || i >= len(vs.Values) {
-							continue
-						}
-						lit, ok := vs.Values[i].(*ast.BasicLit)
-						if !ok || lit.Kind != token.STRING {
-							continue
-						}
-						v, err := strconv.Unquote(lit.Value)
-						if err != nil {
-							return err
-						}
-						if v == "" {
-							continue
-						}
-						rel, _ := filepath.Rel(root, fset.Position(n.Pos()).Filename)
-						if prev, seen := out[v]; !seen || (strings.HasPrefix(n.Name, "Reason") && !strings.HasPrefix(prev, "Reason")) {
-							out[v] = n.Name + " (" + rel + ")"
-						}
-					}
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
+		dirs = append(dirs, filepath.Join(root, tree))
+	}
+	consts, err := testenv.Consts(dirs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, c := range consts {
+		class := c.Type == "Class" && c.Package == "postgres"
+		if !ast.IsExported(c.Name) || (!strings.HasPrefix(c.Name, "Reason") && !class) || !c.Literal || c.Value == "" {
+			continue
+		}
+		file, _, _ := strings.Cut(c.Pos, ":")
+		rel, _ := filepath.Rel(root, file)
+		if prev, seen := out[c.Value]; !seen || (strings.HasPrefix(c.Name, "Reason") && !strings.HasPrefix(prev, "Reason")) {
+			out[c.Value] = c.Name + " (" + rel + ")"
 		}
 	}
 	return out

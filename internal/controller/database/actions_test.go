@@ -1,14 +1,10 @@
 package database
 
 import (
-	"go/ast"
-	"go/parser"
-	"go/token"
-	"path/filepath"
-	"strconv"
 	"testing"
 
 	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
+	"ddupan.top/provider-postgresql-tenant/internal/testenv"
 )
 
 // constantsOf maps the name of each constant of the named type declared in
@@ -16,39 +12,19 @@ import (
 // name.
 func constantsOf(t *testing.T, typ string) map[string]string {
 	t.Helper()
-	files, err := filepath.Glob("../../tenancy/*.go")
+	consts, err := testenv.Consts("../../tenancy")
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]string{}
-	for _, p := range files {
-		f, err := parser.ParseFile(token.NewFileSet(), p, nil, 0)
-		if err != nil {
-			t.Fatal(err)
+	for _, c := range consts {
+		if c.Type != typ {
+			continue
 		}
-		for _, d := range f.Decls {
-			g, ok := d.(*ast.GenDecl)
-			if !ok || g.Tok != token.CONST {
-				continue
-			}
-			for _, s := range g.Specs {
-				vs := s.(*ast.ValueSpec)
-				if id, ok := vs.Type.(*ast.Ident); !ok || id.Name != typ {
-					continue
-				}
-				for i, n := range vs.Names {
-					lit, ok := vs.Values[i].(*ast.BasicLit)
-					if !ok {
-						t.Fatalf("tenancy.%s: its value is not a string literal", n.Name)
-					}
-					v, err := strconv.Unquote(lit.Value)
-					if err != nil {
-						t.Fatal(err)
-					}
-					out[n.Name] = v
-				}
-			}
+		if !c.Literal {
+			t.Fatalf("%s: tenancy.%s: its value is not a string literal", c.Pos, c.Name)
 		}
+		out[c.Name] = c.Value
 	}
 	if len(out) == 0 {
 		t.Fatalf("no constant of type %s found in internal/tenancy", typ)
