@@ -417,6 +417,10 @@ func startNode(ctx context.Context, root, binDir string, k *Kube, ca *CA) (*Node
 		ports[i] = p
 	}
 	kubeletPort, kubeletHealth, proxyHealth, proxyMetrics, kcmPort := ports[0], ports[1], ports[2], ports[3], ports[4]
+	// A container that exits is started again after at most a second
+	// (crashLoopBackOff, on by default since Kubernetes 1.35), not after
+	// 10 s, 20 s, 40 s...: the tests kill the provider's container on
+	// purpose, several times in a row, and wait only for its restart.
 	kcfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: %s
@@ -443,6 +447,7 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: "100Mi", nodefs.available: "1%%", imagefs.available: "1%%"}
 localStorageCapacityIsolation: true
+crashLoopBackOff: {maxContainerRestartPeriod: 1s}
 clusterDNS: [%q]
 clusterDomain: %s
 `, NodeIP, kubeletPort, kubeletHealth, ca.CertFile, n.Containerd, n.Containerd, n.PodLogs, NodeIP, ClusterDomain)
