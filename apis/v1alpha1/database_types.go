@@ -17,7 +17,7 @@ const IdentifierPattern = `^[a-z][a-z0-9_]{0,62}$`
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.credentialPath) || (has(self.credentialPath) && self.credentialPath == oldSelf.credentialPath)",message="spec.forProvider.credentialPath is immutable once set",fieldPath=".credentialPath",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="has(self.options) == has(oldSelf.options) && (!has(self.options) || self.options == oldSelf.options)",message="spec.forProvider.options is immutable: the encoding and locale are fixed when the Database is created",fieldPath=".options",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.extensions) || (has(self.extensions) && oldSelf.extensions.all(e, e in self.extensions))",message="spec.forProvider.extensions is append-only: an extension cannot be removed (the provider never runs DROP EXTENSION)",fieldPath=".extensions",reason=FieldValueForbidden
-// +kubebuilder:validation:XValidation:rule="!has(self.dataRoles) || self.dataRoles.all(r, size(has(self.loginRole) ? self.loginRole : self.database) + 1 + size(r.name) <= 63)",message="a data role's login role, <loginRole>_<name>, must fit PostgreSQL's 63 characters: shorten the role's name",fieldPath=".dataRoles"
+// +kubebuilder:validation:XValidation:rule="!has(self.dataRoles) || self.dataRoles.all(r, size(has(self.loginRole) ? self.loginRole : self.database) + 1 + size(r.name) + 2 <= 63)",message="a data role's login roles, <loginRole>_<name>_1 and _2, must fit PostgreSQL's 63 characters: shorten the role's name",fieldPath=".dataRoles"
 type DatabaseParameters struct {
 	// Database is the PostgreSQL database name. Immutable.
 	// +kubebuilder:validation:MinLength=1
@@ -62,6 +62,12 @@ type DatabaseParameters struct {
 	// platform admin; a Tenant cannot set them.
 	// +optional
 	Limits *TenantLimits `json:"limits,omitempty"`
+
+	// CredentialPolicy overrides, field by field, the
+	// ClusterProviderConfig's spec.credentialPolicy for this Database's
+	// data roles. Written by a platform admin; a Tenant cannot set it.
+	// +optional
+	CredentialPolicy *CredentialPolicy `json:"credentialPolicy,omitempty"`
 
 	// DataRoles are login roles beside the owner that use the owner's data
 	// and own nothing: the identity a running app uses (readWrite) and
@@ -453,6 +459,31 @@ type DataRoleObservation struct {
 	// its own request (id) and of the Database's (databaseID) it answered.
 	// +optional
 	CredentialRotation *DataRoleRotationObservation `json:"credentialRotation,omitempty"`
+
+	// LoginRole is the login member the credential record (and the
+	// Secret's username) names now: <role>_1 or <role>_2, which take turns
+	// at each rotation. Role itself holds the privileges and cannot log in.
+	// +optional
+	LoginRole string `json:"loginRole,omitempty"`
+
+	// PasswordSetAt is when the current password was set: its age.
+	// +optional
+	PasswordSetAt *metav1.Time `json:"passwordSetAt,omitempty"`
+
+	// NextRotationAt is when the credential policy's maxAge rotates the
+	// password next; unset without a maxAge.
+	// +optional
+	NextRotationAt *metav1.Time `json:"nextRotationAt,omitempty"`
+
+	// PreviousLogin is the login that logged in before the last rotation
+	// and still does until PreviousLoginEndsAt, its grace.
+	// +optional
+	PreviousLogin string `json:"previousLogin,omitempty"`
+
+	// PreviousLoginEndsAt is when PreviousLogin's password is replaced by
+	// one nobody knows.
+	// +optional
+	PreviousLoginEndsAt *metav1.Time `json:"previousLoginEndsAt,omitempty"`
 }
 
 // DataRoleRotationObservation is a data role's last completed rotation.

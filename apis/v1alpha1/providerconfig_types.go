@@ -137,6 +137,13 @@ type ProviderConfigSpec struct {
 	// +optional
 	TenantLimits *TenantLimits `json:"tenantLimits,omitempty"`
 
+	// CredentialPolicy is the default of every Database on this server
+	// (a Database's spec.forProvider.credentialPolicy overrides it field by
+	// field): the longest its data roles' passwords live, and how long
+	// the previous login keeps working after a rotation.
+	// +optional
+	CredentialPolicy *CredentialPolicy `json:"credentialPolicy,omitempty"`
+
 	// DatabaseOptions are the encoding and locale new databases on this
 	// server get by default, and what a Database may ask instead.
 	// +optional

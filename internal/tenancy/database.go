@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 )
@@ -123,6 +124,8 @@ type KVState struct {
 	// Data of the current version; nil when there is none.
 	Data    map[string]string
 	Version int
+	// Created is when the current version was written (zero: unknown).
+	Created time.Time
 }
 
 // DBState is what the catalog says of the database.
@@ -155,6 +158,10 @@ type RoleState struct {
 	// NOBYPASSRLS. The connection limit is not among them: it is one of
 	// the limits (Limits), repaired only when managed.
 	AttributesOK bool
+	// CanLogin: LOGIN. GroupOK: the attributes of a data role's role,
+	// which holds privileges and does not log in: NOSUPERUSER NOCREATEDB
+	// NOCREATEROLE NOREPLICATION NOBYPASSRLS, whatever LOGIN.
+	CanLogin, GroupOK bool
 	// Elevated: SUPERUSER, REPLICATION or BYPASSRLS, which only a superuser
 	// can take away.
 	Elevated bool
@@ -212,6 +219,9 @@ func LoginFailure(l Login) string {
 
 // passwordAccepted: the login proved the password, whether or not it
 // reached the database.
+// Accepted reports whether the login proved the password.
+func (l Login) Accepted() bool { return passwordAccepted(l) }
+
 func passwordAccepted(l Login) bool {
 	return l == LoginOK || l == LoginAuthOK || l == LoginNotAccepting || l == LoginLimitFull
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 )
@@ -56,6 +57,13 @@ type DataRoleObservation struct {
 	LimitsDrifted bool
 	// Rotation is what the spec asks of its password.
 	Rotation DataRoleRotation
+
+	// Members are the catalog's view of its login members _1 and _2.
+	Members [2]MemberState
+	// Policy is the credential policy in effect; Now the observation's
+	// time, against which ages and graces are told.
+	Policy CredentialPolicy
+	Now    time.Time
 }
 
 // DataRoleRotation is what a Database asks of a data role's password: its
@@ -97,9 +105,10 @@ func (r DataRoleRotation) requested() bool { return r.ID != "" || r.DatabaseID !
 // DataRoleRotationRecord is what a data role's record says of its
 // rotations.
 type DataRoleRotationRecord struct {
-	// Started is the pair of IDs of the last rotation started, Version the
-	// record version of its password; Completed the last completed.
-	Started, Completed [2]string
+	// Started is the IDs of the last rotation started (the role's, the
+	// Database's, and the age it was scheduled at), Version the record
+	// version of its password; Completed the last completed.
+	Started, Completed [3]string
 	// HasStarted, HasCompleted: the keys are present.
 	HasStarted, HasCompleted bool
 	Version                  int
@@ -110,12 +119,12 @@ type DataRoleRotationRecord struct {
 // DataRoleRotationOf reads a data role's record's rotation metadata.
 func DataRoleRotationOf(owner map[string]string) DataRoleRotationRecord {
 	r := DataRoleRotationRecord{
-		Started:     [2]string{idOf(owner[MetaRotationID]), idOf(owner[MetaRotationDatabaseID])},
-		Completed:   [2]string{idOf(owner[MetaRotationCompletedID]), idOf(owner[MetaRotationCompletedDatabaseID])},
+		Started:     [3]string{idOf(owner[MetaRotationID]), idOf(owner[MetaRotationDatabaseID]), idOf(owner[MetaRotationScheduled])},
+		Completed:   [3]string{idOf(owner[MetaRotationCompletedID]), idOf(owner[MetaRotationCompletedDatabaseID]), idOf(owner[MetaRotationCompletedScheduled])},
 		CompletedAt: owner[MetaRotationCompletedAt],
 	}
-	r.HasStarted = owner[MetaRotationID] != "" || owner[MetaRotationDatabaseID] != ""
-	r.HasCompleted = owner[MetaRotationCompletedID] != "" || owner[MetaRotationCompletedDatabaseID] != ""
+	r.HasStarted = owner[MetaRotationID] != "" || owner[MetaRotationDatabaseID] != "" || owner[MetaRotationScheduled] != ""
+	r.HasCompleted = owner[MetaRotationCompletedID] != "" || owner[MetaRotationCompletedDatabaseID] != "" || owner[MetaRotationCompletedScheduled] != ""
 	if v, err := strconv.Atoi(owner[MetaRotationVersion]); err == nil && v > 0 {
 		r.Version = v
 	}
@@ -123,42 +132,66 @@ func DataRoleRotationOf(owner map[string]string) DataRoleRotationRecord {
 }
 
 // DataRoleRotationIntent is the metadata recorded before the new version
-// of rotation r is written as version.
-func DataRoleRotationIntent(r DataRoleRotation, version int) map[string]string {
-	return map[string]string{MetaRotationID: metaID(r.ID), MetaRotationDatabaseID: metaID(r.DatabaseID), MetaRotationVersion: strconv.Itoa(version)}
+// of rotation ids is written as version; from is the login in use.
+func DataRoleRotationIntent(ids [3]string, version int, from string) map[string]string {
+	return map[string]string{MetaRotationID: metaID(ids[0]), MetaRotationDatabaseID: metaID(ids[1]), MetaRotationScheduled: metaID(ids[2]),
+		MetaRotationVersion: strconv.Itoa(version), MetaRotationFrom: metaID(from)}
 }
 
 // DataRoleRotationCompletion is the metadata recorded once rotation ids'
-// password has logged in (ids: the role's and the Database's).
-func DataRoleRotationCompletion(ids [2]string, at string) map[string]string {
-	return map[string]string{MetaRotationCompletedID: metaID(ids[0]), MetaRotationCompletedDatabaseID: metaID(ids[1]), MetaRotationCompletedAt: at}
+// password has logged in: the completion, the password's time, and the
+// login used before (from) kept until graceUntil.
+func DataRoleRotationCompletion(ids [3]string, at time.Time, from string, graceUntil time.Time) map[string]string {
+	m := map[string]string{MetaRotationCompletedID: metaID(ids[0]), MetaRotationCompletedDatabaseID: metaID(ids[1]),
+		MetaRotationCompletedScheduled: metaID(ids[2]), MetaRotationCompletedAt: at.Format(time.RFC3339), MetaPasswordSetAt: at.Format(time.RFC3339)}
+	maps.Copy(m, PreviousLogin(from, graceUntil))
+	return m
+}
+
+// PreviousLogin is the metadata of the login login kept until until ("":
+// none).
+func PreviousLogin(login string, until time.Time) map[string]string {
+	if login == "" {
+		return map[string]string{MetaPreviousLogin: "-", MetaPreviousUntil: "-"}
+	}
+	return map[string]string{MetaPreviousLogin: login, MetaPreviousUntil: until.UTC().Format(time.RFC3339)}
 }
 
 // DataRoleRotationCreated is the metadata of a data role's first record
 // when the spec already asks for a rotation: its first password counts as
 // that rotation, so creating a role never rotates it.
-func DataRoleRotationCreated(r DataRoleRotation, at string) map[string]string {
+func DataRoleRotationCreated(r DataRoleRotation, at time.Time) map[string]string {
+	m := map[string]string{MetaPasswordSetAt: at.UTC().Format(time.RFC3339)}
 	if !r.requested() {
-		return nil
+		return m
 	}
-	m := DataRoleRotationIntent(r, 1)
-	maps.Copy(m, DataRoleRotationCompletion([2]string{r.ID, r.DatabaseID}, at))
+	ids := [3]string{r.ID, r.DatabaseID, ""}
+	maps.Copy(m, DataRoleRotationIntent(ids, 1, ""))
+	maps.Copy(m, DataRoleRotationCompletion(ids, at, "", time.Time{}))
 	return m
 }
 
 // dataRoleRotation decides the rotation of a data role whose record is
 // ours: pending (its intent is recorded and the current version holds its
 // password: finished with it, whatever the spec says now), requested (the
-// spec's pair of IDs is not the last completed), or neither. ids is the
-// pair of the rotation to start or finish.
-func dataRoleRotation(o DataRoleObservation) (pending, requested bool, ids [2]string) {
+// spec's pair of IDs is not the last completed, or the policy's maxAge has
+// come), or neither. ids are the IDs of the rotation to start or finish.
+func dataRoleRotation(o DataRoleObservation, l logins) (pending, requested bool, ids [3]string) {
 	rec := DataRoleRotationOf(o.KV.Owner)
-	want := [2]string{o.Rotation.ID, o.Rotation.DatabaseID}
 	pending = rec.HasStarted && rec.Started != rec.Completed && rec.Version > 0 && o.KV.Version == rec.Version && o.KV.Data["password"] != ""
 	if pending {
 		return true, false, rec.Started
 	}
-	return false, o.Rotation.requested() && want != rec.Completed, want
+	want := [3]string{o.Rotation.ID, o.Rotation.DatabaseID, ""}
+	if o.Rotation.requested() && [2]string{want[0], want[1]} != [2]string{rec.Completed[0], rec.Completed[1]} {
+		return false, true, want
+	}
+	// By age: the IDs the spec asks are completed; the age marks it.
+	want = [3]string{rec.Completed[0], rec.Completed[1], l.setAt.UTC().Format(time.RFC3339)}
+	if due, ok := rotationDue(o, l); ok && !o.Now.Before(due) && want != rec.Completed {
+		return false, true, want
+	}
+	return false, false, want
 }
 
 // DataRoleAction is one step on a data role, in the order they are taken.
@@ -198,9 +231,34 @@ const (
 	// DataRoleRotateFinish.
 	DataRoleRotate DataRoleAction = "rotate its password"
 	// DataRoleRotateFinish: the current version holds the rotation's
-	// password: set it on the role (ending its sessions when asked, in the
-	// same transaction), log in with it, record the completion.
+	// password and names the member it is for: create that member with it
+	// (or set it on the member), log in with it, and record the
+	// completion, with the login used before kept for the grace period.
 	DataRoleRotateFinish DataRoleAction = "finish its password's rotation"
+	// DataRoleMoveToMembers: a data role whose role still logs in moves
+	// to its members: member 1 gets the record's password, the record
+	// names it, and the role keeps logging in for the grace period (at
+	// once not at all when it was created in the same turn).
+	DataRoleMoveToMembers DataRoleAction = "move its login to a member role"
+	// DataRoleCreateMember: the member the record names is gone: create it
+	// again with the record's password.
+	DataRoleCreateMember DataRoleAction = "create its login member"
+	// DataRoleRecordMemberOID: write the OID of the member in use into the
+	// record's metadata.
+	DataRoleRecordMemberOID DataRoleAction = "record its login member's OID"
+	// DataRoleRepairMember: give the member in use back LOGIN, its
+	// membership in the role (inheriting), the admin's membership and the
+	// limits.
+	DataRoleRepairMember DataRoleAction = "reset its login member"
+	// DataRoleRetirePrevious: the previous login's grace has ended: its
+	// password is replaced by none (NOLOGIN, PASSWORD NULL), and its
+	// sessions end when the rotation asks for it.
+	DataRoleRetirePrevious DataRoleAction = "end its previous login"
+	// DataRoleStartGrace: a login besides the one in use can log in and no
+	// grace is on record for it (a switch interrupted before its grace was
+	// recorded, or someone enabled it): it gets a grace from now, and then
+	// is retired.
+	DataRoleStartGrace DataRoleAction = "give a previous login its grace"
 )
 
 // DataRoleVerdict is what to do with one data role and what to show.
@@ -211,9 +269,18 @@ type DataRoleVerdict struct {
 	// Ready: a wanted role that exists, is provably ours, logs in with its
 	// record and lacks nothing.
 	Ready bool
-	// Rotation is the pair of IDs (the role's, the Database's) of the
+	// Rotation is the IDs (the role's, the Database's, the age) of the
 	// rotation DataRoleRotate or DataRoleRotateFinish takes.
-	Rotation [2]string
+	Rotation [3]string
+	// Target is the member DataRoleRotate gives the new password, From the
+	// login in use until then.
+	Target int
+	From   string
+	// Retire is the login DataRoleRetirePrevious ends; Grace the one
+	// DataRoleStartGrace gives a grace.
+	Retire, Grace string
+	// wake: see WakeAt.
+	wake time.Time
 	// Conflict names what exists without proof of ownership; nothing of
 	// the role is changed.
 	Conflict string
@@ -242,7 +309,7 @@ func decideDataRole(o DataRoleObservation, id Identity) DataRoleVerdict {
 	// in as it.
 	roleOurs := o.R.Exists && ours &&
 		((recordedOID != "" && recordedOID == fmt.Sprint(o.R.OID)) ||
-			(recordedOID == "" && o.KV.Data["password"] != "" && passwordAccepted(o.Login)))
+			(recordedOID == "" && o.KV.Data["password"] != "" && o.KV.Data["username"] == o.Role && passwordAccepted(o.Login)))
 
 	if !o.Wanted {
 		return decideDataRoleRemoval(o, ours, roleOurs)
@@ -251,7 +318,7 @@ func decideDataRole(o DataRoleObservation, id Identity) DataRoleVerdict {
 		return v
 	}
 	if !ours {
-		return DataRoleVerdict{Actions: []DataRoleAction{DataRoleWriteRecord, DataRoleCreate, DataRoleRecordOID, DataRoleGrant},
+		return DataRoleVerdict{Actions: []DataRoleAction{DataRoleWriteRecord, DataRoleCreate, DataRoleRecordOID, DataRoleMoveToMembers, DataRoleGrant},
 			Message: fmt.Sprintf("the data role %q is being created", o.Name)}
 	}
 	if !o.R.Exists {
@@ -295,14 +362,30 @@ func dataRoleConflict(o DataRoleObservation, ours, roleOurs bool, recordedOID st
 func decideDataRoleRepairs(o DataRoleObservation, recordedOID string) DataRoleVerdict {
 	var v DataRoleVerdict
 	var why []string
+	l := loginsOf(o)
 	if recordedOID == "" {
 		v.Actions = append(v.Actions, DataRoleRecordOID)
 	}
-	if !o.R.AttributesOK || o.LimitsDrifted || !o.R.AdminMember {
+	if l.active == 0 {
+		if !o.R.AttributesOK || o.LimitsDrifted || !o.R.AdminMember {
+			v.Actions = append(v.Actions, DataRoleRepairAttributes)
+			why = append(why, "its attributes, limits or the admin's membership changed")
+		}
+	} else if !o.R.GroupOK || !o.R.AdminMember {
 		v.Actions = append(v.Actions, DataRoleRepairAttributes)
-		why = append(why, "its attributes, limits or the admin's membership changed")
+		why = append(why, "its role's attributes or the admin's membership changed")
 	}
-	pending, requested, ids := dataRoleRotation(o)
+	pending, requested, ids := dataRoleRotation(o, l)
+	if !pending {
+		if c, held := memberConflict(o, l); held {
+			return c
+		}
+	}
+	if !pending && l.active >= 1 {
+		v.Actions, why = memberRepairs(o, l, v.Actions, why)
+	}
+	v.Actions, why = decideGraces(o, l, pending, v.Actions, why, &v)
+	waiting := false
 	switch {
 	case pending:
 		// Its new password is in OpenBao: finished with it, and never set
@@ -310,13 +393,20 @@ func decideDataRoleRepairs(o DataRoleObservation, recordedOID string) DataRoleVe
 		v.Actions = append(v.Actions, DataRoleRotateFinish)
 		v.Rotation = ids
 		why = append(why, fmt.Sprintf("finishing the rotation of its password (version %d)", o.KV.Version))
+	case requested && l.inGrace(o.Now):
+		// The member a rotation would give a new password may be the
+		// previous login, still in use: the rotation waits for its grace.
+		waiting = true
 	case requested:
 		v.Actions = append(v.Actions, DataRoleRotate)
-		v.Rotation = ids
+		v.Rotation, v.Target, v.From = ids, switchTarget(l.active), o.KV.Data["username"]
 		why = append(why, "rotating its password")
 	case o.Login == LoginRefused:
 		v.Actions = append(v.Actions, DataRoleRepairPassword)
 		why = append(why, "its record's password was refused")
+	case l.active == 0:
+		// Its credential keeps working throughout: Ready meanwhile.
+		v.Actions = append(v.Actions, DataRoleMoveToMembers)
 	}
 	if !o.Checked || len(o.Missing) > 0 {
 		v.Actions = append(v.Actions, DataRoleGrant)
@@ -332,8 +422,78 @@ func decideDataRoleRepairs(o DataRoleObservation, recordedOID string) DataRoleVe
 	case !o.Checked:
 		v.Message = fmt.Sprintf("the data role %q: its privileges are not checked yet", o.Name)
 	}
-	v.Ready = v.Message == "" && !slices.Contains(v.Actions, DataRoleRecordOID)
+	v.Ready = v.Message == "" && !slices.Contains(v.Actions, DataRoleRecordOID) && !slices.Contains(v.Actions, DataRoleRecordMemberOID)
+	if l.inGrace(o.Now) {
+		v.wake = l.until
+	}
+	if due, ok := rotationDue(o, l); ok && !waiting {
+		v.wake = earliest(v.wake, due)
+	}
 	return v
+}
+
+// memberConflict stops a data role whose member in use exists without
+// proof that it is this Database's, or whose rotation would give its new
+// password to such a member; it returns false when nothing is in the way.
+func memberConflict(o DataRoleObservation, l logins) (DataRoleVerdict, bool) {
+	check := []int{}
+	if l.active >= 1 {
+		check = append(check, l.active)
+	}
+	if _, requested, _ := dataRoleRotation(o, l); requested || l.active == 0 {
+		check = append(check, switchTarget(l.active))
+	}
+	for _, i := range check {
+		m := o.Members[i-1]
+		if !m.Exists || memberOurs(o, i, l.active) {
+			continue
+		}
+		name := MemberName(o.Role, i)
+		switch {
+		case o.KV.Owner[MetaMemberOID(i)] != "":
+			return DataRoleVerdict{Conflict: fmt.Sprintf("the data role %q: its login member %q exists with OID %d, but this Database created OID %s (dropped and re-created by someone else?); nothing of it was changed", o.Name, name, m.OID, o.KV.Owner[MetaMemberOID(i)])}, true
+		case i == l.active && (o.Login == LoginUnavailable || o.Login == LoginNotTried):
+			return DataRoleVerdict{Message: fmt.Sprintf("the data role %q: cannot tell yet whether the role %q is this Database's: its credential could not be tried", o.Name, name)}, true
+		default:
+			return DataRoleVerdict{Conflict: fmt.Sprintf("the data role %q: the role %q exists and this Database has no record of creating it; nothing of it was changed (drop it, or choose another name)", o.Name, name)}, true
+		}
+	}
+	return DataRoleVerdict{}, false
+}
+
+// memberRepairs adds what the member in use needs: created again, its OID
+// recorded, its attributes, membership and limits reset.
+func memberRepairs(o DataRoleObservation, l logins, actions []DataRoleAction, why []string) ([]DataRoleAction, []string) {
+	m, name := o.Members[l.active-1], MemberName(o.Role, l.active)
+	switch {
+	case !m.Exists:
+		return append(actions, DataRoleCreateMember, DataRoleRecordMemberOID), append(why, fmt.Sprintf("its login member %q is gone and is created again", name))
+	case o.KV.Owner[MetaMemberOID(l.active)] == "":
+		actions = append(actions, DataRoleRecordMemberOID)
+	}
+	if !m.CanLogin || !m.AttributesOK || !m.Inherits || !m.AdminMember || m.LimitsDrifted {
+		actions = append(actions, DataRoleRepairMember)
+		why = append(why, fmt.Sprintf("its login member %q's attributes, membership or limits changed", name))
+	}
+	return actions, why
+}
+
+// decideGraces ends the previous login once its grace is over, and gives
+// a grace to a login that can log in with none on record.
+func decideGraces(o DataRoleObservation, l logins, pending bool, actions []DataRoleAction, why []string, v *DataRoleVerdict) ([]DataRoleAction, []string) {
+	// Neither changes the credential in use: Ready meanwhile.
+	if l.previous != "" && !l.inGrace(o.Now) {
+		v.Retire = l.previous
+		return append(actions, DataRoleRetirePrevious), why
+	}
+	if l.previous != "" || l.active < 1 || pending {
+		return actions, why
+	}
+	if others := otherLogins(o, l); len(others) > 0 {
+		v.Grace = others[0]
+		return append(actions, DataRoleStartGrace), why
+	}
+	return actions, why
 }
 
 // decideDataRoleRemoval decides a data role the spec no longer lists: its

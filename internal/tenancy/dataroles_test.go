@@ -2,32 +2,52 @@ package tenancy
 
 import (
 	"maps"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"ddupan.top/provider-postgresql-tenant/apis/v1alpha1"
 )
 
+// now is the observations' time.
+var now = time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+
 // dataRole is a ready read-write data role "app" of me: its record ours
-// with the role's OID, the role as created, its password logging in and
-// nothing missing.
+// with the role's OID and its login member 1's, the role as created (not
+// logging in), member 1 logging in with the record's password and
+// inheriting the role's privileges, nothing missing.
 func dataRole() DataRoleObservation {
 	return DataRoleObservation{
 		Name: "app", Role: "shop_app", Path: "tenants/shop/roles/app",
 		Wanted: true, Access: v1alpha1.DataReadWrite,
-		KV: KVState{Present: true, Version: 1,
+		KV: KVState{Present: true, Version: 2,
 			Owner: func() map[string]string {
 				m := DataRoleMetadata(me, "app", v1alpha1.DataReadWrite)
 				m[MetaRoleOID] = "4242"
+				m[MetaMemberOID(1)] = "5001"
+				m[MetaPasswordSetAt] = now.Add(-time.Hour).Format(time.RFC3339)
 				return m
 			}(),
-			Data: map[string]string{"username": "shop_app", "password": "pw"}},
-		R:       RoleState{Exists: true, OID: 4242, AttributesOK: true, AdminMember: true, AdminCanAdmin: true},
+			Data: map[string]string{"username": "shop_app_1", "password": "pw"}},
+		R:       RoleState{Exists: true, OID: 4242, GroupOK: true, AdminMember: true, AdminCanAdmin: true},
+		Members: [2]MemberState{{Exists: true, OID: 5001, CanLogin: true, AttributesOK: true, Inherits: true, AdminMember: true}},
 		Login:   LoginOK,
 		Checked: true,
+		Now:     now,
+		Policy:  CredentialPolicy{Grace: DefaultGracePeriod},
 	}
+}
+
+// legacy makes o a data role as an earlier release made it: its role logs
+// in, and there are no members.
+func legacy(o *DataRoleObservation) {
+	o.KV.Data["username"] = "shop_app"
+	delete(o.KV.Owner, MetaMemberOID(1))
+	o.R.AttributesOK, o.R.CanLogin = true, true
+	o.Members = [2]MemberState{}
 }
 
 func TestDecideDataRole(t *testing.T) {
@@ -36,7 +56,7 @@ func TestDecideDataRole(t *testing.T) {
 		Ready    bool
 		Conflict bool
 	}
-	create := []DataRoleAction{DataRoleWriteRecord, DataRoleCreate, DataRoleRecordOID, DataRoleGrant}
+	create := []DataRoleAction{DataRoleWriteRecord, DataRoleCreate, DataRoleRecordOID, DataRoleMoveToMembers, DataRoleGrant}
 	cases := map[string]struct {
 		mut  func(*DataRoleObservation)
 		want out
@@ -62,13 +82,19 @@ func TestDecideDataRole(t *testing.T) {
 		},
 		"InterruptedAfterTheRole: proven by its password, the OID recorded": {
 			mut: func(o *DataRoleObservation) {
+				legacy(o)
 				delete(o.KV.Owner, MetaRoleOID)
 				o.Checked, o.Missing = true, []string{"table public.t: SELECT"}
 			},
-			want: out{Actions: []DataRoleAction{DataRoleRecordOID, DataRoleGrant}},
+			want: out{Actions: []DataRoleAction{DataRoleRecordOID, DataRoleMoveToMembers, DataRoleGrant}},
+		},
+		"InterruptedAfterTheRoleUnderMembers: the role itself does not log in, so it is not provable": {
+			mut:  func(o *DataRoleObservation) { delete(o.KV.Owner, MetaRoleOID) },
+			want: out{Conflict: true},
 		},
 		"InterruptedAfterTheRole, the login not possible now: wait": {
 			mut: func(o *DataRoleObservation) {
+				legacy(o)
 				delete(o.KV.Owner, MetaRoleOID)
 				o.Login = LoginUnavailable
 			},
@@ -119,16 +145,144 @@ func TestDecideDataRole(t *testing.T) {
 			msg:  "password was refused",
 		},
 		"AttributesChanged": {
-			mut:  func(o *DataRoleObservation) { o.R.AttributesOK = false },
+			mut:  func(o *DataRoleObservation) { o.R.GroupOK = false },
 			want: out{Actions: []DataRoleAction{DataRoleRepairAttributes}},
 		},
 		"AdminMembershipRevoked": {
 			mut:  func(o *DataRoleObservation) { o.R.AdminMember = false },
 			want: out{Actions: []DataRoleAction{DataRoleRepairAttributes}},
 		},
-		"LimitsChanged": {
-			mut:  func(o *DataRoleObservation) { o.LimitsDrifted = true },
-			want: out{Actions: []DataRoleAction{DataRoleRepairAttributes}},
+		"LimitsChanged: on the member in use": {
+			mut:  func(o *DataRoleObservation) { o.Members[0].LimitsDrifted = true },
+			want: out{Actions: []DataRoleAction{DataRoleRepairMember}},
+		},
+		"Legacy: AttributesChanged": {
+			mut:  func(o *DataRoleObservation) { legacy(o); o.R.AttributesOK = false },
+			want: out{Actions: []DataRoleAction{DataRoleRepairAttributes, DataRoleMoveToMembers}},
+		},
+		"Legacy: LimitsChanged": {
+			mut:  func(o *DataRoleObservation) { legacy(o); o.LimitsDrifted = true },
+			want: out{Actions: []DataRoleAction{DataRoleRepairAttributes, DataRoleMoveToMembers}},
+		},
+		"Legacy: moves to its members, Ready meanwhile": {
+			mut:  legacy,
+			want: out{Actions: []DataRoleAction{DataRoleMoveToMembers}, Ready: true},
+		},
+		"Legacy: a refused password is repaired before it moves": {
+			mut:  func(o *DataRoleObservation) { legacy(o); o.Login = LoginRefused },
+			want: out{Actions: []DataRoleAction{DataRoleRepairPassword}},
+		},
+		"Legacy: a member 1 someone else made stops the move": {
+			mut: func(o *DataRoleObservation) {
+				legacy(o)
+				o.Members[0] = MemberState{Exists: true, OID: 777, CanLogin: true, Login: LoginRefused}
+			},
+			want: out{Conflict: true},
+			msg:  `the role "shop_app_1" exists and this Database has no record of creating it`,
+		},
+		"Legacy: a move interrupted before member 1's OID was recorded goes on": {
+			mut: func(o *DataRoleObservation) {
+				legacy(o)
+				o.Members[0] = MemberState{Exists: true, OID: 5001, CanLogin: true, AttributesOK: true, Inherits: true, AdminMember: true, Login: LoginOK}
+			},
+			want: out{Actions: []DataRoleAction{DataRoleMoveToMembers}, Ready: true},
+		},
+		"MemberGone: created again with the record's password": {
+			mut:  func(o *DataRoleObservation) { o.Members[0], o.Login = MemberState{}, LoginRefused },
+			want: out{Actions: []DataRoleAction{DataRoleCreateMember, DataRoleRecordMemberOID, DataRoleRepairPassword}},
+			msg:  `its login member "shop_app_1" is gone`,
+		},
+		"MemberReplaced: another OID than the one recorded": {
+			mut:  func(o *DataRoleObservation) { o.Members[0].OID = 9999 },
+			want: out{Conflict: true},
+			msg:  "but this Database created OID 5001",
+		},
+		"MemberOIDNotRecorded: proven by its login, recorded": {
+			mut:  func(o *DataRoleObservation) { delete(o.KV.Owner, MetaMemberOID(1)) },
+			want: out{Actions: []DataRoleAction{DataRoleRecordMemberOID}},
+		},
+		"MemberNotInheriting: its membership is given back": {
+			mut:  func(o *DataRoleObservation) { o.Members[0].Inherits = false },
+			want: out{Actions: []DataRoleAction{DataRoleRepairMember}},
+		},
+		"MemberNoLogin: given back": {
+			mut:  func(o *DataRoleObservation) { o.Members[0].CanLogin, o.Login = false, LoginRefused },
+			want: out{Actions: []DataRoleAction{DataRoleRepairMember, DataRoleRepairPassword}},
+		},
+		"InGrace: Ready, nothing to do, woken at its end": {
+			mut: func(o *DataRoleObservation) {
+				maps.Copy(o.KV.Owner, PreviousLogin("shop_app_2", now.Add(5*time.Minute)))
+				o.Members[1] = MemberState{Exists: true, OID: 5002, CanLogin: true, AttributesOK: true, Inherits: true, AdminMember: true}
+				o.KV.Owner[MetaMemberOID(2)] = "5002"
+			},
+			want: out{Ready: true},
+		},
+		"GraceOver: the previous login is ended, Ready meanwhile": {
+			mut: func(o *DataRoleObservation) {
+				maps.Copy(o.KV.Owner, PreviousLogin("shop_app_2", now.Add(-time.Second)))
+			},
+			want: out{Actions: []DataRoleAction{DataRoleRetirePrevious}, Ready: true},
+		},
+		"RotationDuringGrace: waits for its end": {
+			mut: func(o *DataRoleObservation) {
+				maps.Copy(o.KV.Owner, PreviousLogin("shop_app_2", now.Add(5*time.Minute)))
+				o.Rotation = DataRoleRotation{ID: "r1"}
+			},
+			want: out{Ready: true},
+		},
+		"RotationAfterGrace: the previous login ends first, then the rotation": {
+			mut: func(o *DataRoleObservation) {
+				maps.Copy(o.KV.Owner, PreviousLogin("shop_app_2", now.Add(-time.Second)))
+				o.Rotation = DataRoleRotation{ID: "r1"}
+			},
+			want: out{Actions: []DataRoleAction{DataRoleRetirePrevious, DataRoleRotate}},
+		},
+		"OtherMemberLogsIn without a grace on record: given one": {
+			mut: func(o *DataRoleObservation) {
+				o.Members[1] = MemberState{Exists: true, OID: 5002, CanLogin: true, AttributesOK: true, Inherits: true, AdminMember: true}
+				o.KV.Owner[MetaMemberOID(2)] = "5002"
+			},
+			want: out{Actions: []DataRoleAction{DataRoleStartGrace}, Ready: true},
+		},
+		"RoleItselfLogsIn under members (a move interrupted): given a grace": {
+			mut:  func(o *DataRoleObservation) { o.R.CanLogin = true },
+			want: out{Actions: []DataRoleAction{DataRoleStartGrace}, Ready: true},
+		},
+		"OtherMemberNotOurs: left alone": {
+			mut:  func(o *DataRoleObservation) { o.Members[1] = MemberState{Exists: true, OID: 6000, CanLogin: true} },
+			want: out{Ready: true},
+		},
+		"RotationTargetNotOurs: nothing is written": {
+			mut: func(o *DataRoleObservation) {
+				o.Members[1] = MemberState{Exists: true, OID: 6000, CanLogin: true}
+				o.Rotation = DataRoleRotation{ID: "r1"}
+			},
+			want: out{Conflict: true},
+			msg:  `the role "shop_app_2" exists and this Database has no record of creating it`,
+		},
+		"AgeDue: rotated": {
+			mut:  func(o *DataRoleObservation) { o.Policy.MaxAge = 30 * time.Minute },
+			want: out{Actions: []DataRoleAction{DataRoleRotate}},
+		},
+		"AgeNotDue: Ready": {
+			mut:  func(o *DataRoleObservation) { o.Policy.MaxAge = 2 * time.Hour },
+			want: out{Ready: true},
+		},
+		"AgeDueAndRotatedForIt: nothing more": {
+			mut: func(o *DataRoleObservation) {
+				o.Policy.MaxAge = 30 * time.Minute
+				at := now.Add(-time.Minute)
+				maps.Copy(o.KV.Owner, DataRoleRotationCompletion([3]string{"", "", o.KV.Owner[MetaPasswordSetAt]}, at, "", time.Time{}))
+			},
+			want: out{Ready: true},
+		},
+		"AgeUnknownPasswordTime: the record's version's time": {
+			mut: func(o *DataRoleObservation) {
+				delete(o.KV.Owner, MetaPasswordSetAt)
+				o.KV.Created = now.Add(-3 * time.Hour)
+				o.Policy.MaxAge = 2 * time.Hour
+			},
+			want: out{Actions: []DataRoleAction{DataRoleRotate}},
 		},
 		"GrantRevoked: granted again": {
 			mut:  func(o *DataRoleObservation) { o.Missing = []string{"table public.items: INSERT"} },
@@ -180,14 +334,14 @@ func TestDecideDataRole(t *testing.T) {
 		"RotationCompleted: nothing more": {
 			mut: func(o *DataRoleObservation) {
 				o.Rotation = DataRoleRotation{ID: "r1", DatabaseID: "all-1"}
-				maps.Copy(o.KV.Owner, DataRoleRotationCompletion([2]string{"r1", "all-1"}, "2026-12-04T00:00:00Z"))
+				maps.Copy(o.KV.Owner, DataRoleRotationCompletion([3]string{"r1", "all-1", ""}, now.Add(-time.Hour), "", time.Time{}))
 			},
 			want: out{Ready: true},
 		},
 		"NewDatabaseRotationAfterTheRolesOwn": {
 			mut: func(o *DataRoleObservation) {
 				o.Rotation = DataRoleRotation{ID: "r1", DatabaseID: "all-2"}
-				maps.Copy(o.KV.Owner, DataRoleRotationCompletion([2]string{"r1", "all-1"}, "2026-12-04T00:00:00Z"))
+				maps.Copy(o.KV.Owner, DataRoleRotationCompletion([3]string{"r1", "all-1", ""}, now.Add(-time.Hour), "", time.Time{}))
 			},
 			want: out{Actions: []DataRoleAction{DataRoleRotate}},
 		},
@@ -196,7 +350,7 @@ func TestDecideDataRole(t *testing.T) {
 		"CreatedWithARotation": {
 			mut: func(o *DataRoleObservation) {
 				o.Rotation = DataRoleRotation{ID: "r1"}
-				maps.Copy(o.KV.Owner, DataRoleRotationCreated(o.Rotation, "2026-12-04T00:00:00Z"))
+				maps.Copy(o.KV.Owner, DataRoleRotationCreated(o.Rotation, now.Add(-time.Hour)))
 			},
 			want: out{Ready: true},
 		},
@@ -206,7 +360,7 @@ func TestDecideDataRole(t *testing.T) {
 		"RotationPending: finished with the new version": {
 			mut: func(o *DataRoleObservation) {
 				o.Rotation = DataRoleRotation{ID: "r9"}
-				maps.Copy(o.KV.Owner, DataRoleRotationIntent(DataRoleRotation{ID: "r1"}, 2))
+				maps.Copy(o.KV.Owner, DataRoleRotationIntent([3]string{"r1", "", ""}, 2, "shop_app_2"))
 				o.KV.Version, o.Login = 2, LoginRefused
 			},
 			want: out{Actions: []DataRoleAction{DataRoleRotateFinish}},
@@ -217,7 +371,7 @@ func TestDecideDataRole(t *testing.T) {
 		"RotationIntentWithoutItsVersion: started again": {
 			mut: func(o *DataRoleObservation) {
 				o.Rotation = DataRoleRotation{ID: "r1"}
-				maps.Copy(o.KV.Owner, DataRoleRotationIntent(o.Rotation, 2))
+				maps.Copy(o.KV.Owner, DataRoleRotationIntent([3]string{"r1", "", ""}, 3, "shop_app_1"))
 			},
 			want: out{Actions: []DataRoleAction{DataRoleRotate}},
 		},
@@ -252,8 +406,15 @@ func TestDecideDataRole(t *testing.T) {
 			if v.Conflict != "" && len(v.Actions) > 0 {
 				t.Errorf("a conflict with actions %v", v.Actions)
 			}
-			if v.Ready && (len(v.Actions) > 0 || v.Message != "") {
-				t.Errorf("Ready with actions %v, message %q", v.Actions, v.Message)
+			// Only what leaves the credential in use as it is may be done
+			// while Ready.
+			for _, a := range v.Actions {
+				if v.Ready && !slices.Contains([]DataRoleAction{DataRoleMoveToMembers, DataRoleRetirePrevious, DataRoleStartGrace}, a) {
+					t.Errorf("Ready with the action %q", a)
+				}
+			}
+			if v.Ready && v.Message != "" {
+				t.Errorf("Ready with the message %q", v.Message)
 			}
 		})
 	}

@@ -37,7 +37,7 @@ func PasswordWithheld(pw string) bool { return pw == withheldPassword }
 // one, is replaced by a marker that is not the password: enough for every
 // decision that needs to know a password is there, useless for a login.
 func (k KVState) WithoutPassword() KVState {
-	c := KVState{Present: k.Present, Version: k.Version, Owner: maps.Clone(k.Owner), Data: maps.Clone(k.Data)}
+	c := KVState{Present: k.Present, Version: k.Version, Owner: maps.Clone(k.Owner), Data: maps.Clone(k.Data), Created: k.Created}
 	if c.Data["password"] != "" {
 		c.Data["password"] = withheldPassword
 	}

@@ -68,6 +68,9 @@ type Record struct {
 	Version int
 	// Owner is the record's custom_metadata.
 	Owner map[string]string
+	// Created is when the current version was written (zero when
+	// unknown).
+	Created time.Time
 }
 
 // Client talks to one OpenBao.
@@ -308,7 +311,7 @@ func (c *Client) Read(ctx context.Context, path string) (*Record, error) {
 		if err == nil {
 			rec = &Record{Data: stringMap(s.Data), Owner: stringMap(s.CustomMetadata)}
 			if s.VersionMetadata != nil {
-				rec.Version = s.VersionMetadata.Version
+				rec.Version, rec.Created = s.VersionMetadata.Version, s.VersionMetadata.CreatedTime
 			}
 			return nil
 		}

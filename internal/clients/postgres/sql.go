@@ -62,7 +62,7 @@ const qProbeMembership16 = `SELECT pg_catalog.pg_has_role(CURRENT_USER, $1::pg_c
 const observeTemplate = `SELECT d.oid, pg_catalog.pg_get_userbyid(d.datdba), d.datallowconn,
   ` + publicConnect + `,
   ` + roleConnect + `,
-  r.oid, r.rolcanlogin, r.rolsuper, r.rolcreatedb, r.rolcreaterole, r.rolreplication, r.rolbypassrls, r.rolconnlimit,
+  r.oid, r.rolcanlogin, r.rolsuper, r.rolcreatedb, r.rolcreaterole, r.rolreplication, r.rolbypassrls, r.rolconnlimit, r.rolinherit,
   CASE WHEN r.oid IS NULL THEN NULL ELSE @MEMBER@ END,
   CASE WHEN r.oid IS NULL THEN NULL ELSE @ADMIN@ END,
   r.rolvaliduntil::pg_catalog.text,
@@ -254,6 +254,22 @@ const (
 	// qSetRolePassword replaces a role's password with a SCRAM verifier
 	// (a credential rotation).
 	qSetRolePassword = `ALTER ROLE %s PASSWORD '%s'` //nolint:gosec // a statement template, not a credential
+	// A data role's login members: LOGIN with a verifier, inheriting the
+	// data role's privileges through their membership; retired, NOLOGIN
+	// with no password at all.
+	qCreateMember = `CREATE ROLE %s LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS INHERIT PASSWORD '%s'`
+	qSetMemberLogin = `ALTER ROLE %s LOGIN NOCREATEDB NOCREATEROLE INHERIT PASSWORD '%s'` //nolint:gosec // a statement template, not a credential
+	qRepairMember   = `ALTER ROLE %s LOGIN NOCREATEDB NOCREATEROLE INHERIT`
+	qRetireLogin    = `ALTER ROLE %s NOLOGIN PASSWORD NULL`
+	// qRepairGroup: a data role's role, which holds its privileges, gets
+	// back what a CREATEROLE admin may reset; its LOGIN is its logins'
+	// business (RetireLogin).
+	qRepairGroup = `ALTER ROLE %s NOCREATEDB NOCREATEROLE`
+	// The membership of a login member in its data role: before 16 a plain
+	// grant (inheriting comes from the member's INHERIT attribute); from 16
+	// on, WITH INHERIT TRUE explicitly.
+	qGrantToMember   = `GRANT %s TO %s`
+	qGrantToMember16 = `GRANT %s TO %s WITH INHERIT TRUE`
 	// qRepairDatabase gives a database back the attributes a tenant
 	// database has: not a template, no connection limit of its own (the
 	// login role's connection limit is the one that counts). The owner's

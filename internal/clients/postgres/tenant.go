@@ -43,6 +43,9 @@ type Catalog struct {
 	BypassRLS   bool
 	// ConnLimit is the role's connection limit (-1: none).
 	ConnLimit int32
+	// Inherit: the role uses the privileges of the roles it is a member of
+	// (before 16, the only say; from 16 on, each grant's INHERIT option).
+	Inherit bool
 	// AdminMember: the admin role holds the membership in the login role
 	// that provisioning needs: it can SET ROLE to it (CREATE DATABASE ...
 	// OWNER) and use its privileges (CONNECT grants, ending its sessions,
@@ -95,7 +98,14 @@ func (c Catalog) LoginFingerprint() string {
 // NOREPLICATION NOBYPASSRLS. The connection limit is one of the role's
 // limits (RoleLimits), not an attribute reset here.
 func (c Catalog) RoleAttributesOK() bool {
-	return c.Login && !c.Superuser && !c.CreateDB && !c.CreateRole && !c.Replication && !c.BypassRLS
+	return c.Login && c.GroupAttributesOK()
+}
+
+// GroupAttributesOK reports whether the role has the attributes of a data
+// role's role, which holds privileges for its login members: NOSUPERUSER
+// NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS, whatever LOGIN.
+func (c Catalog) GroupAttributesOK() bool {
+	return !c.Superuser && !c.CreateDB && !c.CreateRole && !c.Replication && !c.BypassRLS
 }
 
 // RoleLimits is what the catalog shows of the role's limits.
@@ -120,7 +130,7 @@ func (p *Pool) Observe(ctx context.Context, database, role string) (Catalog, err
 	var c Catalog
 	var dbOID, roleOID *uint32
 	var owner *string
-	var allowConn, publicConnect, roleConnect, login, super, createDB, createRole, repl, bypass, member, canAdmin *bool
+	var allowConn, publicConnect, roleConnect, login, super, createDB, createRole, repl, bypass, member, canAdmin, inherit *bool
 	var connLimit *int32
 	var validUntil *string
 	var verifier []byte
@@ -140,7 +150,7 @@ func (p *Pool) Observe(ctx context.Context, database, role string) (Catalog, err
 	err = p.onCurrentSession(ctx, func(c *pgxpool.Conn) (bool, error) {
 		err := c.Conn().QueryRow(ctx, qObserve(major, readable), database, role).Scan(
 			&dbOID, &owner, &allowConn, &publicConnect, &roleConnect,
-			&roleOID, &login, &super, &createDB, &createRole, &repl, &bypass, &connLimit, &member, &canAdmin,
+			&roleOID, &login, &super, &createDB, &createRole, &repl, &bypass, &connLimit, &inherit, &member, &canAdmin,
 			&validUntil, &verifier, &granted, &otherGrants, &otherMembers, &roleSettings, &dbSettings,
 			&isTemplate, &dbConnLimit)
 		return err == nil && outdatedMemberships(member, granted), err
@@ -163,7 +173,7 @@ func (p *Pool) Observe(ctx context.Context, database, role string) (Catalog, err
 		c.RoleExists, c.RoleOID = true, *roleOID
 		c.Login, c.Superuser, c.CreateDB, c.CreateRole = deref(login), deref(super), deref(createDB), deref(createRole)
 		c.Replication, c.BypassRLS, c.ConnLimit, c.AdminMember = deref(repl), deref(bypass), deref(connLimit), deref(member)
-		c.AdminCanAdmin, c.ValidUntil = deref(canAdmin), deref(validUntil)
+		c.AdminCanAdmin, c.ValidUntil, c.Inherit = deref(canAdmin), deref(validUntil), deref(inherit)
 		if len(verifier) > 0 {
 			c.VerifierDigest = hex.EncodeToString(verifier)
 		}

@@ -59,10 +59,11 @@ func (e *external) cleanup(ctx context.Context, db *v1alpha1.Database, o *observ
 		return failFrom(db, StepCleanup, err)
 	}
 	// What the Database itself grants stays: its data roles keep their
-	// access and their sessions (the running app is one of them).
+	// access and their login members their sessions (the running app is
+	// one of them).
 	var keep []string
 	for _, r := range db.Spec.ForProvider.DataRoles {
-		keep = append(keep, tenancy.DataRoleName(n.role, r.Name))
+		keep = append(keep, tenancy.DataRoleRoles(n.role, r.Name)...)
 	}
 	rep, err := e.pool.CleanupAccess(ctx, n.database, n.role, keep)
 	// Whatever the cleanup did, the data roles' readiness is what the
@@ -122,7 +123,7 @@ func (e *external) otherAccess(o *observation, cat postgres.Catalog) tenancy.Oth
 	var dataRoles []string
 	if o.verdict.KVOurs || o.roles.ours {
 		for _, name := range tenancy.RecordedDataRoles(o.roles.meta) {
-			dataRoles = append(dataRoles, tenancy.DataRoleName(o.names.role, name))
+			dataRoles = append(dataRoles, tenancy.DataRoleRoles(o.names.role, name)...)
 		}
 	}
 	return tenancy.DecideOtherAccess(tenancy.OtherAccessInput{Database: o.names.database, Role: o.names.role, Grants: cat.OtherGrants, Members: cat.OtherMembers, DataRoles: dataRoles})

@@ -33,11 +33,14 @@ type confirmer struct {
 	// early confirmation.
 	created map[types.UID]bool
 	last    map[types.UID]time.Time
-	now     func() time.Time
+	// at: a Database to observe again at a time (a grace ending, a
+	// rotation by age), when that is sooner than the poll interval.
+	at  map[types.UID]time.Time
+	now func() time.Time
 }
 
 func newConfirmer() *confirmer {
-	return &confirmer{repaired: map[types.UID]bool{}, created: map[types.UID]bool{}, last: map[types.UID]time.Time{}, now: time.Now}
+	return &confirmer{repaired: map[types.UID]bool{}, created: map[types.UID]bool{}, last: map[types.UID]time.Time{}, at: map[types.UID]time.Time{}, now: time.Now}
 }
 
 // Repaired records that a repair of the Database with this UID succeeded.
@@ -57,6 +60,19 @@ func (c *confirmer) Created(uid types.UID) {
 	c.created[uid] = true
 }
 
+// At records that the Database with this UID has something due at t (a
+// zero t: nothing); the earliest of a reconcile's calls counts.
+func (c *confirmer) At(uid types.UID, t time.Time) {
+	if t.IsZero() {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cur, ok := c.at[uid]; !ok || t.Before(cur) {
+		c.at[uid] = t
+	}
+}
+
 // PollInterval is a managed.PollIntervalHook: poll, or confirmAfterRepair
 // once after a repair unless the previous early confirmation of the same
 // Database was less than a poll interval ago.
@@ -64,6 +80,14 @@ func (c *confirmer) PollInterval(mg resource.Managed, poll time.Duration) time.D
 	uid := mg.GetUID()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if t, ok := c.at[uid]; ok {
+		// Due before the next poll: observed again then (a second after,
+		// so that it is due), never sooner than a second from now.
+		delete(c.at, uid)
+		if d := max(t.Sub(c.now())+time.Second, time.Second); d < poll {
+			poll = d
+		}
+	}
 	if c.created[uid] {
 		delete(c.created, uid)
 		delete(c.repaired, uid)

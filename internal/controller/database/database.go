@@ -309,6 +309,7 @@ func (c *connector) Connect(ctx context.Context, db *v1alpha1.Database) (managed
 		// The defaults in effect now: a change of them reaches each
 		// Database at its next reconcile (its poll).
 		cfgLimits:        cfg.Spec.TenantLimits,
+		cfgCredentials:   cfg.Spec.CredentialPolicy,
 		defaultConnLimit: defaultConnLimit(ctx, log, cfg, pool),
 		drop:             drop,
 

@@ -31,6 +31,9 @@ const (
 	// StepDataRoleRotateRole runs between a data role rotation's new
 	// version and setting it on the role.
 	StepDataRoleRotateRole = "data-role-rotate-role"
+	StepDataRoleMove       = "data-role-move"
+	StepDataRoleMember     = "data-role-member"
+	StepDataRoleRetire     = "data-role-retire"
 )
 
 // dataRole is one data role as Observe found it.
@@ -38,6 +41,9 @@ type dataRole struct {
 	obs     tenancy.DataRoleObservation
 	verdict tenancy.DataRoleVerdict
 	limits  tenancy.EffectiveLimits
+	// memberLimits are the limits the catalog shows of the login member
+	// in use.
+	memberLimits tenancy.RoleLimitsState
 }
 
 // dataRoleNames are the names to observe: the spec's, then those the
@@ -109,36 +115,109 @@ func (e *external) observeDataRolesOf(ctx context.Context, db *v1alpha1.Database
 	return nil
 }
 
-// observeDataRole observes one data role: the catalog (one query) and,
-// when its last proven login no longer stands, its record (one read), a
-// login as it and the owner's check of its privileges (one session each).
+// observeDataRole observes one data role: the catalog of its role and of
+// its two login members (one query each) and, when its last proven login
+// no longer stands, its record (one read), a login as the member the
+// record names and the owner's check of its privileges (one session each).
 func (e *external) observeDataRole(ctx context.Context, db *v1alpha1.Database, n names, name string, w v1alpha1.DataRole, isWanted bool, now time.Time) (dataRole, error) {
 	o := tenancy.DataRoleObservation{Name: name, Role: tenancy.DataRoleName(n.role, name), Path: tenancy.DataRolePath(n.roles, name),
-		Wanted: isWanted, Access: w.Access, Rotation: dataRoleRotation(db, w)}
+		Wanted: isWanted, Access: w.Access, Rotation: dataRoleRotation(db, w), Now: now,
+		Policy: tenancy.CredentialPolicyOf(e.cfgCredentials, db.Spec.ForProvider.CredentialPolicy, string(db.GetUID())+"/"+name)}
 	lim := tenancy.LimitsOf(e.cfgLimits, w.Limits).WithDefaultConnectionLimit(e.defaultConnLimit)
 	cat, err := e.pool.Observe(ctx, n.database, o.Role)
 	if err != nil {
 		return dataRole{}, err
 	}
 	o.R = tenancy.RoleState{Exists: cat.RoleExists, OID: cat.RoleOID, AttributesOK: cat.RoleAttributesOK(), AdminMember: cat.AdminMember,
-		AdminCanAdmin: cat.AdminCanAdmin, Elevated: cat.Superuser || cat.Replication || cat.BypassRLS, Limits: cat.RoleLimits()}
-	o.LimitsDrifted = isWanted && cat.RoleExists && tenancy.DecideLimits(lim, o.R.Limits).Drifted()
-	fingerprint := fmt.Sprintf("%s access=%s limits=%v rotation=%q", cat.LoginFingerprint(), w.Access, lim, [2]string{o.Rotation.ID, o.Rotation.DatabaseID})
+		AdminCanAdmin: cat.AdminCanAdmin, Elevated: cat.Superuser || cat.Replication || cat.BypassRLS, Limits: cat.RoleLimits(),
+		CanLogin: cat.Login, GroupOK: cat.GroupAttributesOK()}
+	members, mcats, err := e.observeMembers(ctx, n, o.Role, cat)
+	if err != nil {
+		return dataRole{}, err
+	}
+	o.Members = members
+	r := dataRole{limits: lim}
+	fingerprint := fmt.Sprintf("%s members=%s access=%s limits=%v rotation=%q", cat.LoginFingerprint(), mcats, w.Access, lim, [2]string{o.Rotation.ID, o.Rotation.DatabaseID})
 	if last := e.lastDataLogin(db, name); isWanted && cat.RoleExists && last != nil && last.Record != nil &&
 		last.Fingerprint == fmt.Sprintf("%s kv=%d", fingerprint, last.Record.Version) && now.Before(last.Due) {
 		// Its last proven login and privilege check stand.
 		o.KV, o.Login, o.Checked = *last.Record, tenancy.LoginOK, true
+		r.settle(&o, cat, mcats)
 		if v := tenancy.DecideDataRole(o, e.id); v.Ready {
 			metrics.LoginSkipped()
-			return dataRole{obs: o, verdict: v, limits: lim}, nil
+			r.obs, r.verdict = o, v
+			return r, nil
 		}
 	}
 	if err := e.checkDataRole(ctx, n, &o, isWanted && cat.RoleExists, cat.RoleExists); err != nil {
 		return dataRole{}, err
 	}
+	r.settle(&o, cat, mcats)
 	v := tenancy.DecideDataRole(o, e.id)
 	e.rememberDataLogin(db, name, v.Ready, o.KV, fmt.Sprintf("%s kv=%d", fingerprint, o.KV.Version), now)
-	return dataRole{obs: o, verdict: v, limits: lim}, nil
+	r.obs, r.verdict = o, v
+	return r, nil
+}
+
+// memberCatalogs are the catalog readings of a data role's members, kept
+// for the limits of the one in use.
+type memberCatalogs [2]postgres.Catalog
+
+// observeMembers reads the catalog of the data role's two login members:
+// whether each exists, can log in, has a tenant role's attributes, and
+// inherits the role's privileges (a member of it, inheriting).
+func (e *external) observeMembers(ctx context.Context, n names, role string, group postgres.Catalog) ([2]tenancy.MemberState, memberCatalogs, error) {
+	var out [2]tenancy.MemberState
+	var cats memberCatalogs
+	for i := range 2 {
+		c, err := e.pool.Observe(ctx, n.database, tenancy.MemberName(role, i+1))
+		if err != nil {
+			return out, cats, err
+		}
+		cats[i] = c
+		if !c.RoleExists {
+			continue
+		}
+		inherits := false
+		for _, m := range group.OtherMembers {
+			if m.Role == tenancy.MemberName(role, i+1) {
+				inherits = c.Inherit
+				if m.Inherit != nil {
+					inherits = *m.Inherit
+				}
+			}
+		}
+		out[i] = tenancy.MemberState{Exists: true, OID: c.RoleOID, CanLogin: c.Login, AttributesOK: c.GroupAttributesOK(),
+			Inherits: inherits, AdminMember: c.AdminMember}
+	}
+	return out, cats, nil
+}
+
+// String is the members' part of a data role's login fingerprint.
+func (m memberCatalogs) String() string {
+	return m[0].LoginFingerprint() + "|" + m[1].LoginFingerprint()
+}
+
+// settle completes the observation with what depends on the record: the
+// limits of the login in use (the role itself until it moves to its
+// members, then the member the record names).
+func (r *dataRole) settle(o *tenancy.DataRoleObservation, group postgres.Catalog, members memberCatalogs) {
+	state, exists, i := group.RoleLimits(), o.R.Exists, 0
+	switch o.KV.Data["username"] {
+	case tenancy.MemberName(o.Role, 1):
+		i = 1
+	case tenancy.MemberName(o.Role, 2):
+		i = 2
+	}
+	if i > 0 {
+		state, exists = members[i-1].RoleLimits(), o.Members[i-1].Exists
+	}
+	r.memberLimits = state
+	drifted := o.Wanted && exists && tenancy.DecideLimits(r.limits, state).Drifted()
+	o.LimitsDrifted = i == 0 && drifted
+	if i > 0 {
+		o.Members[i-1].LimitsDrifted = drifted
+	}
 }
 
 // checkDataRole reads the data role's record and, when it is this
@@ -150,13 +229,19 @@ func (e *external) checkDataRole(ctx context.Context, n names, o *tenancy.DataRo
 	}
 	o.KV, o.Login, o.Checked, o.Missing = tenancy.KVState{}, tenancy.LoginNotTried, false, nil
 	if rec != nil {
-		o.KV = tenancy.KVState{Present: true, Owner: rec.Owner, Data: rec.Data, Version: rec.Version}
+		o.KV = tenancy.KVState{Present: true, Owner: rec.Owner, Data: rec.Data, Version: rec.Version, Created: rec.Created}
 	}
 	mine := tenancy.KVOurs(o.KV, e.id) && o.KV.Owner[tenancy.MetaDataRole] == o.Name
 	if exists && mine && o.KV.Data["password"] != "" &&
 		tenancy.EndpointChange(tenancy.RecordedEndpoint(o.KV), e.wantData(n)) == "" {
-		o.Login = e.dataLogin(ctx, n.database, o.Role, o.KV.Data["password"])
+		o.Login = e.dataLogin(ctx, n.database, dataLoginName(*o), o.KV.Data["password"])
 		metrics.LoginMade()
+	}
+	if m1 := o.Members[0]; exists && mine && o.KV.Data["password"] != "" && dataLoginName(*o) == o.Role &&
+		m1.Exists && o.KV.Owner[tenancy.MetaMemberOID(1)] == "" {
+		// A move to the members interrupted before the member's OID was
+		// recorded: its password is the record's.
+		o.Members[0].Login = e.dataLogin(ctx, n.database, tenancy.MemberName(o.Role, 1), o.KV.Data["password"])
 	}
 	if wantedAndExists && mine && (o.Login == tenancy.LoginOK || o.Login == tenancy.LoginAuthOK) {
 		missing, err := e.pool.ObserveAccess(ctx, n.database, n.role, o.Role, postgres.Access(o.Access))
@@ -166,6 +251,17 @@ func (e *external) checkDataRole(ctx context.Context, n names, o *tenancy.DataRo
 		o.Checked, o.Missing = true, missing
 	}
 	return nil
+}
+
+// dataLoginName is the login the data role's record names: one of its
+// members, or the role itself before it moved to them. A record naming
+// any other role is tried as the role itself (and refused).
+func dataLoginName(o tenancy.DataRoleObservation) string {
+	switch u := o.KV.Data["username"]; u {
+	case tenancy.MemberName(o.Role, 1), tenancy.MemberName(o.Role, 2):
+		return u
+	}
+	return o.Role
 }
 
 // rememberDataLogin keeps a ready data role's proven check until it is due
@@ -251,7 +347,29 @@ func (e *external) reportDataRoles(db *v1alpha1.Database, roles []dataRole) {
 		if len(r.obs.Missing) > 0 {
 			s.Missing = slices.Clone(r.obs.Missing[:min(10, len(r.obs.Missing))])
 		}
+		if tenancy.KVOurs(r.obs.KV, e.id) {
+			reportLogins(&s, tenancy.LoginsOf(r.obs))
+		}
 		out = append(out, s)
+		if e.confirm != nil {
+			e.confirm.At(db.GetUID(), r.verdict.WakeAt())
+		}
 	}
 	db.Status.AtProvider.DataRoles = out
+}
+
+// reportLogins shows a data role's logins: the one in use, the previous
+// one while in its grace, the password's time and its next rotation.
+// Each is a point in time, not an age, so that status changes only when
+// they do.
+func reportLogins(s *v1alpha1.DataRoleObservation, l tenancy.DataRoleLogins) {
+	s.LoginRole, s.PreviousLogin = l.Login, l.Previous
+	s.PasswordSetAt, s.NextRotationAt, s.PreviousLoginEndsAt = metaTime(l.PasswordSetAt), metaTime(l.NextRotation), metaTime(l.PreviousUntil)
+}
+
+func metaTime(t time.Time) *metav1.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &metav1.Time{Time: t.UTC().Truncate(time.Second)}
 }

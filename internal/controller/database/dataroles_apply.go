@@ -72,6 +72,11 @@ type dataRoleTurn struct {
 	n        names
 	role     dataRole
 	password string
+	// username and version are the record's as the actions so far left
+	// it; created: the turn created the role.
+	username string
+	version  int
+	created  bool
 	list     *roleLister
 	action   tenancy.DataRoleAction
 }
@@ -90,6 +95,7 @@ var dataRoleSteps = map[tenancy.DataRoleAction]dataRoleStep{
 		before: func(ctx context.Context, t *dataRoleTurn) error { return t.list.add(ctx, t.role.obs.Name) },
 		do: func(ctx context.Context, t *dataRoleTurn) (err error) {
 			t.password, err = t.e.writeDataRoleRecord(ctx, t.n, t.role.obs)
+			t.username, t.version = t.role.obs.Role, 1
 			return err
 		}},
 	tenancy.DataRoleCreate: {step: StepDataRoleCreate, do: func(ctx context.Context, t *dataRoleTurn) error {
@@ -97,7 +103,15 @@ var dataRoleSteps = map[tenancy.DataRoleAction]dataRoleStep{
 		if err != nil {
 			return err
 		}
-		return t.e.pool.CreateRoleWithLimits(ctx, t.role.obs.Role, verifier, t.role.limits)
+		if err := t.e.pool.CreateRoleWithLimits(ctx, t.role.obs.Role, verifier, t.role.limits); err != nil {
+			return err
+		}
+		t.created = true
+		if t.username != t.role.obs.Role {
+			// Created again under members: the role itself does not log in.
+			_, err = t.e.pool.RetireLogin(ctx, t.role.obs.Role, false)
+		}
+		return err
 	}},
 	tenancy.DataRoleRecordOID: {step: StepDataRoleOID, do: func(ctx context.Context, t *dataRoleTurn) error {
 		return t.e.recordDataRoleOID(ctx, t.n, t.role.obs)
@@ -109,6 +123,9 @@ var dataRoleSteps = map[tenancy.DataRoleAction]dataRoleStep{
 				return err
 			}
 		}
+		if t.username != o.Role {
+			return t.e.pool.RepairGroup(ctx, o.Role)
+		}
 		if err := t.e.pool.RepairRole(ctx, o.Role); err != nil {
 			return err
 		}
@@ -119,17 +136,30 @@ var dataRoleSteps = map[tenancy.DataRoleAction]dataRoleStep{
 		if err != nil {
 			return err
 		}
+		if t.username != t.role.obs.Role {
+			return t.e.pool.SetMemberPassword(ctx, t.role.obs.Role, t.username, verifier)
+		}
 		return t.e.pool.SetRolePassword(ctx, t.role.obs.Role, verifier)
 	}},
+	tenancy.DataRoleMoveToMembers:   {step: StepDataRoleMove, do: moveToMembers},
+	tenancy.DataRoleCreateMember:    {step: StepDataRoleMember, do: createMember},
+	tenancy.DataRoleRecordMemberOID: {step: StepDataRoleMember, do: recordMemberOID},
+	tenancy.DataRoleRepairMember:    {step: StepDataRoleMember, do: repairMember},
+	tenancy.DataRoleRetirePrevious:  {step: StepDataRoleRetire, do: retirePrevious},
+	tenancy.DataRoleStartGrace:      {step: StepDataRoleRetire, do: startGrace},
 	tenancy.DataRoleRotate:       {step: StepDataRoleRotate, do: rotateTurn},
 	tenancy.DataRoleRotateFinish: {step: StepDataRoleRotate, do: rotateTurn},
 	tenancy.DataRoleGrant: {step: StepDataRoleGrant, do: func(ctx context.Context, t *dataRoleTurn) error {
 		return t.e.pool.GrantAccess(ctx, t.n.database, t.n.role, t.role.obs.Role, postgres.Access(t.role.obs.Access))
 	}},
 	tenancy.DataRoleDrop: {step: StepDataRoleDrop, do: func(ctx context.Context, t *dataRoleTurn) error {
-		return t.e.dropDataRole(ctx, t.n.database, t.n.role, t.role.obs.Role, true)
+		return t.e.dropDataRole(ctx, t.n.database, t.n.role, t.role.obs.Role, t.role.obs.KV.Owner, true)
 	}},
 	tenancy.DataRoleDeleteRecord: {step: StepDataRoleDelete, do: func(ctx context.Context, t *dataRoleTurn) error {
+		// Its members go before the record that proves them.
+		if err := t.e.dropMembers(ctx, t.n.database, t.role.obs.Role, t.role.obs.KV.Owner); err != nil {
+			return err
+		}
 		if err := t.e.kv.Delete(ctx, t.role.obs.Path); err != nil {
 			return err
 		}
@@ -138,7 +168,7 @@ var dataRoleSteps = map[tenancy.DataRoleAction]dataRoleStep{
 }
 
 func rotateTurn(ctx context.Context, t *dataRoleTurn) error {
-	return t.e.rotateDataRole(ctx, t.db, t.n, t.role.obs, t.role.verdict.Rotation, t.action == tenancy.DataRoleRotate)
+	return t.e.rotateDataRole(ctx, t, t.action == tenancy.DataRoleRotate)
 }
 
 // applyDataRoles takes each data role's actions, in order, from the table.
@@ -156,7 +186,8 @@ func (e *external) applyDataRoles(ctx context.Context, db *v1alpha1.Database, o 
 		if e.logins != nil {
 			e.logins.Forget(memo.DataRoleKey(db.GetUID(), r.obs.Name))
 		}
-		t := &dataRoleTurn{e: e, db: db, n: o.names, role: r, password: r.obs.KV.Data["password"], list: list}
+		t := &dataRoleTurn{e: e, db: db, n: o.names, role: r, password: r.obs.KV.Data["password"], list: list,
+			username: r.obs.KV.Data["username"], version: r.obs.KV.Version}
 		for _, a := range v.Actions {
 			if err := t.take(ctx, a); err != nil {
 				return err
@@ -222,7 +253,7 @@ func (e *external) reportDataRoleActions(db *v1alpha1.Database, done []string, c
 // version with check-and-set 0, then read back. It returns the password.
 func (e *external) writeDataRoleRecord(ctx context.Context, n names, o tenancy.DataRoleObservation) (string, error) {
 	m := tenancy.DataRoleMetadata(e.id, o.Name, o.Access)
-	maps.Copy(m, tenancy.DataRoleRotationCreated(o.Rotation, time.Now().UTC().Format(time.RFC3339)))
+	maps.Copy(m, tenancy.DataRoleRotationCreated(o.Rotation, time.Now().UTC().Truncate(time.Second)))
 	if err := e.kv.SetOwner(ctx, o.Path, m); err != nil {
 		return "", err
 	}
@@ -261,9 +292,14 @@ func (e *external) recordDataRoleOID(ctx context.Context, n names, o tenancy.Dat
 	return e.kv.SetOwner(ctx, o.Path, m)
 }
 
-// dropDataRole ends a data role's sessions, takes what the owner granted it
-// (when its database still exists) and drops it.
-func (e *external) dropDataRole(ctx context.Context, database, owner, role string, databaseExists bool) error {
+// dropDataRole drops a data role's login members its record's metadata
+// (meta) names by OID, after ending their sessions; then ends the role's
+// own sessions, takes what the owner granted it (when its database still
+// exists) and drops it.
+func (e *external) dropDataRole(ctx context.Context, database, owner, role string, meta map[string]string, databaseExists bool) error {
+	if err := e.dropMembers(ctx, database, role, meta); err != nil {
+		return err
+	}
 	if err := e.pool.BlockLogins(ctx, role); err != nil {
 		return err
 	}
@@ -276,6 +312,31 @@ func (e *external) dropDataRole(ctx context.Context, database, owner, role strin
 		}
 	}
 	return e.pool.DropRole(ctx, role)
+}
+
+// dropMembers drops, after ending their sessions, the login members of
+// the data role role whose OIDs its record's metadata (meta) holds.
+func (e *external) dropMembers(ctx context.Context, database, role string, meta map[string]string) error {
+	for i := 1; i <= 2; i++ {
+		member := tenancy.MemberName(role, i)
+		cat, err := e.pool.Observe(ctx, database, member)
+		if err != nil {
+			return err
+		}
+		if !cat.RoleExists || meta[tenancy.MetaMemberOID(i)] != fmt.Sprint(cat.RoleOID) {
+			continue
+		}
+		if err := e.pool.BlockLogins(ctx, member); err != nil {
+			return err
+		}
+		if _, err := e.pool.TerminateRoleSessions(ctx, member); err != nil {
+			return err
+		}
+		if err := e.pool.DropRole(ctx, member); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func joinActions(a []tenancy.DataRoleAction) string {
@@ -308,78 +369,18 @@ func (e *external) dropDataRoles(ctx context.Context, db *v1alpha1.Database, o *
 		if err != nil {
 			return failFrom(db, StepDataRoleDrop, err)
 		}
-		if cat.RoleExists && rec.Owner[tenancy.MetaRoleOID] == fmt.Sprint(cat.RoleOID) {
-			if err := e.do(db, StepDataRoleDrop, func() error {
-				return e.dropDataRole(ctx, n.database, n.role, role, !databaseDropped && cat.DatabaseExists)
-			}); err != nil {
-				return err
+		if err := e.do(db, StepDataRoleDrop, func() error {
+			if cat.RoleExists && rec.Owner[tenancy.MetaRoleOID] == fmt.Sprint(cat.RoleOID) {
+				return e.dropDataRole(ctx, n.database, n.role, role, rec.Owner, !databaseDropped && cat.DatabaseExists)
 			}
+			return e.dropMembers(ctx, n.database, role, rec.Owner)
+		}); err != nil {
+			return err
 		}
 		if err := e.do(db, StepDataRoleDelete, func() error { return e.kv.Delete(ctx, path) }); err != nil {
 			return err
 		}
 	}
-	return nil
-}
-
-// rotateDataRole rotates a data role's password, each step durable before
-// the next, as the owner's rotation does: (start) the intent is recorded,
-// then a new random password written as the next version with
-// check-and-set; then the role gets its verifier, its sessions ending in
-// the same transaction when asked (a session of the role cannot set its
-// own password back in between), a login proves it, and the completion is
-// recorded. Interrupted after the write, the next Observe finishes with
-// that version's password, never a second one.
-func (e *external) rotateDataRole(ctx context.Context, db *v1alpha1.Database, n names, o tenancy.DataRoleObservation, ids [2]string, start bool) error {
-	password := o.KV.Data["password"]
-	version := o.KV.Version
-	if start {
-		version++
-		r := tenancy.DataRoleRotation{ID: ids[0], DatabaseID: ids[1]}
-		if err := e.kv.SetOwner(ctx, o.Path, tenancy.DataRoleRotationIntent(r, version)); err != nil {
-			return err
-		}
-		pw, err := NewPassword()
-		if err != nil {
-			return err
-		}
-		data := maps.Clone(o.KV.Data)
-		data["password"] = pw
-		ver, err := e.kv.Write(ctx, o.Path, data, o.KV.Version)
-		if err != nil {
-			return err
-		}
-		if ver != version {
-			return errors.Errorf("the rotated credential was written as version %d of %s, not %d; the next observation decides", ver, o.Path, version)
-		}
-		password = pw
-	}
-	if password == "" {
-		return errors.Errorf("version %d of %s has no password; the next observation decides", version, o.Path)
-	}
-	if err := e.step(StepDataRoleRotateRole); err != nil {
-		return err
-	}
-	verifier, err := scram.Verifier(password)
-	if err != nil {
-		return err
-	}
-	ended := 0
-	if o.Rotation.TerminateSessions {
-		if ended, err = e.pool.SetRolePasswordEndingSessions(ctx, o.Role, verifier); err != nil {
-			return err
-		}
-	} else if err := e.pool.SetRolePassword(ctx, o.Role, verifier); err != nil {
-		return err
-	}
-	if l := e.dataLogin(ctx, n.database, o.Role, password); l != tenancy.LoginOK && l != tenancy.LoginAuthOK && l != tenancy.LoginLimitFull {
-		return errors.Errorf("the rotated password of the role %q did not log in; retrying", o.Role)
-	}
-	now := time.Now().UTC().Truncate(time.Second)
-	if err := e.kv.SetOwner(ctx, o.Path, tenancy.DataRoleRotationCompletion(ids, now.Format(time.RFC3339))); err != nil {
-		return err
-	}
-	e.record.Event(db, event.Normal("DataRoleCredentialRotated", fmt.Sprintf("data role %q: the role %q logs in with version %d of %s; %d of its sessions ended", o.Name, o.Role, version, o.Path, ended)))
 	return nil
 }
 

@@ -53,6 +53,9 @@ type external struct {
 	// cfgLimits are the config's spec.tenantLimits: the defaults of the
 	// login role's limits.
 	cfgLimits *v1alpha1.TenantLimits
+	// cfgCredentials is the config's spec.credentialPolicy: the default
+	// of every Database's.
+	cfgCredentials *v1alpha1.CredentialPolicy
 	// defaultConnLimit is the connection limit of the login roles the
 	// provider makes when neither the config nor the Database sets one
 	// (tenancy.DefaultConnectionLimit); nil when the config sets one or the

@@ -1,0 +1,155 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"ddupan.top/provider-postgresql-tenant/internal/scram"
+	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
+)
+
+// A data role's login members (see tenancy.MemberName): the data role
+// holds the privileges, its members log in and inherit them.
+
+// CreateMember creates member, a login member of the data role group, with
+// a SCRAM-SHA-256 verifier and limits l, a member of group inheriting its
+// privileges, and makes the admin a member of it, in one transaction.
+func (p *Pool) CreateMember(ctx context.Context, group, member, verifier string, l tenancy.EffectiveLimits) error {
+	g, err := ident("role", group)
+	if err != nil {
+		return err
+	}
+	m, err := ident("role", member)
+	if err != nil {
+		return err
+	}
+	if !scram.IsVerifier(verifier) {
+		return errors.New("refusing to send a role password that is not a SCRAM-SHA-256 verifier")
+	}
+	stmts := []string{fmt.Sprintf(qCreateMember, m, verifier)}
+	if l.ConnectionLimit != nil {
+		stmts[0] += fmt.Sprintf(qCreateRoleConnectionLimit, *l.ConnectionLimit)
+	}
+	settings, err := setSettings(m, l.Settings)
+	if err != nil {
+		return err
+	}
+	stmts = append(stmts, settings...)
+	join, err := p.grantToMember(ctx, g, m)
+	if err != nil {
+		return err
+	}
+	admin, err := p.grantToAdmin(ctx, m)
+	if err != nil {
+		return err
+	}
+	return p.inTransaction(ctx, append(stmts, join, admin))
+}
+
+// SetMemberPassword gives member, a login member of group, LOGIN and a
+// SCRAM-SHA-256 verifier, and its membership in group back, in one
+// transaction.
+func (p *Pool) SetMemberPassword(ctx context.Context, group, member, verifier string) error {
+	g, err := ident("role", group)
+	if err != nil {
+		return err
+	}
+	m, err := ident("role", member)
+	if err != nil {
+		return err
+	}
+	if !scram.IsVerifier(verifier) {
+		return errors.New("refusing to send a role password that is not a SCRAM-SHA-256 verifier")
+	}
+	join, err := p.grantToMember(ctx, g, m)
+	if err != nil {
+		return err
+	}
+	return p.inTransaction(ctx, []string{fmt.Sprintf(qSetMemberLogin, m, verifier), join})
+}
+
+// RepairMember gives member back LOGIN, INHERIT and no CREATEDB or
+// CREATEROLE, its membership in group and the admin's membership in it.
+// It never touches the password.
+func (p *Pool) RepairMember(ctx context.Context, group, member string) error {
+	g, err := ident("role", group)
+	if err != nil {
+		return err
+	}
+	m, err := ident("role", member)
+	if err != nil {
+		return err
+	}
+	join, err := p.grantToMember(ctx, g, m)
+	if err != nil {
+		return err
+	}
+	admin, err := p.grantToAdmin(ctx, m)
+	if err != nil {
+		return err
+	}
+	return p.inTransaction(ctx, []string{fmt.Sprintf(qRepairMember, m), join, admin})
+}
+
+// RepairGroup resets what a CREATEROLE admin may reset of a data role's
+// role: NOCREATEDB NOCREATEROLE. Its LOGIN is left as it is.
+func (p *Pool) RepairGroup(ctx context.Context, group string) error {
+	g, err := ident("role", group)
+	if err != nil {
+		return err
+	}
+	return p.exec(ctx, fmt.Sprintf(qRepairGroup, g))
+}
+
+// RetireLogin takes role's login: NOLOGIN and no password, so that no
+// credential logs in as it any more; with endSessions, its sessions are
+// ended in the same transaction (one that sets a password meanwhile waits
+// for it and is ended). It returns how many sessions ended.
+func (p *Pool) RetireLogin(ctx context.Context, role string, endSessions bool) (int, error) {
+	r, err := ident("role", role)
+	if err != nil {
+		return 0, err
+	}
+	if !endSessions {
+		return 0, p.exec(ctx, fmt.Sprintf(qRetireLogin, r))
+	}
+	var n int
+	err = p.asMember(ctx, role, func(ctx context.Context, c *pgx.Conn) error {
+		return pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, fmt.Sprintf(qRetireLogin, r)); err != nil {
+				return err
+			}
+			return tx.QueryRow(ctx, qTerminateRole, role).Scan(&n)
+		})
+	})
+	return n, err
+}
+
+func (p *Pool) grantToMember(ctx context.Context, quotedGroup, quotedMember string) (string, error) {
+	major, err := p.Major(ctx)
+	if err != nil {
+		return "", err
+	}
+	versionPoint("grantToMember")
+	if major >= 16 {
+		return fmt.Sprintf(qGrantToMember16, quotedGroup, quotedMember), nil
+	}
+	return fmt.Sprintf(qGrantToMember, quotedGroup, quotedMember), nil
+}
+
+func (p *Pool) inTransaction(ctx context.Context, stmts []string) error {
+	ctx, cancel := p.withTimeout(ctx)
+	defer cancel()
+	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		for _, s := range stmts {
+			if _, err := tx.Exec(ctx, s); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return p.classify(err)
+}
