@@ -73,12 +73,29 @@ func (e *external) rotateDataRole(ctx context.Context, t *dataRoleTurn, start bo
 	if from == t.username {
 		from = ""
 	}
-	if err := e.kv.SetOwner(ctx, o.Path, tenancy.DataRoleRotationCompletion(v.Rotation, now, from, now.Add(o.Policy.Grace))); err != nil {
+	// A rotation that ends the old sessions locks the old credential's
+	// holders out (a rebind, a leak): no grace for it.
+	grace := o.Policy.Grace
+	if o.Rotation.TerminateSessions {
+		grace = 0
+	}
+	if err := e.kv.SetOwner(ctx, o.Path, tenancy.DataRoleRotationCompletion(v.Rotation, now, from, now.Add(grace))); err != nil {
 		return err
 	}
 	msg := fmt.Sprintf("data role %q: the role %q logs in with version %d of %s", o.Name, t.username, t.version, o.Path)
-	if from != "" {
-		msg += fmt.Sprintf("; %q keeps its password until %s", from, now.Add(o.Policy.Grace).Format(time.RFC3339))
+	if from != "" && grace > 0 {
+		msg += fmt.Sprintf("; %q keeps its password until %s", from, now.Add(grace).Format(time.RFC3339))
+	}
+	if from != "" && grace == 0 && e.provenLogin(ctx, t, from) {
+		n, err := e.pool.RetireLogin(ctx, from, o.Rotation.TerminateSessions)
+		if err != nil {
+			return err
+		}
+		ended += n
+		if err := e.kv.SetOwner(ctx, o.Path, tenancy.PreviousLogin("", time.Time{})); err != nil {
+			return err
+		}
+		msg += fmt.Sprintf("; %q has no password any more", from)
 	}
 	if ended > 0 {
 		msg += fmt.Sprintf("; %d of its sessions ended", ended)
