@@ -28,7 +28,15 @@ var (
 	releasedDesc = prometheus.NewDesc("provider_postgresql_tenant_released_databases",
 		"Databases in the Released phase: their Tenant is gone and an admin decides whether to rebind, keep or delete them.",
 		nil, nil)
+	overdueDesc = prometheus.NewDesc("provider_postgresql_tenant_credentials_overdue",
+		"Data role credentials whose rotation by the credential policy's maxAge is more than an hour late (status.atProvider.dataRoles[].nextRotationAt): their rotation is failing.",
+		nil, nil)
 )
+
+// OverdueAfter is how late a rotation by age may be before its credential
+// counts as overdue: longer than a rotation waits for a previous login's
+// grace (ten minutes by default) and a few poll intervals.
+const OverdueAfter = time.Hour
 
 // NotReadyKey is one series of the not-Ready gauge.
 type NotReadyKey struct {
@@ -43,6 +51,9 @@ type Snapshot struct {
 	NotReady map[NotReadyKey]int
 	// Released counts the Released Databases.
 	Released int
+	// Overdue counts the data role credentials whose rotation by age is
+	// more than OverdueAfter late.
+	Overdue int
 }
 
 // unknownReason stands for a Ready condition without a reason (a resource
@@ -50,8 +61,8 @@ type Snapshot struct {
 const unknownReason = "Unknown"
 
 // TakeSnapshot counts what the gauges show from the configs, Databases and
-// DatabaseBindings (pure: the caller lists them).
-func TakeSnapshot(configs []v1alpha1.ClusterProviderConfig, dbs []v1alpha1.Database, bindings []v1alpha1.DatabaseBinding) Snapshot {
+// DatabaseBindings at now (pure: the caller lists them).
+func TakeSnapshot(now time.Time, configs []v1alpha1.ClusterProviderConfig, dbs []v1alpha1.Database, bindings []v1alpha1.DatabaseBinding) Snapshot {
 	s := Snapshot{ConfigReady: map[string]bool{}, NotReady: map[NotReadyKey]int{}}
 	for i := range configs {
 		s.ConfigReady[configs[i].GetName()] = configs[i].GetCondition(xpv2.TypeReady).Status == corev1.ConditionTrue
@@ -70,6 +81,11 @@ func TakeSnapshot(configs []v1alpha1.ClusterProviderConfig, dbs []v1alpha1.Datab
 		notReady(v1alpha1.DatabaseKind, dbs[i].GetCondition(xpv2.TypeReady))
 		if dbs[i].Status.Binding.Phase == v1alpha1.BindingReleased {
 			s.Released++
+		}
+		for _, r := range dbs[i].Status.AtProvider.DataRoles {
+			if r.NextRotationAt != nil && now.Sub(r.NextRotationAt.Time) > OverdueAfter {
+				s.Overdue++
+			}
 		}
 	}
 	for i := range bindings {
@@ -103,6 +119,7 @@ func (s *State) Describe(ch chan<- *prometheus.Desc) {
 	ch <- configReadyDesc
 	ch <- notReadyDesc
 	ch <- releasedDesc
+	ch <- overdueDesc
 }
 
 // Collect implements prometheus.Collector.
@@ -128,6 +145,7 @@ func (s *State) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(notReadyDesc, prometheus.GaugeValue, float64(n), k.Kind, k.Reason)
 	}
 	ch <- prometheus.MustNewConstMetric(releasedDesc, prometheus.GaugeValue, float64(s.snap.Released))
+	ch <- prometheus.MustNewConstMetric(overdueDesc, prometheus.GaugeValue, float64(s.snap.Overdue))
 }
 
 // StateRecorder takes a Snapshot from the cache every Interval. It runs on
@@ -165,6 +183,6 @@ func (r *StateRecorder) record(ctx context.Context) error {
 			return err
 		}
 	}
-	r.State.Set(TakeSnapshot(cfgs.Items, dbs.Items, bs.Items))
+	r.State.Set(TakeSnapshot(time.Now(), cfgs.Items, dbs.Items, bs.Items))
 	return nil
 }

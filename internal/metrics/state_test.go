@@ -3,6 +3,7 @@ package metrics
 import (
 	"strings"
 	"testing"
+	"time"
 
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	"github.com/google/go-cmp/cmp"
@@ -36,6 +37,20 @@ func binding(c ...xpv2.Condition) v1alpha1.DatabaseBinding {
 
 func ready(status corev1.ConditionStatus, reason string) xpv2.Condition {
 	return xpv2.Condition{Type: xpv2.TypeReady, Status: status, Reason: xpv2.ConditionReason(reason)}
+}
+
+var now = time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+
+func at(t time.Time) *metav1.Time { return &metav1.Time{Time: t} }
+
+// withRotations is a Database whose data roles rotate next at each of
+// next (nil: no policy).
+func withRotations(next ...*metav1.Time) v1alpha1.Database {
+	o := v1alpha1.Database{}
+	for _, n := range next {
+		o.Status.AtProvider.DataRoles = append(o.Status.AtProvider.DataRoles, v1alpha1.DataRoleObservation{Name: "app", NextRotationAt: n})
+	}
+	return o
 }
 
 func TestTakeSnapshot(t *testing.T) {
@@ -81,10 +96,18 @@ func TestTakeSnapshot(t *testing.T) {
 			},
 			want: Snapshot{ConfigReady: map[string]bool{}, NotReady: map[NotReadyKey]int{{Kind: "Database", Reason: "InstanceNotReady"}: 1}, Released: 2},
 		},
+		// A rotation by age more than an hour late is overdue; one due soon,
+		// just late, or without a policy is not.
+		"OverdueRotations": {
+			dbs: []v1alpha1.Database{withRotations(
+				at(now.Add(-2*time.Hour)), at(now.Add(-30*time.Minute)), at(now.Add(time.Hour)), nil,
+			), withRotations(at(now.Add(-OverdueAfter - time.Second)))},
+			want: Snapshot{ConfigReady: map[string]bool{}, NotReady: map[NotReadyKey]int{{Kind: "Database", Reason: "Unknown"}: 2}, Overdue: 2},
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got := TakeSnapshot(tc.configs, tc.dbs, tc.bindings)
+			got := TakeSnapshot(now, tc.configs, tc.dbs, tc.bindings)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("TakeSnapshot: -want +got:\n%s", diff)
 			}
@@ -105,12 +128,16 @@ func TestStateCollects(t *testing.T) {
 		ConfigReady: map[string]bool{"a": true, "b": false},
 		NotReady:    map[NotReadyKey]int{{Kind: "Database", Reason: "InstanceNotReady"}: 3},
 		Released:    2,
+		Overdue:     1,
 	})
 	want := `
 # HELP provider_postgresql_tenant_config_ready 1 when the ClusterProviderConfig (a registered server) is Ready, 0 otherwise; one series per config.
 # TYPE provider_postgresql_tenant_config_ready gauge
 provider_postgresql_tenant_config_ready{config="a"} 1
 provider_postgresql_tenant_config_ready{config="b"} 0
+# HELP provider_postgresql_tenant_credentials_overdue Data role credentials whose rotation by the credential policy's maxAge is more than an hour late (status.atProvider.dataRoles[].nextRotationAt): their rotation is failing.
+# TYPE provider_postgresql_tenant_credentials_overdue gauge
+provider_postgresql_tenant_credentials_overdue 1
 # HELP provider_postgresql_tenant_not_ready Databases and DatabaseBindings whose Ready condition is not True, by kind and the condition's reason (Unknown when there is none yet).
 # TYPE provider_postgresql_tenant_not_ready gauge
 provider_postgresql_tenant_not_ready{kind="Database",reason="InstanceNotReady"} 3

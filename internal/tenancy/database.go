@@ -217,11 +217,11 @@ func LoginFailure(l Login) string {
 	return ""
 }
 
-// passwordAccepted: the login proved the password, whether or not it
-// reached the database.
-// Accepted reports whether the login proved the password.
+// Accepted reports whether the login proved the password, whether or not
+// it reached the database.
 func (l Login) Accepted() bool { return passwordAccepted(l) }
 
+// passwordAccepted: see Login.Accepted.
 func passwordAccepted(l Login) bool {
 	return l == LoginOK || l == LoginAuthOK || l == LoginNotAccepting || l == LoginLimitFull
 }

@@ -99,7 +99,7 @@ func RotationOffset(maxAge time.Duration, key string) time.Duration {
 	}
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(key))
-	return time.Duration(h.Sum64() % uint64(span))
+	return time.Duration(h.Sum64() % uint64(span)) //nolint:gosec // less than span, a positive Duration
 }
 
 // MemberState is what the catalog shows of one login member.

@@ -257,8 +257,8 @@ const (
 	// A data role's login members: LOGIN with a verifier, inheriting the
 	// data role's privileges through their membership; retired, NOLOGIN
 	// with no password at all.
-	qCreateMember = `CREATE ROLE %s LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS INHERIT PASSWORD '%s'`
-	qSetMemberLogin = `ALTER ROLE %s LOGIN NOCREATEDB NOCREATEROLE INHERIT PASSWORD '%s'` //nolint:gosec // a statement template, not a credential
+	qCreateMember   = `CREATE ROLE %s LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS INHERIT PASSWORD '%s'`
+	qSetMemberLogin = `ALTER ROLE %s LOGIN NOCREATEDB NOCREATEROLE INHERIT PASSWORD '%s'`
 	qRepairMember   = `ALTER ROLE %s LOGIN NOCREATEDB NOCREATEROLE INHERIT`
 	qRetireLogin    = `ALTER ROLE %s NOLOGIN PASSWORD NULL`
 	// qRepairGroup: a data role's role, which holds its privileges, gets

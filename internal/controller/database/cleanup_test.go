@@ -198,7 +198,9 @@ func TestAccessCleanupKeepsTheDataRoles(t *testing.T) {
 		"CREATE TABLE public.orders (id int)", "CREATE SCHEMA later", "CREATE TABLE later.items (id int)",
 		"GRANT CONNECT ON DATABASE acldr TO acldr_other", "GRANT SELECT ON public.orders TO acldr_other")
 	in := superConn(t, name)
-	app, err := appLogin(t, name+"_app", pw(dbPath(name)+"/roles/app"), name)
+	// The app logs in as the member the record names: the cleanup keeps
+	// its session too.
+	app, err := appLogin(t, name+"_app_1", pw(dbPath(name)+"/roles/app"), name)
 	if err != nil {
 		t.Fatal(err)
 	}

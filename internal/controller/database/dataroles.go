@@ -202,21 +202,18 @@ func (m memberCatalogs) String() string {
 // limits of the login in use (the role itself until it moves to its
 // members, then the member the record names).
 func (r *dataRole) settle(o *tenancy.DataRoleObservation, group postgres.Catalog, members memberCatalogs) {
-	state, exists, i := group.RoleLimits(), o.R.Exists, 0
-	switch o.KV.Data["username"] {
-	case tenancy.MemberName(o.Role, 1):
-		i = 1
-	case tenancy.MemberName(o.Role, 2):
-		i = 2
-	}
-	if i > 0 {
-		state, exists = members[i-1].RoleLimits(), o.Members[i-1].Exists
+	state, exists, i := group.RoleLimits(), o.R.Exists, -1
+	for k := range members {
+		if o.KV.Data["username"] == tenancy.MemberName(o.Role, k+1) {
+			i = k
+			state, exists = members[k].RoleLimits(), o.Members[k].Exists
+		}
 	}
 	r.memberLimits = state
 	drifted := o.Wanted && exists && tenancy.DecideLimits(r.limits, state).Drifted()
-	o.LimitsDrifted = i == 0 && drifted
-	if i > 0 {
-		o.Members[i-1].LimitsDrifted = drifted
+	o.LimitsDrifted = i < 0 && drifted
+	if i >= 0 {
+		o.Members[i].LimitsDrifted = drifted
 	}
 }
 

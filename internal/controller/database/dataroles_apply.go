@@ -147,8 +147,8 @@ var dataRoleSteps = map[tenancy.DataRoleAction]dataRoleStep{
 	tenancy.DataRoleRepairMember:    {step: StepDataRoleMember, do: repairMember},
 	tenancy.DataRoleRetirePrevious:  {step: StepDataRoleRetire, do: retirePrevious},
 	tenancy.DataRoleStartGrace:      {step: StepDataRoleRetire, do: startGrace},
-	tenancy.DataRoleRotate:       {step: StepDataRoleRotate, do: rotateTurn},
-	tenancy.DataRoleRotateFinish: {step: StepDataRoleRotate, do: rotateTurn},
+	tenancy.DataRoleRotate:          {step: StepDataRoleRotate, do: rotateTurn},
+	tenancy.DataRoleRotateFinish:    {step: StepDataRoleRotate, do: rotateTurn},
 	tenancy.DataRoleGrant: {step: StepDataRoleGrant, do: func(ctx context.Context, t *dataRoleTurn) error {
 		return t.e.pool.GrantAccess(ctx, t.n.database, t.n.role, t.role.obs.Role, postgres.Access(t.role.obs.Access))
 	}},

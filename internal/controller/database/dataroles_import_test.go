@@ -78,7 +78,7 @@ func TestImportGetsDataRolesOnlyWithUpdate(t *testing.T) {
 	// In a schema of its own: on PostgreSQL 14 the owner of a database made
 	// from a hardened template1 may not create in public.
 	testenv.RunSQL(t, owner, "the import's owner", "CREATE SCHEMA app", "CREATE TABLE app.notes (n int)")
-	rw, err := appLogin(t, "handroles_app", app.Data["password"].(string), "handroles")
+	rw, err := appLogin(t, app.Data["username"].(string), app.Data["password"].(string), "handroles")
 	if err != nil {
 		t.Fatalf("the import's data role does not log in: %v", err)
 	}

@@ -97,7 +97,7 @@ func TestDataRolesUseTheOwnersDataOnly(t *testing.T) {
 		t.Errorf("the Database's record lists data roles %v, want app,report", got)
 	}
 	app, report := readKV(t, dbPath("drshop")+"/roles/app"), readKV(t, dbPath("drshop")+"/roles/report")
-	if app.Data["username"] != "drshop_app" || report.Data["username"] != "drshop_report" || app.Data["database"] != "drshop" {
+	if app.Data["username"] != "drshop_app_1" || report.Data["username"] != "drshop_report_1" || app.Data["database"] != "drshop" {
 		t.Fatalf("data role records: %v / %v", app.Data["username"], report.Data["username"])
 	}
 	if app.Data["password"] == report.Data["password"] || app.Data["password"] == owner.Data["password"] {
@@ -105,13 +105,13 @@ func TestDataRolesUseTheOwnersDataOnly(t *testing.T) {
 	}
 	var connLimit int32
 	sc := superConn(t, "postgres")
-	if err := sc.QueryRow(ctx, "SELECT rolconnlimit FROM pg_roles WHERE rolname = 'drshop_app'").Scan(&connLimit); err != nil || connLimit != 7 {
-		t.Errorf("drshop_app's connection limit %d (%v), want 7", connLimit, err)
+	if err := sc.QueryRow(ctx, "SELECT rolconnlimit FROM pg_roles WHERE rolname = 'drshop_app_1'").Scan(&connLimit); err != nil || connLimit != 7 {
+		t.Errorf("drshop_app_1's connection limit %d (%v), want 7", connLimit, err)
 	}
 	// The connection budget counts the login roles the admin is a member
 	// of.
 	var member bool
-	if err := sc.QueryRow(ctx, "SELECT pg_has_role($1, 'drshop_app', 'MEMBER') AND pg_has_role($1, 'drshop_report', 'MEMBER')", env.Postgres.AdminUser).Scan(&member); err != nil || !member {
+	if err := sc.QueryRow(ctx, "SELECT pg_has_role($1, 'drshop_app_1', 'MEMBER') AND pg_has_role($1, 'drshop_report_1', 'MEMBER')", env.Postgres.AdminUser).Scan(&member); err != nil || !member {
 		t.Errorf("the admin is not a member of both data roles: %v (%v)", member, err)
 	}
 
@@ -121,12 +121,12 @@ func TestDataRolesUseTheOwnersDataOnly(t *testing.T) {
 	}
 	defer ownerConn.Close(ctx) //nolint:errcheck // test
 	testenv.RunSQL(t, ownerConn, "the owner", "CREATE TABLE items (id bigserial PRIMARY KEY, v text)", "CREATE SCHEMA later", "CREATE TABLE later.t (n int)")
-	rw, err := appLogin(t, "drshop_app", app.Data["password"].(string), "drshop")
+	rw, err := appLogin(t, "drshop_app_1", app.Data["password"].(string), "drshop")
 	if err != nil {
 		t.Fatalf("the read-write role cannot log in with its record: %v", err)
 	}
 	defer rw.Close(ctx) //nolint:errcheck // test
-	ro, err := appLogin(t, "drshop_report", report.Data["password"].(string), "drshop")
+	ro, err := appLogin(t, "drshop_report_1", report.Data["password"].(string), "drshop")
 	if err != nil {
 		t.Fatalf("the read-only role cannot log in with its record: %v", err)
 	}
@@ -135,7 +135,7 @@ func TestDataRolesUseTheOwnersDataOnly(t *testing.T) {
 	testenv.RefusedSQL(t, rw, "the read-write role", "DROP TABLE items", "TRUNCATE items", "CREATE TABLE mine (n int)", "ALTER TABLE items ADD COLUMN x int")
 	testenv.RunSQL(t, ro, "the read-only role", "SELECT count(*) FROM items", "SELECT count(*) FROM later.t")
 	testenv.RefusedSQL(t, ro, "the read-only role", "INSERT INTO items (v) VALUES ('c')", "DELETE FROM items")
-	for role, pw := range map[string]any{"drshop_app": app.Data["password"], "drshop_report": report.Data["password"]} {
+	for role, pw := range map[string]any{"drshop_app_1": app.Data["password"], "drshop_report_1": report.Data["password"]} {
 		if c, err := appLogin(t, role, pw.(string), "drnext"); err == nil {
 			_ = c.Close(ctx)
 			t.Errorf("%s reached another tenant's database", role)
@@ -145,13 +145,13 @@ func TestDataRolesUseTheOwnersDataOnly(t *testing.T) {
 	// A revoked grant and a changed password are put back (at the next
 	// login check).
 	testenv.RunSQL(t, ownerConn, "the owner", "REVOKE INSERT ON items FROM drshop_app")
-	testenv.RunSQL(t, sc, "the superuser", "ALTER ROLE drshop_report PASSWORD 'changed-by-hand'")
+	testenv.RunSQL(t, sc, "the superuser", "ALTER ROLE drshop_report_1 PASSWORD 'changed-by-hand'")
 	err = testenv.WaitFor(ctx, 2*loginCheck+30*time.Second, func(ctx context.Context) error {
 		if _, err := rw.Exec(ctx, "INSERT INTO items (v) VALUES ('again')"); err != nil {
 			time.Sleep(time.Second)
 			return err
 		}
-		c, err := appLogin(t, "drshop_report", report.Data["password"].(string), "drshop")
+		c, err := appLogin(t, "drshop_report_1", report.Data["password"].(string), "drshop")
 		if err != nil {
 			time.Sleep(time.Second)
 			return err
@@ -167,7 +167,7 @@ func TestDataRolesUseTheOwnersDataOnly(t *testing.T) {
 		d.Spec.ForProvider.DataRoles = d.Spec.ForProvider.DataRoles[:1]
 	})
 	waitDB(t, d, "the read-only role removed", func(d *v1alpha1.Database) bool {
-		return dataRolesReady(d) && !readPG(t, "drshop", "drshop_report").RoleExists
+		return dataRolesReady(d) && !readPG(t, "drshop", "drshop_report").RoleExists && !readPG(t, "drshop", "drshop_report_1").RoleExists
 	})
 	if readKV(t, dbPath("drshop")+"/roles/report").Exists {
 		t.Error("the removed role's record is still there")
@@ -184,7 +184,7 @@ func TestDataRolesUseTheOwnersDataOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitGone(t, d)
-	if readPG(t, "drshop", "drshop_app").RoleExists || readKV(t, dbPath("drshop")+"/roles/app").Exists {
+	if readPG(t, "drshop", "drshop_app").RoleExists || readPG(t, "drshop", "drshop_app_1").RoleExists || readKV(t, dbPath("drshop")+"/roles/app").Exists {
 		t.Error("the data role or its record outlived the deleted Database")
 	}
 }

@@ -177,7 +177,7 @@ func TestDefaultConnectionLimitWithoutTheConfigs(t *testing.T) {
 				return false
 			}
 			owner, _, _ := roleLimits(t, name)
-			app, _, _ := roleLimits(t, name+"_app")
+			app, _, _ := roleLimits(t, name+"_app_1")
 			l := d.Status.AtProvider.Limits
 			return owner == want && app == want && l != nil && l.ConnectionLimit != nil && *l.ConnectionLimit == want
 		}

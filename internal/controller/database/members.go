@@ -86,7 +86,7 @@ func (e *external) rotateDataRole(ctx context.Context, t *dataRoleTurn, start bo
 	if from != "" && grace > 0 {
 		msg += fmt.Sprintf("; %q keeps its password until %s", from, now.Add(grace).Format(time.RFC3339))
 	}
-	if from != "" && grace == 0 && e.provenLogin(ctx, t, from) {
+	if from != "" && grace == 0 && e.provenLogin(t, from) {
 		n, err := e.pool.RetireLogin(ctx, from, o.Rotation.TerminateSessions)
 		if err != nil {
 			return err
@@ -270,7 +270,7 @@ func repairMember(ctx context.Context, t *dataRoleTurn) error {
 // and records that no login is in its grace.
 func retirePrevious(ctx context.Context, t *dataRoleTurn) error {
 	e, o, login := t.e, t.role.obs, t.role.verdict.Retire
-	if login != t.username && e.provenLogin(ctx, t, login) {
+	if login != t.username && e.provenLogin(t, login) {
 		ended, err := e.pool.RetireLogin(ctx, login, o.Rotation.TerminateSessions)
 		if err != nil {
 			return err
@@ -282,7 +282,7 @@ func retirePrevious(ctx context.Context, t *dataRoleTurn) error {
 
 // provenLogin reports whether login is the data role's role (proven
 // already) or a member whose OID the record holds.
-func (e *external) provenLogin(ctx context.Context, t *dataRoleTurn, login string) bool {
+func (e *external) provenLogin(t *dataRoleTurn, login string) bool {
 	o := t.role.obs
 	if login == o.Role {
 		return true

@@ -27,10 +27,11 @@ func roleRotated(id, databaseID string) func(*v1alpha1.Database) bool {
 }
 
 // TestDataRoleRotationLocksTheHolderOut: the holder of a data role's
-// credential, in a session of its own, sets its own password on the role.
-// The role's rotation with terminateSessions writes one new version, ends
-// the holder's session and leaves neither the old password nor the
-// holder's logging in. The Database's own rotation rotates its data roles
+// credential, in a session of its own, sets its own password on the login
+// it holds. The role's rotation with terminateSessions (no grace: it locks
+// the old credential's holders out) writes one new version naming the
+// other login, ends the holder's session and leaves neither the old
+// password nor the holder's logging in. The Database's own rotation rotates its data roles
 // too (how a rebind locks the old team out of every identity).
 func TestDataRoleRotationLocksTheHolderOut(t *testing.T) {
 	testenv.Need(t)
@@ -47,8 +48,9 @@ func TestDataRoleRotationLocksTheHolderOut(t *testing.T) {
 	path := dbPath("drrot") + "/roles/app"
 	before := readKV(t, path)
 	old := before.Data["password"].(string)
+	login := before.Data["username"].(string)
 
-	holder, err := appLogin(t, "drrot_app", old, "drrot")
+	holder, err := appLogin(t, login, old, "drrot")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,12 +75,12 @@ func TestDataRoleRotationLocksTheHolderOut(t *testing.T) {
 		t.Error("the holder's session survived a rotation with terminateSessions")
 	}
 	for what, p := range map[string]string{"the old password": old, "the holder's own password": holderPassword} {
-		if c, err := appLogin(t, "drrot_app", p, "drrot"); err == nil {
+		if c, err := appLogin(t, login, p, "drrot"); err == nil {
 			_ = c.Close(ctx)
 			t.Errorf("%s still logs in after the rotation", what)
 		}
 	}
-	c, err := appLogin(t, "drrot_app", pw, "drrot")
+	c, err := appLogin(t, after.Data["username"].(string), pw, "drrot")
 	if err != nil {
 		t.Fatalf("the rotated password does not log in: %v", err)
 	}
