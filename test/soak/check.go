@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/openbao/openbao/api/v2"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"ddupan.top/provider-postgresql-tenant/internal/testenv/tenantkit"
@@ -95,8 +96,75 @@ func (s *soak) checkVersions(ctx context.Context) error {
 		if want := 1 + t.Rotations; len(passwords) != want {
 			s.report.violation("Database %s of %s: %d passwords in its record's %d versions, want %d (1 and %d rotations asked)", t.Database, t.key(), len(passwords), m.CurrentVersion, want, t.Rotations)
 		}
+		if t.DataRole {
+			s.checkDataRoleVersions(ctx, kv, t, path+"/roles/ro")
+		}
 	}
 	return nil
+}
+
+// checkDataRoleVersions: a data role's record holds one password, plus at
+// most one per rotation asked (a rotation asked while the previous one's
+// grace runs waits, and then answers the latest id): never a second
+// password for one rotation.
+func (s *soak) checkDataRoleVersions(ctx context.Context, kv *api.KVv2, t *tenant, path string) {
+	m, err := kv.GetMetadata(ctx, path)
+	if err != nil {
+		s.report.violation("the data role of %s has no credential record: %v", t.key(), err)
+		return
+	}
+	passwords := map[string]bool{}
+	for v := 1; v <= m.CurrentVersion; v++ {
+		sec, err := kv.GetVersion(ctx, path, v)
+		if err != nil || sec == nil || sec.Data == nil {
+			continue
+		}
+		if p, ok := sec.Data["password"].(string); ok {
+			passwords[p] = true
+		}
+	}
+	if n := len(passwords); n < 1 || n > 1+t.Rotations {
+		s.report.violation("the data role of %s: %d passwords in its record's %d versions, want 1 to %d (1 and %d rotations asked)", t.key(), n, m.CurrentVersion, 1+t.Rotations, t.Rotations)
+	}
+}
+
+// graceSlack is how long after its grace a previous login may still log
+// in before the check calls it left behind: the reconcile that ends it
+// runs about a second after the grace, a poll interval at worst.
+const graceSlack = 2 * time.Minute
+
+// checkDataRoleLogins: of a data role's roles (its own and its two
+// members), exactly one logs in, or two while the previous login's grace
+// (as its Database's status shows it) runs: no login is left past its
+// grace.
+func (s *soak) checkDataRoleLogins(ctx context.Context, c *pgx.Conn, t *tenant) {
+	role := t.DBName + "_ro"
+	var logins []string
+	rows, err := c.Query(ctx, `SELECT rolname FROM pg_roles WHERE rolcanlogin AND rolname = ANY($1)`, []string{role, role + "_1", role + "_2"})
+	if err == nil {
+		logins, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	if err != nil {
+		s.report.violation("the logins of the data role of %s: %v", t.key(), err)
+		return
+	}
+	ends := time.Time{}
+	if db, err := s.getDatabase(ctx, t.Database); err == nil {
+		roles, _, _ := unstructured.NestedSlice(db.Object, "status", "atProvider", "dataRoles")
+		for _, r := range roles {
+			if m, ok := r.(map[string]any); ok && m["name"] == "ro" {
+				if v, ok := m["previousLoginEndsAt"].(string); ok {
+					ends, _ = time.Parse(time.RFC3339, v)
+				}
+			}
+		}
+	}
+	switch {
+	case len(logins) == 0:
+		s.report.violation("no role of the data role of %s logs in", t.key())
+	case len(logins) > 2, len(logins) == 2 && time.Now().After(ends.Add(graceSlack)):
+		s.report.violation("the data role of %s: %v log in, past the previous login's grace (ends %v)", t.key(), logins, ends)
+	}
 }
 
 // checkServer: the server holds exactly the live Tenants' databases and
@@ -120,6 +188,11 @@ func (s *soak) checkServer(ctx context.Context) error {
 		if t.DataRole {
 			wantRoles[t.DBName+"_ro"], wantRoles[t.DBName+"_ro_1"] = true, true
 			mayHave[t.DBName+"_ro_2"] = true
+		}
+	}
+	for _, t := range s.sorted() {
+		if t.DataRole {
+			s.checkDataRoleLogins(ctx, c, t)
 		}
 	}
 	for _, q := range []struct{ what, sql string }{

@@ -117,6 +117,9 @@ func newSoak(e *testenv.Env, f *testenv.Faults, c config, say func(string, ...an
 	}, nil
 }
 
+// soakGrace is the data roles' grace in the soak.
+const soakGrace = 5 * time.Second
+
 // Run soaks until the duration is over, then checks the invariants.
 func (s *soak) Run(ctx context.Context) (*Report, error) {
 	t0 := time.Now()
@@ -124,6 +127,17 @@ func (s *soak) Run(ctx context.Context) (*Report, error) {
 		if err := s.e.Kube.EnsureServiceAccount(ctx, nsName(ns), testenv.TenantReaderServiceAccount); err != nil {
 			return nil, err
 		}
+	}
+	// The data roles' previous logins keep their password for seconds, not
+	// minutes, so that the soak sees them ended (and checks that none is
+	// left logging in past its grace).
+	cpc := &unstructured.Unstructured{}
+	cpc.SetAPIVersion(tenantkit.TenantAPI)
+	cpc.SetKind("ClusterProviderConfig")
+	cpc.SetName(tenantkit.DeleteInstance)
+	grace := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"credentialPolicy":{"gracePeriod":"`+soakGrace.String()+`"}}}`))
+	if err := retryAPI(ctx, func(ctx context.Context) error { return s.kube.Patch(ctx, cpc, grace) }); err != nil {
+		return nil, fmt.Errorf("set the data roles' grace: %w", err)
 	}
 	// A first wave, undisturbed: the rows written now must outlive every
 	// fault that follows.

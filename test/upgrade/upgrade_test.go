@@ -6,9 +6,10 @@
 // version and each package object's spec.package is edited to it (the
 // provider first, then the function, then the Configuration), and back
 // again for the rollback. Throughout, no Tenant may leave Ready for longer
-// than notReadyBound; after each step no password has changed, no database
-// or role was made again or dropped, and the Released Database is still
-// Released.
+// than notReadyBound, and an app logging in with a data role's Secret
+// (re-read every second) sees no refused login; after each step no
+// password has changed, no database or role was made again or dropped,
+// and the Released Database is still Released.
 package upgrade
 
 import (
@@ -28,15 +29,18 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/jackc/pgx/v5"
+
 	"ddupan.top/provider-postgresql-tenant/internal/testenv"
 	"ddupan.top/provider-postgresql-tenant/internal/testenv/tenantkit"
 )
 
-// from is the earlier commit users upgrade from: the last release of the
-// provider before the Tenant's Usage was replaced by the binding's own
-// wait, so the drill also shows an upgraded Tenant losing its Usage (and
-// a rolled-back one getting it again).
-const from = "a140242abce08ebf9b5be4498c041365077f7baf"
+// from is the earlier commit users upgrade from: the last release before
+// a data role logged in through two login members that take turns, so
+// the drill also shows a data role made by it moving to its first member
+// with no app's login refused (and still logging in after the rollback,
+// where that release gives the data role's own role its login back).
+const from = "30d493cdd62d78ead758bf490791e9ff5ade7a99"
 
 // next is the version this tree's packages are published as; the earlier
 // commit's are testenv.PackageTestVersion.
@@ -89,12 +93,19 @@ func TestUpgradeAndRollback(t *testing.T) {
 	waitFor(ctx, t, "the Database of the deleted Tenant is Released", 2*time.Minute, func() error {
 		return isReleased(ctx, released)
 	})
-	if n := usages(ctx, t, "up-dyn"); n != 1 {
-		t.Fatalf("the earlier packages composed %d Usages for a Tenant, want 1: is %s the commit before the Usage was replaced?", n, from[:7])
+	tenantkit.NewTenant(ctx, t, env, api, "up-roles", "up-roles", "{instanceRef: "+tenantkit.Instance+", dataRoles: [{name: app, access: readWrite}]}")
+	rolesDB := tenantkit.BoundDatabase(ctx, t, env, "up-roles", "up-roles")
+	group, _, _ := unstructured.NestedString(rolesDB.Object, "spec", "forProvider", "database")
+	group += "_app"
+	appSecret := tenantkit.SecretName("up-roles") + "-app"
+	if u, _ := secretLogin(ctx, t, "up-roles", appSecret); u != group {
+		t.Fatalf("the earlier packages' data role logs in as %q, want its own role %q: is %s the release before login members?", u, group, from[:7])
 	}
+	app := startSecretApp(ctx, t, "up-roles", appSecret)
 	before := []tenantState{
 		state(ctx, t, "up-dyn", "up-dyn", tenantkit.SecretName("up-dyn")),
 		state(ctx, t, "up-static", "up-static", tenantkit.StaticSecretName("up-static")),
+		state(ctx, t, "up-roles", "up-roles", tenantkit.SecretName("up-roles")),
 	}
 	oldPod := providerPod(ctx, t)
 	holder(ctx, t, oldPod)
@@ -171,25 +182,108 @@ func TestUpgradeAndRollback(t *testing.T) {
 		oldPod = newPod
 	}
 
-	// Upgrade: the provider first (it waits for ExternalSecrets itself),
-	// then the function (it stops composing the Usage), then the
-	// Configuration.
+	// Upgrade: the provider, then the function, then the Configuration.
+	_, pwBefore := secretLogin(ctx, t, "up-roles", appSecret)
 	step("upgrade", next, []pkg{provider, function, configuration})
-	waitFor(ctx, t, "the upgraded function no longer composes the Usage (core deletes it)", 2*time.Minute, func() error {
-		if n := usages(ctx, t, "up-dyn"); n != 0 {
-			return fmt.Errorf("%d Usages: %s", n, usageState(ctx, "up-dyn"))
+	// The data role made by the earlier release moved to its first member,
+	// with its password; its own role keeps logging in for the grace.
+	member := group + "_1"
+	waitFor(ctx, t, "the data role's Secret names its member "+member, 2*time.Minute, func() error {
+		if u, _ := secretLogin(ctx, t, "up-roles", appSecret); u != member {
+			return fmt.Errorf("the Secret names %q", u)
+		}
+		return nil
+	})
+	if _, pw := secretLogin(ctx, t, "up-roles", appSecret); pw != pwBefore {
+		t.Error("the data role's password changed when it moved to its member")
+	}
+	waitFor(ctx, t, "the Database shows "+group+" in its grace", time.Minute, func() error {
+		d, err := tenantkit.Get(ctx, env.Kube.Client, tenantkit.TenantAPI, "Database", "", rolesDB.GetName())
+		if err != nil {
+			return err
+		}
+		roles, _, _ := unstructured.NestedSlice(d.Object, "status", "atProvider", "dataRoles")
+		if len(roles) != 1 || roles[0].(map[string]any)["previousLogin"] != group || roles[0].(map[string]any)["loginRole"] != member {
+			return fmt.Errorf("status.atProvider.dataRoles = %v", roles)
 		}
 		return nil
 	})
 
 	// Rollback, in the reverse order.
 	step("rollback", testenv.PackageTestVersion, []pkg{configuration, function, provider})
-	waitFor(ctx, t, "the rolled-back function composes the Usage again", 2*time.Minute, func() error {
-		if n := usages(ctx, t, "up-dyn"); n != 1 {
-			return fmt.Errorf("%d Usages: %s", n, usageState(ctx, "up-dyn"))
+	tries, refused := app.stop()
+	t.Logf("an app logging in with the data role's Secret through the upgrade and the rollback: %d logins, %d refused", tries, refused)
+	if refused != 0 || tries < 100 {
+		t.Errorf("the app's logins with the data role's Secret: %d refused of %d; want none refused", refused, tries)
+	}
+}
+
+// secretLogin is the username and password of the Secret ns/name.
+func secretLogin(ctx context.Context, t *testing.T, ns, name string) (string, string) {
+	t.Helper()
+	s := &corev1.Secret{}
+	if err := env.Kube.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s); err != nil {
+		t.Fatal(err)
+	}
+	return string(s.Data["username"]), string(s.Data["password"])
+}
+
+// secretApp is an app that reads its Secret every second (a mounted
+// Secret refreshed promptly) and opens a new connection with what it read
+// every 200 ms, counting the logins refused.
+type secretApp struct {
+	cancel         context.CancelFunc
+	done           chan struct{}
+	tries, refused int
+}
+
+func startSecretApp(ctx context.Context, t *testing.T, ns, secret string) *secretApp {
+	ctx, cancel := context.WithCancel(ctx)
+	a := &secretApp{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(a.done)
+		var data map[string][]byte
+		var read time.Time
+		for ctx.Err() == nil {
+			if time.Since(read) >= time.Second {
+				s := &corev1.Secret{}
+				if err := env.Kube.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: secret}, s); err == nil {
+					data, read = s.Data, time.Now()
+				}
+			}
+			cfg, err := pgx.ParseConfig(fmt.Sprintf("host=%s port=%s dbname=%s user=%s sslmode=%s sslrootcert=%s",
+				data["host"], data["port"], data["database"], data["username"], data["sslmode"], env.CA.CertFile))
+			if err != nil {
+				t.Errorf("the data role's Secret does not make a connection string: %v", err)
+				return
+			}
+			cfg.Password = string(data["password"])
+			cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
+			c, err := pgx.ConnectConfig(cctx, cfg)
+			ccancel()
+			switch {
+			case err == nil:
+				a.tries++
+				_ = c.Close(ctx)
+			case ctx.Err() == nil:
+				a.tries++
+				if a.refused++; a.refused <= 3 {
+					t.Logf("the app's login as %q was refused: %v", data["username"], err)
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
 		}
-		return nil
-	})
+	}()
+	return a
+}
+
+func (a *secretApp) stop() (int, int) {
+	a.cancel()
+	<-a.done
+	return a.tries, a.refused
 }
 
 // pkg is a package object users edit to upgrade.
@@ -410,18 +504,6 @@ func isReleased(ctx context.Context, name string) error {
 	return nil
 }
 
-// usages counts the Usages in namespace ns.
-func usages(ctx context.Context, t *testing.T, ns string) int {
-	t.Helper()
-	l := &unstructured.UnstructuredList{}
-	l.SetAPIVersion("protection.crossplane.io/v1beta1")
-	l.SetKind("UsageList")
-	if err := env.Kube.Client.List(ctx, l, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	return len(l.Items)
-}
-
 // synced is nil when the Tenant ns/name is Synced, else says why not.
 func synced(ctx context.Context, ns, name string) error {
 	tn, err := tenantkit.Get(ctx, env.Kube.Client, tenantkit.TenantAPI, "Tenant", ns, name)
@@ -432,32 +514,6 @@ func synced(ctx context.Context, ns, name string) error {
 		return fmt.Errorf("Synced %q %s: %s", s, r, m)
 	}
 	return nil
-}
-
-// usageState says, for a failure, what the Tenant ns/ns is doing, what
-// each Usage in ns is doing (being deleted, its finalizers, its
-// conditions) and the namespace's Events other than Normal ones.
-func usageState(ctx context.Context, ns string) string {
-	var b strings.Builder
-	b.WriteString("\n" + tenantkit.Describe(ctx, env, tenantkit.TenantAPI, ns, ns))
-	l := &unstructured.UnstructuredList{}
-	l.SetAPIVersion("protection.crossplane.io/v1beta1")
-	l.SetKind("UsageList")
-	if err := env.Kube.Client.List(ctx, l, client.InNamespace(ns)); err != nil {
-		return b.String() + err.Error()
-	}
-	for _, u := range l.Items {
-		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-		fmt.Fprintf(&b, "Usage %s: deleting=%v finalizers=%v conditions=%v\n", u.GetName(), u.GetDeletionTimestamp() != nil, u.GetFinalizers(), conds)
-	}
-	evs := &corev1.EventList{}
-	_ = env.Kube.Client.List(ctx, evs, client.InNamespace(ns))
-	for _, e := range evs.Items {
-		if e.Type != corev1.EventTypeNormal {
-			fmt.Fprintf(&b, "event %s/%s %s x%d: %s\n", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Count, e.Message)
-		}
-	}
-	return b.String()
 }
 
 // state reads what must survive an upgrade: the Secret's password (hashed;
