@@ -317,9 +317,9 @@ func TestDatabaseAcceptsValidInput(t *testing.T) {
 				{Name: "report", Access: v1alpha1.DataReadOnly},
 			}
 		},
-		// <loginRole>_<name> is exactly 63 characters.
+		// <loginRole>_<name>_1 is exactly 63 characters.
 		"DataRoleLongestName": func(d *v1alpha1.Database) {
-			d.Spec.ForProvider.LoginRole = ptr.To(strings.Repeat("o", 47))
+			d.Spec.ForProvider.LoginRole = ptr.To(strings.Repeat("o", 45))
 			d.Spec.ForProvider.DataRoles = []v1alpha1.DataRole{{Name: strings.Repeat("n", 15), Access: v1alpha1.DataReadOnly}}
 		},
 	}
@@ -553,7 +553,7 @@ func TestDatabaseRejectsBadInput(t *testing.T) {
 		},
 		"DataRoleLoginRoleTooLong": {
 			mut: func(d *v1alpha1.Database) {
-				d.Spec.ForProvider.LoginRole = ptr.To(strings.Repeat("o", 48))
+				d.Spec.ForProvider.LoginRole = ptr.To(strings.Repeat("o", 46))
 				d.Spec.ForProvider.DataRoles = []v1alpha1.DataRole{{Name: strings.Repeat("n", 15), Access: v1alpha1.DataReadOnly}}
 			},
 			field: "spec.forProvider.dataRoles", msgs: []string{"must fit PostgreSQL's 63 characters"},

@@ -34,7 +34,7 @@ type TenantReference struct {
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.extensions) || (has(self.extensions) && oldSelf.extensions.all(e, e in self.extensions))",message="spec.forProvider.extensions is append-only: an extension cannot be removed (the provider never runs DROP EXTENSION)",fieldPath=".extensions",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="!has(self.databaseRef) || !has(self.options)",message="a static binding (databaseRef) takes the Database's encoding and locale: leave options unset",fieldPath=".options"
 // +kubebuilder:validation:XValidation:rule="has(self.options) == has(oldSelf.options) && (!has(self.options) || self.options == oldSelf.options)",message="spec.forProvider.options is immutable",fieldPath=".options",reason=FieldValueForbidden
-// +kubebuilder:validation:XValidation:rule="!has(self.dataRoles) || !has(self.database) || self.dataRoles.all(r, size(has(self.loginRole) ? self.loginRole : self.database) + 1 + size(r.name) <= 63)",message="a data role's login role, <loginRole>_<name>, must fit PostgreSQL's 63 characters: shorten the role's name",fieldPath=".dataRoles"
+// +kubebuilder:validation:XValidation:rule="!has(self.dataRoles) || !has(self.database) || self.dataRoles.all(r, size(has(self.loginRole) ? self.loginRole : self.database) + 1 + size(r.name) + 2 <= 63)",message="a data role's login roles, <loginRole>_<name>_1 and _2, must fit PostgreSQL's 63 characters: shorten the role's name",fieldPath=".dataRoles"
 type DatabaseBindingParameters struct {
 	// Tenant is the requesting Tenant (in this namespace).
 	Tenant TenantReference `json:"tenant"`
