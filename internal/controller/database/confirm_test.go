@@ -92,3 +92,32 @@ func TestConfirmAfterRepair(t *testing.T) {
 		})
 	}
 }
+
+// Something due before the next poll (a grace ending, a rotation by age)
+// brings the next observation forward to just after it, once; something
+// due later, or already past, changes nothing or asks for a second.
+func TestObservedAgainWhenDue(t *testing.T) {
+	const poll = time.Minute
+	db := &v1alpha1.Database{ObjectMeta: metav1.ObjectMeta{UID: types.UID("a")}}
+	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	c := newConfirmer()
+	c.now = func() time.Time { return now }
+	for _, tc := range []struct {
+		at   []time.Time
+		want time.Duration
+	}{
+		{want: poll},
+		{at: []time.Time{now.Add(20 * time.Second)}, want: 21 * time.Second},
+		{want: poll},
+		{at: []time.Time{now.Add(30 * time.Second), now.Add(10 * time.Second), {}}, want: 11 * time.Second},
+		{at: []time.Time{now.Add(2 * poll)}, want: poll},
+		{at: []time.Time{now.Add(-time.Hour)}, want: time.Second},
+	} {
+		for _, at := range tc.at {
+			c.At(db.GetUID(), at)
+		}
+		if got := c.PollInterval(db, poll); got != tc.want {
+			t.Errorf("due at %v: observed again after %v, want %v", tc.at, got, tc.want)
+		}
+	}
+}
