@@ -2,10 +2,12 @@ package postgres
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"ddupan.top/provider-postgresql-tenant/internal/scram"
 	"ddupan.top/provider-postgresql-tenant/internal/tenancy"
@@ -13,6 +15,61 @@ import (
 
 // A data role's login members (see tenancy.MemberName): the data role
 // holds the privileges, its members log in and inherit them.
+
+// ObserveMembers reads the catalog of the login members m1 and m2 in one
+// round trip on the admin pool: of each, whether it exists, its OID,
+// attributes, INHERIT, connection limit, the admin's membership, its
+// password expiry and (where readable) verifier digest, and its limits in
+// database. The database's own fields are left unset.
+func (p *Pool) ObserveMembers(ctx context.Context, database, m1, m2 string) ([2]Catalog, error) {
+	var out [2]Catalog
+	for _, r := range []string{m1, m2} {
+		if _, _, err := dbAndRole(database, r); err != nil {
+			return out, err
+		}
+	}
+	ctx, cancel := p.withTimeout(ctx)
+	defer cancel()
+	major, err := p.Major(ctx)
+	if err != nil {
+		return out, err
+	}
+	readable, err := p.verifierReadable(ctx)
+	if err != nil {
+		return out, err
+	}
+	err = p.onCurrentSession(ctx, func(c *pgxpool.Conn) (bool, error) {
+		out = [2]Catalog{}
+		rows, err := c.Conn().Query(ctx, qMembers(major, readable), database, m1, m2)
+		if err != nil {
+			return false, err
+		}
+		defer rows.Close()
+		stale := false
+		for rows.Next() {
+			var i int32
+			var cat Catalog
+			var member, granted *bool
+			var validUntil *string
+			var verifier []byte
+			if err := rows.Scan(&i, &cat.RoleOID, &cat.Login, &cat.Superuser, &cat.CreateDB, &cat.CreateRole, &cat.Replication, &cat.BypassRLS,
+				&cat.ConnLimit, &cat.Inherit, &member, &granted, &validUntil, &verifier, &cat.RoleSettings, &cat.DatabaseSettings); err != nil {
+				return false, err
+			}
+			if i < 1 || i > 2 {
+				continue
+			}
+			cat.RoleExists, cat.AdminMember, cat.ValidUntil = true, deref(member), deref(validUntil)
+			if len(verifier) > 0 {
+				cat.VerifierDigest = hex.EncodeToString(verifier)
+			}
+			stale = stale || outdatedMemberships(member, granted)
+			out[i-1] = cat
+		}
+		return stale, rows.Err()
+	})
+	return out, err
+}
 
 // CreateMember creates member, a login member of the data role group, with
 // a SCRAM-SHA-256 verifier and limits l, a member of group inheriting its

@@ -189,6 +189,33 @@ const (
 // qVerifierReadable: may this session read pg_authid?
 const qVerifierReadable = `SELECT pg_catalog.has_table_privilege('pg_catalog.pg_authid'::pg_catalog.text, 'SELECT'::pg_catalog.text)`
 
+// membersTemplate reads a data role's two login members ($2, $3) in one
+// round trip: what RoleAttributesOK and the login fingerprint need, the
+// admin's membership (@MEMBER@, @GRANTED@ as in observeTemplate), the
+// role's INHERIT attribute and its limits in the database $1. A member
+// that does not exist has no row.
+const membersTemplate = `SELECT n.i, r.oid, r.rolcanlogin, r.rolsuper, r.rolcreatedb, r.rolcreaterole, r.rolreplication, r.rolbypassrls,
+  r.rolconnlimit, r.rolinherit, @MEMBER@, @GRANTED@, r.rolvaliduntil::pg_catalog.text, @VERIFIER@,
+  ` + limitsColumns + `
+FROM (VALUES (1::pg_catalog.int4, $2::pg_catalog.name), (2::pg_catalog.int4, $3::pg_catalog.name)) AS n(i, name)
+JOIN pg_catalog.pg_roles r ON r.rolname OPERATOR(pg_catalog.=) n.name
+LEFT JOIN pg_catalog.pg_database d ON d.datname OPERATOR(pg_catalog.=) $1::pg_catalog.name
+LEFT JOIN pg_catalog.pg_roles adm ON adm.rolname OPERATOR(pg_catalog.=) CURRENT_USER`
+
+// qMembers returns the members query for a server major version, with the
+// verifier digest when the admin may read it.
+func qMembers(major int, verifier bool) string {
+	versionPoint("qMembers")
+	m, v, g := memberBefore16, noVerifier, grantedBefore16
+	if major >= 16 {
+		m, g = member16, granted16
+	}
+	if verifier {
+		v = verifierDigest
+	}
+	return strings.NewReplacer("@MEMBER@", m, "@VERIFIER@", v, "@GRANTED@", g).Replace(membersTemplate)
+}
+
 // qObserve returns the observe query for a server major version, with the
 // verifier digest when the admin may read it.
 func qObserve(major int, verifier bool) string {

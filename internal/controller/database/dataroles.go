@@ -116,7 +116,7 @@ func (e *external) observeDataRolesOf(ctx context.Context, db *v1alpha1.Database
 }
 
 // observeDataRole observes one data role: the catalog of its role and of
-// its two login members (one query each) and, when its last proven login
+// its two login members (one query each: the role, both members) and, when its last proven login
 // no longer stands, its record (one read), a login as the member the
 // record names and the owner's check of its privileges (one session each).
 func (e *external) observeDataRole(ctx context.Context, db *v1alpha1.Database, n names, name string, w v1alpha1.DataRole, isWanted bool, now time.Time) (dataRole, error) {
@@ -163,18 +163,18 @@ func (e *external) observeDataRole(ctx context.Context, db *v1alpha1.Database, n
 // for the limits of the one in use.
 type memberCatalogs [2]postgres.Catalog
 
-// observeMembers reads the catalog of the data role's two login members:
+// observeMembers reads the catalog of the data role's two login members
+// (one query):
 // whether each exists, can log in, has a tenant role's attributes, and
 // inherits the role's privileges (a member of it, inheriting).
 func (e *external) observeMembers(ctx context.Context, n names, role string, group postgres.Catalog) ([2]tenancy.MemberState, memberCatalogs, error) {
 	var out [2]tenancy.MemberState
 	var cats memberCatalogs
-	for i := range 2 {
-		c, err := e.pool.Observe(ctx, n.database, tenancy.MemberName(role, i+1))
-		if err != nil {
-			return out, cats, err
-		}
-		cats[i] = c
+	cats, err := e.pool.ObserveMembers(ctx, n.database, tenancy.MemberName(role, 1), tenancy.MemberName(role, 2))
+	if err != nil {
+		return out, cats, err
+	}
+	for i, c := range cats {
 		if !c.RoleExists {
 			continue
 		}
