@@ -73,10 +73,12 @@ func (e *external) rotateDataRole(ctx context.Context, t *dataRoleTurn, start bo
 	if from == t.username {
 		from = ""
 	}
-	// A rotation that ends the old sessions locks the old credential's
-	// holders out (a rebind, a leak): no grace for it.
+	// A rotation asked with terminateSessions locks the old credential's
+	// holders out (a rebind, a leak): no grace for it. A rotation by age
+	// never does, whatever an earlier request in the spec asked.
+	terminate := o.Rotation.TerminateSessions && v.Rotation[2] == ""
 	grace := o.Policy.Grace
-	if o.Rotation.TerminateSessions {
+	if terminate {
 		grace = 0
 	}
 	if err := e.kv.SetOwner(ctx, o.Path, tenancy.DataRoleRotationCompletion(v.Rotation, now, from, now.Add(grace))); err != nil {
@@ -87,7 +89,7 @@ func (e *external) rotateDataRole(ctx context.Context, t *dataRoleTurn, start bo
 		msg += fmt.Sprintf("; %q keeps its password until %s", from, now.Add(grace).Format(time.RFC3339))
 	}
 	if from != "" && grace == 0 && e.provenLogin(t, from) {
-		n, err := e.pool.RetireLogin(ctx, from, o.Rotation.TerminateSessions)
+		n, err := e.pool.RetireLogin(ctx, from, terminate)
 		if err != nil {
 			return err
 		}
@@ -266,16 +268,16 @@ func repairMember(ctx context.Context, t *dataRoleTurn) error {
 
 // retirePrevious takes the login of the previous login once its grace
 // has ended (never the login in use, never a role this Database cannot
-// prove it created), ending its sessions when the rotation asked for it,
-// and records that no login is in its grace.
+// prove it created), and records that no login is in its grace. Its
+// sessions go on: the app's open connections are not cut, as the grace
+// promised (a rotation with terminateSessions ends them at once instead).
 func retirePrevious(ctx context.Context, t *dataRoleTurn) error {
 	e, o, login := t.e, t.role.obs, t.role.verdict.Retire
 	if login != t.username && e.provenLogin(t, login) {
-		ended, err := e.pool.RetireLogin(ctx, login, o.Rotation.TerminateSessions)
-		if err != nil {
+		if _, err := e.pool.RetireLogin(ctx, login, false); err != nil {
 			return err
 		}
-		e.record.Event(t.db, event.Normal("DataRolePreviousLoginEnded", fmt.Sprintf("data role %q: the grace of the login %q has ended: it has no password any more; %d of its sessions ended", o.Name, login, ended)))
+		e.record.Event(t.db, event.Normal("DataRolePreviousLoginEnded", fmt.Sprintf("data role %q: the grace of the login %q has ended: it has no password any more", o.Name, login)))
 	}
 	return e.kv.SetOwner(ctx, o.Path, tenancy.PreviousLogin("", time.Time{}))
 }

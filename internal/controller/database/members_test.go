@@ -147,13 +147,17 @@ func TestRotationHandsOverWithoutAFailedLogin(t *testing.T) {
 
 // TestCredentialAgeRotates: with a maxAge, a data role's password is
 // rotated when it is that old (here seconds), with no request, and status
-// shows when it was set and when it rotates next.
+// shows when it was set and when it rotates next. A rotation by age keeps
+// the grace and the sessions, even though the spec still carries an
+// earlier request that ended sessions (as a rebind leaves it).
 func TestCredentialAgeRotates(t *testing.T) {
 	testenv.Need(t)
+	ctx := context.Background()
 	d := newDB("aged", func(d *v1alpha1.Database) {
 		d.Spec.ForProvider.DataRoles = []v1alpha1.DataRole{{Name: "app", Access: v1alpha1.DataReadWrite}}
 		d.Spec.ForProvider.CredentialPolicy = &v1alpha1.CredentialPolicy{
-			MaxAge: &metav1.Duration{Duration: 8 * time.Second}, GracePeriod: &metav1.Duration{Duration: time.Second}}
+			MaxAge: &metav1.Duration{Duration: 8 * time.Second}, GracePeriod: &metav1.Duration{Duration: 20 * time.Second}}
+		d.Spec.CredentialRotation = &v1alpha1.CredentialRotation{ID: "rebound", TerminateSessions: true}
 	})
 	apply(t, d)
 	publicCreate(t, d, "aged")
@@ -165,6 +169,11 @@ func TestCredentialAgeRotates(t *testing.T) {
 	}
 	path := dbPath("aged") + "/roles/app"
 	user, pw := credentialOf(t, path)
+	session, err := appLogin(t, user, pw, "aged")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer session.Close(ctx) //nolint:errcheck // test connection
 	first := s.PasswordSetAt.Time
 	waitDB(t, d, "rotated by age", func(d *v1alpha1.Database) bool {
 		s := d.Status.AtProvider.DataRoles
@@ -174,9 +183,14 @@ func TestCredentialAgeRotates(t *testing.T) {
 	if newUser == user || newPW == pw {
 		t.Errorf("a rotation by age left the record naming %q (was %q), password changed %v", newUser, user, newPW != pw)
 	}
-	c, err := appLogin(t, newUser, newPW, "aged")
-	if err != nil {
-		t.Fatalf("the rotated credential does not log in: %v", err)
+	for _, cred := range [][2]string{{newUser, newPW}, {user, pw}} {
+		c, err := appLogin(t, cred[0], cred[1], "aged")
+		if err != nil {
+			t.Fatalf("after a rotation by age, %q does not log in (the new login, then the previous one in its grace): %v", cred[0], err)
+		}
+		_ = c.Close(ctx)
 	}
-	_ = c.Close(context.Background())
+	if _, err := session.Exec(ctx, "SELECT 1"); err != nil {
+		t.Errorf("a rotation by age ended the previous login's session: %v", err)
+	}
 }
