@@ -73,6 +73,21 @@ type DataRoleObservation struct {
 type DataRoleRotation struct {
 	ID, DatabaseID    string
 	TerminateSessions bool
+	// RoleTerminates and DatabaseTerminates: which of the two requests
+	// asks for it (TerminateSessions: either).
+	RoleTerminates, DatabaseTerminates bool
+}
+
+// terminates reports whether the rotation ids ends the previous login's
+// sessions at once, with no grace: a rotation a request asked, when the
+// request whose id is new (not the one completed) asks it. A rotation by
+// age never does.
+func (r DataRoleRotation) terminates(ids, completed [3]string) bool {
+	if ids[2] != "" {
+		return false
+	}
+	return (r.RoleTerminates && ids[0] != "" && ids[0] != completed[0]) ||
+		(r.DatabaseTerminates && ids[1] != "" && ids[1] != completed[1])
 }
 
 // Keys of a data role's record's metadata beside the rotation keys of a
@@ -276,6 +291,9 @@ type DataRoleVerdict struct {
 	// login in use until then.
 	Target int
 	From   string
+	// Terminate: the rotation keeps no grace and ends the previous
+	// login's sessions (see DataRoleRotation.terminates).
+	Terminate bool
 	// Retire is the login DataRoleRetirePrevious ends; Grace the one
 	// DataRoleStartGrace gives a grace.
 	Retire, Grace string
@@ -392,6 +410,7 @@ func decideDataRoleRepairs(o DataRoleObservation, recordedOID string) DataRoleVe
 		// back to an older one.
 		v.Actions = append(v.Actions, DataRoleRotateFinish)
 		v.Rotation = ids
+		v.Terminate = o.Rotation.terminates(ids, DataRoleRotationOf(o.KV.Owner).Completed)
 		why = append(why, fmt.Sprintf("finishing the rotation of its password (version %d)", o.KV.Version))
 	case requested && l.inGrace(o.Now):
 		// The member a rotation would give a new password may be the
@@ -400,6 +419,7 @@ func decideDataRoleRepairs(o DataRoleObservation, recordedOID string) DataRoleVe
 	case requested:
 		v.Actions = append(v.Actions, DataRoleRotate)
 		v.Rotation, v.Target, v.From = ids, switchTarget(l.active), o.KV.Data["username"]
+		v.Terminate = o.Rotation.terminates(ids, DataRoleRotationOf(o.KV.Owner).Completed)
 		why = append(why, "rotating its password")
 	case o.Login == LoginRefused:
 		v.Actions = append(v.Actions, DataRoleRepairPassword)

@@ -106,3 +106,39 @@ func TestLoginsShownAndWake(t *testing.T) {
 		t.Errorf("no grace on record, shown %q until %v", l.Previous, l.PreviousUntil)
 	}
 }
+
+// A rotation keeps no grace only when the request that asked it (the one
+// whose id is new) asks to end sessions: an earlier request still in the
+// spec, or a rotation by age, keeps the grace.
+func TestRotationTerminatesOnlyForTheNewRequest(t *testing.T) {
+	for name, tc := range map[string]struct {
+		spec      DataRoleRotation
+		completed [2]string
+		want      bool
+	}{
+		"TheRolesNewRequestEndsSessions": {spec: DataRoleRotation{ID: "r2", RoleTerminates: true}, completed: [2]string{"r1", ""}, want: true},
+		"TheDatabasesNewRequestEndsSessions": {spec: DataRoleRotation{ID: "r1", DatabaseID: "rebind-2", DatabaseTerminates: true},
+			completed: [2]string{"r1", "rebind-1"}, want: true},
+		"AnEarlierRebindStillInTheSpec": {spec: DataRoleRotation{ID: "r2", DatabaseID: "rebind-1", DatabaseTerminates: true},
+			completed: [2]string{"r1", "rebind-1"}},
+		"NoneAsks": {spec: DataRoleRotation{ID: "r2"}, completed: [2]string{"r1", ""}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			o := dataRole()
+			o.Rotation = tc.spec
+			o.Rotation.TerminateSessions = tc.spec.RoleTerminates || tc.spec.DatabaseTerminates
+			maps.Copy(o.KV.Owner, DataRoleRotationCompletion([3]string{tc.completed[0], tc.completed[1], ""}, now.Add(-time.Hour), "", time.Time{}))
+			v := DecideDataRole(o, me)
+			if len(v.Actions) != 1 || v.Actions[0] != DataRoleRotate || v.Terminate != tc.want {
+				t.Errorf("actions %v, terminate %v; want a rotation, terminate %v", v.Actions, v.Terminate, tc.want)
+			}
+		})
+	}
+	o := dataRole()
+	o.Rotation = DataRoleRotation{DatabaseID: "rebind-1", DatabaseTerminates: true, TerminateSessions: true}
+	maps.Copy(o.KV.Owner, DataRoleRotationCompletion([3]string{"", "rebind-1", ""}, now.Add(-time.Hour), "", time.Time{}))
+	o.Policy.MaxAge = 30 * time.Minute
+	if v := DecideDataRole(o, me); len(v.Actions) != 1 || v.Actions[0] != DataRoleRotate || v.Terminate {
+		t.Errorf("a rotation by age with a rebind's request in the spec: actions %v, terminate %v; want a rotation keeping the grace", v.Actions, v.Terminate)
+	}
+}

@@ -284,11 +284,12 @@ func (e *external) rememberDataLogin(db *v1alpha1.Database, name string, ready b
 func dataRoleRotation(db *v1alpha1.Database, w v1alpha1.DataRole) tenancy.DataRoleRotation {
 	var r tenancy.DataRoleRotation
 	if c := w.CredentialRotation; c != nil {
-		r.ID, r.TerminateSessions = c.ID, c.TerminateSessions
+		r.ID, r.TerminateSessions, r.RoleTerminates = c.ID, c.TerminateSessions, c.TerminateSessions
 	}
 	if c := db.Spec.CredentialRotation; c != nil {
 		r.DatabaseID = c.ID
 		r.TerminateSessions = r.TerminateSessions || c.TerminateSessions
+		r.DatabaseTerminates = c.TerminateSessions
 	}
 	return r
 }

@@ -74,9 +74,10 @@ func (e *external) rotateDataRole(ctx context.Context, t *dataRoleTurn, start bo
 		from = ""
 	}
 	// A rotation asked with terminateSessions locks the old credential's
-	// holders out (a rebind, a leak): no grace for it. A rotation by age
-	// never does, whatever an earlier request in the spec asked.
-	terminate := o.Rotation.TerminateSessions && v.Rotation[2] == ""
+	// holders out (a rebind, a leak): no grace for it. A rotation by age,
+	// or one another request asked, never does, whatever an earlier
+	// request in the spec asked.
+	terminate := v.Terminate
 	grace := o.Policy.Grace
 	if terminate {
 		grace = 0
