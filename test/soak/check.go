@@ -124,7 +124,7 @@ func (s *soak) checkDataRoleVersions(ctx context.Context, kv *api.KVv2, t *tenan
 		}
 	}
 	if n := len(passwords); n < 1 || n > 1+t.Rotations {
-		s.report.violation("the data role of %s: %d passwords in its record's %d versions, want 1 to %d (1 and %d rotations asked)", t.key(), n, m.CurrentVersion, 1+t.Rotations, t.Rotations)
+		s.report.violation("the data role ro of %s has %d passwords in its record's %d versions, want 1 to %d (1 and %d rotations asked)", t.key(), n, m.CurrentVersion, 1+t.Rotations, t.Rotations)
 	}
 }
 
@@ -163,7 +163,7 @@ func (s *soak) checkDataRoleLogins(ctx context.Context, c *pgx.Conn, t *tenant) 
 	case len(logins) == 0:
 		s.report.violation("no role of the data role of %s logs in", t.key())
 	case len(logins) > 2, len(logins) == 2 && time.Now().After(ends.Add(graceSlack)):
-		s.report.violation("the data role of %s: %v log in, past the previous login's grace (ends %v)", t.key(), logins, ends)
+		s.report.violation("the data role ro of %s: %v log in, past the previous login's grace (ends %v)", t.key(), logins, ends)
 	}
 }
 

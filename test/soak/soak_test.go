@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -51,7 +52,9 @@ func TestSoakShort(t *testing.T) {
 // checksCatchWhatIsPlanted plants, after a clean run, one breach of each
 // invariant the final checks look for, and wants each reported: a lost
 // row, a password made twice, a database and a role no Tenant has, the
-// credential record of a deleted Tenant, a panic in the provider's log.
+// credential record of a deleted Tenant, a panic in the provider's log,
+// a data role's record with more passwords than rotations and a login of
+// it left logging in with no grace running.
 func checksCatchWhatIsPlanted(ctx context.Context, t *testing.T, s *soak) {
 	live := s.sorted()
 	if len(live) < 2 || len(s.gone) == 0 {
@@ -89,6 +92,28 @@ func checksCatchWhatIsPlanted(ctx context.Context, t *testing.T, s *soak) {
 	if err := os.WriteFile(filepath.Join(s.e.Dir, "provider-planted.log"), []byte("starting\npanic: planted\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// A data role: more passwords in its record than rotations asked, and
+	// its second member logging in with no grace running.
+	var dr *tenant
+	for _, t := range live {
+		if t.DataRole {
+			dr = t
+		}
+	}
+	if dr == nil {
+		t.Fatal("the run left no live Tenant with a data role to plant in")
+	}
+	for i := range dr.Rotations + 1 {
+		if _, err := kv.Patch(ctx, tenantkit.RecordPath(dr.Database)+"/roles/ro", map[string]any{"password": fmt.Sprintf("planted-%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	member := dr.DBName + "_ro_2"
+	if _, err := su.Exec(ctx, `CREATE ROLE `+member+` LOGIN`); err != nil {
+		if _, err := su.Exec(ctx, `ALTER ROLE `+member+` LOGIN`); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	s.report.Violations = nil
 	s.checkRows(ctx)
@@ -102,12 +127,14 @@ func checksCatchWhatIsPlanted(ctx context.Context, t *testing.T, s *soak) {
 	}
 	got := strings.Join(s.report.Violations, "\n")
 	for what, want := range map[string]string{
-		"the lost row":                  "Tenant " + lost.key() + ": its Secret and row: 0 rows",
-		"the password made twice":       "Database " + twice.Database + " of " + twice.key() + ": ",
-		"the database of no Tenant":     "the database soak_planted",
-		"the role of no Tenant":         "the role soak_planted_role",
-		"the deleted Tenant's record":   "the credential record of " + deleted.key(),
-		"the panic in the provider log": "provider-planted.log: panic: planted",
+		"the lost row":                   "Tenant " + lost.key() + ": its Secret and row: 0 rows",
+		"the password made twice":        "Database " + twice.Database + " of " + twice.key() + ": ",
+		"the database of no Tenant":      "the database soak_planted",
+		"the role of no Tenant":          "the role soak_planted_role",
+		"the deleted Tenant's record":    "the credential record of " + deleted.key(),
+		"the panic in the provider log":  "provider-planted.log: panic: planted",
+		"the data role's extra password": "the data role ro of " + dr.key() + " has ",
+		"the login past its grace":       "the data role ro of " + dr.key() + ": [",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("%s was planted, but no check said %q; they said:\n%s", what, want, got)
