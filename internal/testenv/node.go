@@ -421,6 +421,10 @@ func startNode(ctx context.Context, root, binDir string, k *Kube, ca *CA) (*Node
 	// (crashLoopBackOff, on by default since Kubernetes 1.35), not after
 	// 10 s, 20 s, 40 s...: the tests kill the provider's container on
 	// purpose, several times in a row, and wait only for its restart.
+	// The kubelet syncs each Pod again every 2 to 3 s (syncFrequency, and
+	// up to half of it more), not every 1 to 1.5 min: a Secret mounted as
+	// files is refreshed at that sync, and the tests that watch an app
+	// take a rotated credential from such a file wait for it.
 	kcfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: %s
@@ -448,6 +452,7 @@ imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: "100Mi", nodefs.available: "1%%", imagefs.available: "1%%"}
 localStorageCapacityIsolation: true
 crashLoopBackOff: {maxContainerRestartPeriod: 1s}
+syncFrequency: 2s
 clusterDNS: [%q]
 clusterDomain: %s
 `, NodeIP, kubeletPort, kubeletHealth, ca.CertFile, n.Containerd, n.Containerd, n.PodLogs, NodeIP, ClusterDomain)
