@@ -83,16 +83,7 @@ func (s *soak) checkVersions(ctx context.Context) error {
 			s.report.violation("Database %s of %s has no credential record: %v", t.Database, t.key(), err)
 			continue
 		}
-		passwords := map[string]bool{}
-		for v := 1; v <= m.CurrentVersion; v++ {
-			sec, err := kv.GetVersion(ctx, path, v)
-			if err != nil || sec == nil || sec.Data == nil {
-				continue
-			}
-			if p, ok := sec.Data["password"].(string); ok {
-				passwords[p] = true
-			}
-		}
+		passwords := passwordsIn(ctx, kv, path, m.CurrentVersion)
 		if want := 1 + t.Rotations; len(passwords) != want {
 			s.report.violation("Database %s of %s: %d passwords in its record's %d versions, want %d (1 and %d rotations asked)", t.Database, t.key(), len(passwords), m.CurrentVersion, want, t.Rotations)
 		}
@@ -101,6 +92,22 @@ func (s *soak) checkVersions(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// passwordsIn are the distinct passwords of versions 1 to current of the
+// record at path (a version deleted or unreadable counts none).
+func passwordsIn(ctx context.Context, kv *api.KVv2, path string, current int) map[string]bool {
+	passwords := map[string]bool{}
+	for v := 1; v <= current; v++ {
+		sec, err := kv.GetVersion(ctx, path, v)
+		if err != nil || sec == nil || sec.Data == nil {
+			continue
+		}
+		if p, ok := sec.Data["password"].(string); ok {
+			passwords[p] = true
+		}
+	}
+	return passwords
 }
 
 // checkDataRoleVersions: a data role's record holds one password, plus at
@@ -113,17 +120,7 @@ func (s *soak) checkDataRoleVersions(ctx context.Context, kv *api.KVv2, t *tenan
 		s.report.violation("the data role of %s has no credential record: %v", t.key(), err)
 		return
 	}
-	passwords := map[string]bool{}
-	for v := 1; v <= m.CurrentVersion; v++ {
-		sec, err := kv.GetVersion(ctx, path, v)
-		if err != nil || sec == nil || sec.Data == nil {
-			continue
-		}
-		if p, ok := sec.Data["password"].(string); ok {
-			passwords[p] = true
-		}
-	}
-	if n := len(passwords); n < 1 || n > 1+t.Rotations {
+	if n := len(passwordsIn(ctx, kv, path, m.CurrentVersion)); n < 1 || n > 1+t.Rotations {
 		s.report.violation("the data role ro of %s has %d passwords in its record's %d versions, want 1 to %d (1 and %d rotations asked)", t.key(), n, m.CurrentVersion, 1+t.Rotations, t.Rotations)
 	}
 }

@@ -75,11 +75,7 @@ func (p *Pool) ObserveMembers(ctx context.Context, database, m1, m2 string) ([2]
 // a SCRAM-SHA-256 verifier and limits l, a member of group inheriting its
 // privileges, and makes the admin a member of it, in one transaction.
 func (p *Pool) CreateMember(ctx context.Context, group, member, verifier string, l tenancy.EffectiveLimits) error {
-	g, err := ident("role", group)
-	if err != nil {
-		return err
-	}
-	m, err := ident("role", member)
+	g, m, err := groupAndMember(group, member)
 	if err != nil {
 		return err
 	}
@@ -94,27 +90,18 @@ func (p *Pool) CreateMember(ctx context.Context, group, member, verifier string,
 	if err != nil {
 		return err
 	}
-	stmts = append(stmts, settings...)
-	join, err := p.grantToMember(ctx, g, m)
+	grants, err := p.memberships(ctx, g, m)
 	if err != nil {
 		return err
 	}
-	admin, err := p.grantToAdmin(ctx, m)
-	if err != nil {
-		return err
-	}
-	return p.inTransaction(ctx, append(stmts, join, admin))
+	return p.inTransaction(ctx, append(append(stmts, settings...), grants...))
 }
 
 // SetMemberPassword gives member, a login member of group, LOGIN and a
 // SCRAM-SHA-256 verifier, and its membership in group back, in one
 // transaction.
 func (p *Pool) SetMemberPassword(ctx context.Context, group, member, verifier string) error {
-	g, err := ident("role", group)
-	if err != nil {
-		return err
-	}
-	m, err := ident("role", member)
+	g, m, err := groupAndMember(group, member)
 	if err != nil {
 		return err
 	}
@@ -132,23 +119,15 @@ func (p *Pool) SetMemberPassword(ctx context.Context, group, member, verifier st
 // CREATEROLE, its membership in group and the admin's membership in it.
 // It never touches the password.
 func (p *Pool) RepairMember(ctx context.Context, group, member string) error {
-	g, err := ident("role", group)
+	g, m, err := groupAndMember(group, member)
 	if err != nil {
 		return err
 	}
-	m, err := ident("role", member)
+	grants, err := p.memberships(ctx, g, m)
 	if err != nil {
 		return err
 	}
-	join, err := p.grantToMember(ctx, g, m)
-	if err != nil {
-		return err
-	}
-	admin, err := p.grantToAdmin(ctx, m)
-	if err != nil {
-		return err
-	}
-	return p.inTransaction(ctx, []string{fmt.Sprintf(qRepairMember, m), join, admin})
+	return p.inTransaction(ctx, append([]string{fmt.Sprintf(qRepairMember, m)}, grants...))
 }
 
 // RepairGroup resets what a CREATEROLE admin may reset of a data role's
@@ -183,6 +162,31 @@ func (p *Pool) RetireLogin(ctx context.Context, role string, endSessions bool) (
 		})
 	})
 	return n, err
+}
+
+// groupAndMember validates and quotes a data role's role and one of its
+// login members.
+func groupAndMember(group, member string) (string, string, error) {
+	g, err := ident("role", group)
+	if err != nil {
+		return "", "", err
+	}
+	m, err := ident("role", member)
+	return g, m, err
+}
+
+// memberships are the grants a login member holds: its membership in the
+// data role, and the admin's in it.
+func (p *Pool) memberships(ctx context.Context, quotedGroup, quotedMember string) ([]string, error) {
+	join, err := p.grantToMember(ctx, quotedGroup, quotedMember)
+	if err != nil {
+		return nil, err
+	}
+	admin, err := p.grantToAdmin(ctx, quotedMember)
+	if err != nil {
+		return nil, err
+	}
+	return []string{join, admin}, nil
 }
 
 func (p *Pool) grantToMember(ctx context.Context, quotedGroup, quotedMember string) (string, error) {
