@@ -6,6 +6,7 @@
 package binding
 
 import (
+	"fmt"
 	"time"
 
 	"context"
@@ -247,8 +248,25 @@ func databaseChanged() predicate.Predicate {
 			controllerutil.ContainsFinalizer(o, tenancy.ClaimProtectionFinalizer) != controllerutil.ContainsFinalizer(n, tenancy.ClaimProtectionFinalizer) ||
 			or.Status != nr.Status || or.Reason != nr.Reason || or.Message != nr.Message ||
 			!equality.Semantic.DeepEqual(o.Status.Binding, n.Status.Binding) ||
-			o.Status.AtProvider.Credential.Path != n.Status.AtProvider.Credential.Path
+			o.Status.AtProvider.Credential.Path != n.Status.AtProvider.Credential.Path ||
+			!slices.Equal(dataRoleCredentials(o), dataRoleCredentials(n))
 	}}
+}
+
+// dataRoleCredentials is what says a Database's data role's credential
+// changed (a rotation, or its move to a login member): its binding copies
+// the new one at once, instead of at its next poll, so that the app's
+// Secret follows within the previous login's grace.
+func dataRoleCredentials(d *v1alpha1.Database) []string {
+	out := make([]string, 0, len(d.Status.AtProvider.DataRoles))
+	for _, r := range d.Status.AtProvider.DataRoles {
+		at := ""
+		if r.PasswordSetAt != nil {
+			at = r.PasswordSetAt.UTC().String()
+		}
+		out = append(out, fmt.Sprintf("%s %s %t %s", r.Name, r.LoginRole, r.Ready, at))
+	}
+	return out
 }
 
 // bindingsOf maps a Database to the bindings that name it (databaseRef or

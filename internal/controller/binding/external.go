@@ -697,7 +697,14 @@ func (e *external) Update(ctx context.Context, b *v1alpha1.DatabaseBinding) (man
 		}
 		v := e.delivery
 		if !v.Write {
-			return managed.ExternalUpdate{}, e.updateRoles(ctx, b)
+			err := e.updateRoles(ctx, b)
+			if err == nil && v.InSync && e.rolesDelivered() {
+				// Every copy now holds what Observe decided: Ready in this
+				// reconcile's status write, not a poll interval later.
+				e.delivered(b)
+				e.reportExtensions(b)
+			}
+			return managed.ExternalUpdate{}, err
 		}
 		p := e.copyPath()
 		if v.Claim {

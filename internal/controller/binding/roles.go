@@ -183,6 +183,17 @@ func (e *external) reportRoles(b *v1alpha1.DatabaseBinding) {
 	}
 }
 
+// rolesDelivered reports whether every data role the binding asks for has
+// its copy in sync.
+func (e *external) rolesDelivered() bool {
+	var wanted []string
+	for _, r := range e.spec.DataRoles {
+		wanted = append(wanted, r.Name)
+	}
+	ok, _, _ := tenancy.RoleDeliveriesSummary(e.roles, wanted)
+	return ok
+}
+
 // updateRoles carries out the data role verdicts: copies written, copies
 // of removed roles deleted, and a dynamic Database's data roles added or
 // removed. Every step is retried by the next reconcile on failure.

@@ -2,9 +2,12 @@ package binding
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	"github.com/google/go-cmp/cmp"
@@ -46,6 +49,55 @@ func makeRoleReady(t *testing.T, db *v1alpha1.Database, name string, access v1al
 	testenv.EditStatus(t, env.Kube.Client, db, func(db *v1alpha1.Database) {
 		db.Status.AtProvider.DataRoles = append(db.Status.AtProvider.DataRoles, v1alpha1.DataRoleObservation{Name: name, Role: role, Access: access, CredentialPath: p, Ready: true})
 	})
+}
+
+// rotateRoleRecord writes the next version of a data role's record, with
+// login as its username, and shows it in the Database's status as the
+// Database controller does after a rotation.
+func rotateRoleRecord(t *testing.T, db *v1alpha1.Database, name, login, password string) {
+	t.Helper()
+	ctx := context.Background()
+	p := tenancy.DataRolePath(recordPath(db.GetName()), name)
+	rec, err := admin.Read(ctx, p)
+	if err != nil || rec == nil {
+		t.Fatalf("the role's record: %v", err)
+	}
+	ver, err := admin.Write(ctx, p, roleCredential(login, db.Spec.ForProvider.Database, password), rec.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proven.set(memo.DataRoleKey(db.GetUID(), name), ver)
+	testenv.EditStatus(t, env.Kube.Client, db, func(db *v1alpha1.Database) {
+		for i := range db.Status.AtProvider.DataRoles {
+			if r := &db.Status.AtProvider.DataRoles[i]; r.Name == name {
+				r.LoginRole, r.PasswordSetAt = login, &metav1.Time{Time: time.Now()}
+			}
+		}
+	})
+}
+
+// watchNotReady records, until the returned stop, the first time b's Ready
+// condition is seen False, polling every 20 ms.
+func watchNotReady(b *v1alpha1.DatabaseBinding, seen *atomic.Value) (stop func()) {
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			got := &v1alpha1.DatabaseBinding{}
+			if err := env.Kube.Client.Get(context.Background(), client.ObjectKeyFromObject(b), got); err != nil {
+				continue
+			}
+			if c := got.GetCondition(xpv2.TypeReady); c.Status == corev1.ConditionFalse && seen.Load() == nil {
+				seen.Store(fmt.Sprintf("%s: %s", c.Reason, c.Message))
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
 }
 
 func roleStatus(b *v1alpha1.DatabaseBinding, name string) (v1alpha1.BindingDataRoleObservation, bool) {
@@ -130,6 +182,24 @@ func TestDataRolesDeliveredAndRemovedInOrder(t *testing.T) {
 		Credential: v1alpha1.CredentialObservation{Path: appCopy, OpenBaoURL: "https://openbao.example:8200/v1/kv/data/" + appCopy, Version: 1}}
 	if diff := cmp.Diff(want, r); diff != "" {
 		t.Errorf("status.atProvider.dataRoles[app]: -want +got:\n%s", diff)
+	}
+
+	// The role's credential changes (a rotation hands it to its other
+	// login member): the copy follows, and the binding never leaves Ready
+	// meanwhile (the previous login works during its grace).
+	rotateRoleRecord(t, db, "app", "shop_app_2", "app-secret-2")
+	var notReady atomic.Value
+	stop := watchNotReady(b, &notReady)
+	awaitCopy(t, appCopy, "the role's copy holds the rotated credential", func(r *openbao.Record) bool {
+		return r != nil && r.Data["username"] == "shop_app_2"
+	})
+	awaitBinding(t, b, "the binding shows the copy's new version", func(b *v1alpha1.DatabaseBinding) bool {
+		r, _ := roleStatus(b, "app")
+		return available(b) && r.Credential.Version == 2
+	})
+	stop()
+	if why, _ := notReady.Load().(string); why != "" {
+		t.Errorf("while the role's rotated credential was copied, the binding was not Ready: %s", why)
 	}
 
 	// A role added later goes to the Database; the binding is not Ready
