@@ -369,6 +369,7 @@ func (p *ProviderPodControl) waitOnly(ctx context.Context, env []string) error {
 					return fmt.Errorf("pod %s: its container is not running and ready", pod.Name)
 				}
 				p.current, p.podUID = s, string(pod.UID)
+				p.current.ContainerID = firstContainer(s)
 				return nil
 			}
 		}
@@ -496,4 +497,16 @@ func (p *ProviderPodControl) copyFrom(file string) {
 	}
 	n, _ := io.Copy(p.out, f)
 	p.offsets[file] = off + n
+}
+
+// firstContainer is the ID of the first container of a Pod just made, from
+// the status its restarted container shows: when that container was
+// restarted before it was first seen Ready (a fault point it was armed for
+// reached within seconds of its start), the one that exited, which is the
+// one WaitKilled judges; else the running one.
+func firstContainer(s corev1.ContainerStatus) string {
+	if t := s.LastTerminationState.Terminated; s.RestartCount > 0 && t != nil {
+		return t.ContainerID
+	}
+	return s.ContainerID
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -56,11 +57,14 @@ func TestSoakShort(t *testing.T) {
 // a data role's record with more passwords than rotations and a login of
 // it left logging in with no grace running.
 func checksCatchWhatIsPlanted(ctx context.Context, t *testing.T, s *soak) {
+	dr := dataRoleTenant(ctx, t, s)
 	live := s.sorted()
-	if len(live) < 2 || len(s.gone) == 0 {
+	if len(live) < 3 || len(s.gone) == 0 {
 		t.Fatalf("the run left %d live and %d deleted Tenants: too few to plant in", len(live), len(s.gone))
 	}
-	lost, twice := live[0], live[1]
+	// Each planted breach in a Tenant of its own.
+	others := slices.DeleteFunc(slices.Clone(live), func(l *tenant) bool { return l == dr })
+	lost, twice := others[0], others[1]
 	if err := s.withSecret(ctx, lost, func(c *pgx.Conn) error {
 		_, err := c.Exec(ctx, `DELETE FROM soak`)
 		return err
@@ -94,15 +98,6 @@ func checksCatchWhatIsPlanted(ctx context.Context, t *testing.T, s *soak) {
 	}
 	// A data role: more passwords in its record than rotations asked, and
 	// its second member logging in with no grace running.
-	var dr *tenant
-	for _, t := range live {
-		if t.DataRole {
-			dr = t
-		}
-	}
-	if dr == nil {
-		t.Fatal("the run left no live Tenant with a data role to plant in")
-	}
 	for i := range dr.Rotations + 1 {
 		if _, err := kv.Patch(ctx, tenantkit.RecordPath(dr.Database)+"/roles/ro", map[string]any{"password": fmt.Sprintf("planted-%d", i)}); err != nil {
 			t.Fatal(err)
@@ -140,4 +135,35 @@ func checksCatchWhatIsPlanted(ctx context.Context, t *testing.T, s *soak) {
 			t.Errorf("%s was planted, but no check said %q; they said:\n%s", what, want, got)
 		}
 	}
+}
+
+// dataRoleTenant is a live Tenant with a data role, made (and converged)
+// when the run left none.
+func dataRoleTenant(ctx context.Context, t *testing.T, s *soak) *tenant {
+	t.Helper()
+	find := func() *tenant {
+		for _, l := range s.sorted() {
+			if l.DataRole {
+				return l
+			}
+		}
+		return nil
+	}
+	if dr := find(); dr != nil {
+		return dr
+	}
+	// One in three new Tenants has a data role.
+	for i := 0; i < 3 && find() == nil; i++ {
+		if err := s.createWave(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.converge(ctx, "a Tenant with a data role to plant in"); err != nil {
+		t.Fatal(err)
+	}
+	dr := find()
+	if dr == nil {
+		t.Fatal("no live Tenant with a data role to plant in")
+	}
+	return dr
 }
