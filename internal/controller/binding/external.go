@@ -692,58 +692,65 @@ func (e *external) Update(ctx context.Context, b *v1alpha1.DatabaseBinding) (man
 		}
 		return managed.ExternalUpdate{}, nil
 	case tenancy.ActionCopyCredential:
-		if err := e.protect(ctx); err != nil {
-			return managed.ExternalUpdate{}, err
-		}
-		v := e.delivery
-		if !v.Write {
-			err := e.updateRoles(ctx, b)
-			if err == nil && v.InSync && e.rolesDelivered() {
-				// Every copy now holds what Observe decided: Ready in this
-				// reconcile's status write, not a poll interval later.
-				e.delivered(b)
-				e.reportExtensions(b)
-			}
-			return managed.ExternalUpdate{}, err
-		}
-		p := e.copyPath()
-		if v.Claim {
-			if err := e.kv.ClaimPath(ctx, p, v.Owner); err != nil {
-				if errors.Is(err, openbao.ErrCASMismatch) {
-					err = errors.Errorf("the delivery path %s was taken by another writer since it was read", p)
-				}
-				return managed.ExternalUpdate{}, e.projectionFailed(b, err)
-			}
-		}
-		if h := e.hook; h != nil {
-			if err := h(StepCopyCredential); err != nil {
-				return managed.ExternalUpdate{}, err
-			}
-		}
-		if _, err := e.kv.Write(ctx, p, v.Data, v.CAS); err != nil {
-			if errors.Is(err, openbao.ErrCASMismatch) {
-				err = errors.Errorf("the delivery copy %s changed since it was read", p)
-			}
-			return managed.ExternalUpdate{}, e.projectionFailed(b, err)
-		}
-		if h := e.hook; h != nil {
-			if err := h(StepCopyOwner); err != nil {
-				return managed.ExternalUpdate{}, err
-			}
-		}
-		if err := e.kv.SetOwner(ctx, p, v.Owner); err != nil {
-			return managed.ExternalUpdate{}, e.projectionFailed(b, err)
-		}
-		// The copy now holds exactly what Observe decided it should: the
-		// binding is Ready in this reconcile's status write, rather than
-		// a Delivering write first and a Ready one after the next Observe
-		// (each write of a composed binding re-renders its Tenant).
-		e.delivered(b)
-		err := e.updateRoles(ctx, b)
-		e.reportExtensions(b)
-		return managed.ExternalUpdate{}, err
+		return managed.ExternalUpdate{}, e.copyCredential(ctx, b)
 	}
 	return managed.ExternalUpdate{}, nil
+}
+
+// copyCredential copies the bound Database's credential to the delivery
+// path, then the data roles' copies, and shows the binding Ready once every
+// copy holds what Observe decided.
+func (e *external) copyCredential(ctx context.Context, b *v1alpha1.DatabaseBinding) error {
+	if err := e.protect(ctx); err != nil {
+		return err
+	}
+	v := e.delivery
+	if !v.Write {
+		err := e.updateRoles(ctx, b)
+		if err == nil && v.InSync && e.rolesDelivered() {
+			// Every copy now holds what Observe decided: Ready in this
+			// reconcile's status write, not a poll interval later.
+			e.delivered(b)
+			e.reportExtensions(b)
+		}
+		return err
+	}
+	p := e.copyPath()
+	if v.Claim {
+		if err := e.kv.ClaimPath(ctx, p, v.Owner); err != nil {
+			if errors.Is(err, openbao.ErrCASMismatch) {
+				err = errors.Errorf("the delivery path %s was taken by another writer since it was read", p)
+			}
+			return e.projectionFailed(b, err)
+		}
+	}
+	if h := e.hook; h != nil {
+		if err := h(StepCopyCredential); err != nil {
+			return err
+		}
+	}
+	if _, err := e.kv.Write(ctx, p, v.Data, v.CAS); err != nil {
+		if errors.Is(err, openbao.ErrCASMismatch) {
+			err = errors.Errorf("the delivery copy %s changed since it was read", p)
+		}
+		return e.projectionFailed(b, err)
+	}
+	if h := e.hook; h != nil {
+		if err := h(StepCopyOwner); err != nil {
+			return err
+		}
+	}
+	if err := e.kv.SetOwner(ctx, p, v.Owner); err != nil {
+		return e.projectionFailed(b, err)
+	}
+	// The copy now holds exactly what Observe decided it should: the
+	// binding is Ready in this reconcile's status write, rather than
+	// a Delivering write first and a Ready one after the next Observe
+	// (each write of a composed binding re-renders its Tenant).
+	e.delivered(b)
+	err := e.updateRoles(ctx, b)
+	e.reportExtensions(b)
+	return err
 }
 
 func (e *external) projectionFailed(b *v1alpha1.DatabaseBinding, err error) error {
