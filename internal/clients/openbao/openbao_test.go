@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/openbao/openbao/api/v2"
 
 	"ddupan.top/provider-postgresql-tenant/internal/testenv"
@@ -19,6 +20,10 @@ import (
 // Kubernetes auth using tokens minted by a real kube-apiserver.
 
 var env *testenv.Env
+
+// ignoreCreated leaves a version's creation time (the server's clock) out
+// of a comparison of records; TestRecordLifecycle checks it on its own.
+var ignoreCreated = cmpopts.IgnoreFields(Record{}, "Created")
 
 func TestMain(m *testing.M) { testenv.Main(m, testenv.Options{Kube: true, OpenBao: true}, &env) }
 
@@ -88,7 +93,7 @@ func TestRecordLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(&Record{Version: 0, Owner: owner}, rec); diff != "" {
+	if diff := cmp.Diff(&Record{Version: 0, Owner: owner}, rec, ignoreCreated); diff != "" {
 		t.Errorf("metadata-only record: -want +got:\n%s", diff)
 	}
 
@@ -105,8 +110,12 @@ func TestRecordLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(&Record{Data: data, Version: 1, Owner: owner}, rec); diff != "" {
+	if diff := cmp.Diff(&Record{Data: data, Version: 1, Owner: owner}, rec, ignoreCreated); diff != "" {
 		t.Errorf("record after first write: -want +got:\n%s", diff)
+	}
+	// Created is the time of the version read: a credential's age.
+	if rec != nil && (rec.Created.IsZero() || time.Since(rec.Created) > time.Minute) {
+		t.Errorf("the version just written was created at %v", rec.Created)
 	}
 
 	// Restoring an altered record replaces exactly the version read.
