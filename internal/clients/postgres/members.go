@@ -152,16 +152,7 @@ func (p *Pool) RetireLogin(ctx context.Context, role string, endSessions bool) (
 	if !endSessions {
 		return 0, p.exec(ctx, fmt.Sprintf(qRetireLogin, r))
 	}
-	var n int
-	err = p.asMember(ctx, role, func(ctx context.Context, c *pgx.Conn) error {
-		return pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, fmt.Sprintf(qRetireLogin, r)); err != nil {
-				return err
-			}
-			return tx.QueryRow(ctx, qTerminateRole, role).Scan(&n)
-		})
-	})
-	return n, err
+	return p.alterEndingSessions(ctx, role, fmt.Sprintf(qRetireLogin, r))
 }
 
 // groupAndMember validates and quotes a data role's role and one of its

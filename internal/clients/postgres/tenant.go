@@ -409,10 +409,17 @@ func (p *Pool) SetRolePasswordEndingSessions(ctx context.Context, role, verifier
 	if !scram.IsVerifier(verifier) {
 		return 0, errors.New("refusing to send a role password that is not a SCRAM-SHA-256 verifier")
 	}
+	return p.alterEndingSessions(ctx, role, fmt.Sprintf(qSetRolePassword, r, verifier))
+}
+
+// alterEndingSessions runs alter (an ALTER ROLE of role) and ends every
+// other session of role in one transaction, as a member of role, and
+// returns how many sessions were signalled.
+func (p *Pool) alterEndingSessions(ctx context.Context, role, alter string) (int, error) {
 	var n int
-	err = p.asMember(ctx, role, func(ctx context.Context, c *pgx.Conn) error {
+	err := p.asMember(ctx, role, func(ctx context.Context, c *pgx.Conn) error {
 		return pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, fmt.Sprintf(qSetRolePassword, r, verifier)); err != nil {
+			if _, err := tx.Exec(ctx, alter); err != nil {
 				return err
 			}
 			return tx.QueryRow(ctx, qTerminateRole, role).Scan(&n)
