@@ -66,12 +66,14 @@ tools: ## install every real component the tests need, PostgreSQL of the default
 tools-all: ## install every real component of the project (ESO, Crossplane CLI, functions, ...)
 	hack/install.sh all
 
-# Packages run at once besides the test node's lane (hack/testrun), and
-# more flags of it (TESTRUN_FLAGS="-only database" runs the jobs whose name
+# Packages run at once besides the test nodes' lanes (hack/testrun), test
+# nodes run at once (each a lane of the node packages' jobs), and more
+# flags of it (TESTRUN_FLAGS="-only database" runs the jobs whose name
 # matches).
 TEST_JOBS ?= 4
+NODE_LANES ?= 2
 TESTRUN_FLAGS ?=
-TESTRUN = $(GO) run ./hack/testrun -jobs $(TEST_JOBS) -node-pkgs "$(NODE_PKGS)" \
+TESTRUN = $(GO) run ./hack/testrun -jobs $(TEST_JOBS) -node-lanes $(NODE_LANES) -node-pkgs "$(NODE_PKGS)" \
   -majors "$(PG_MAJORS)" -branch-majors "$(PG_BRANCH_MAJORS)" -sql-pkgs "$(PG_SQL_PKGS)" \
   -matrix-pkgs "$(PG_MATRIX_PKGS)" -matrix-e2e '$(PG_MATRIX_E2E)' \
   -oldest-pkgs "$(PG_OLDEST_PKGS)" -oldest-run '$(PG_OLDEST_RUN)' $(TESTRUN_FLAGS)

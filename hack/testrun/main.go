@@ -5,14 +5,14 @@
 // what failed.
 //
 // The work is a list of jobs, one per package and major. The packages on
-// the test node (one node runs on a machine at a time) run one after
-// another in a lane of their own, the matrix's test/e2e runs among them;
-// every other job goes to a pool of -jobs workers, the longest first (the
-// durations of the last run, kept in the component cache's logs). Each
-// job's output goes to a file of its own; the terminal gets a line as each
-// job ends, the running jobs every minute, and at the end a table of every
-// job and, last, each failed job with its failed tests and the end of its
-// log, so that the last lines of a run name what failed.
+// the test node run in node lanes (-node-lanes, each its own node; the
+// matrix's test/e2e runs among them); every other job goes to a pool of
+// -jobs workers; both take the longest jobs first (the durations of the
+// last run, kept in the component cache's logs). Each job's output goes
+// to a file of its own; the terminal gets a line as each job ends, the
+// running jobs every minute, and at the end a table of every job and,
+// last, each failed job with its failed tests and the end of its log, so
+// that the last lines of a run name what failed.
 package main
 
 import (
@@ -69,6 +69,7 @@ type options struct {
 	poolNice    int
 	timeout     time.Duration
 	nodeTimeout time.Duration
+	nodeLanes   int
 	outDir      string
 	durations   string
 	only        string
@@ -78,7 +79,7 @@ type options struct {
 func main() {
 	var o options
 	var nodePkgs, matrixPkgs, sqlPkgs, majors, branchMajors, oldestPkgs string
-	flag.StringVar(&nodePkgs, "node-pkgs", "./test/pod/ ./test/install/ ./test/upgrade/ ./test/e2e/ ./test/soak/", "the packages on the test node, run one after another in this order")
+	flag.StringVar(&nodePkgs, "node-pkgs", "./test/pod/ ./test/install/ ./test/upgrade/ ./test/e2e/ ./test/soak/", "the packages on the test node (their jobs run in the node lanes)")
 	flag.StringVar(&matrixPkgs, "matrix-pkgs", "", "the packages run again on each of -majors (patterns go list takes)")
 	flag.StringVar(&sqlPkgs, "sql-pkgs", "", "the packages run on each of -majors (patterns go list takes): where the SQL is proven statement by statement")
 	flag.StringVar(&majors, "majors", "14 15 16 18", "the PostgreSQL majors of the matrix, besides the default: -sql-pkgs run on each")
@@ -86,7 +87,8 @@ func main() {
 	flag.StringVar(&o.matrixE2E, "matrix-e2e", "", "the test/e2e tests run again on each branch major (a -run pattern; empty: none)")
 	flag.StringVar(&oldestPkgs, "oldest-pkgs", "", "packages whose -oldest-run tests run again on the oldest of -majors (patterns go list takes)")
 	flag.StringVar(&o.oldestRun, "oldest-run", "", "the tests of -oldest-pkgs run on the oldest major (a -run pattern; empty: none)")
-	flag.IntVar(&o.jobs, "jobs", 4, "packages run at once besides the node lane")
+	flag.IntVar(&o.jobs, "jobs", 4, "packages run at once besides the node lanes")
+	flag.IntVar(&o.nodeLanes, "node-lanes", 2, "test nodes run at once, each running the node packages' jobs one after another")
 	flag.IntVar(&o.poolNice, "pool-nice", 10, "the niceness of the pool's jobs: the node lane, the critical path, gets the CPU first (0: none)")
 	flag.DurationVar(&o.timeout, "timeout", 30*time.Minute, "the timeout of one package's run")
 	flag.DurationVar(&o.nodeTimeout, "node-timeout", 60*time.Minute, "the timeout of one node package's run")
@@ -139,7 +141,8 @@ func run(ctx context.Context, o options) int {
 		say("building the test binaries failed: %v", err)
 		return 1
 	}
-	say("built in %s; running %d jobs: the node lane and %d at a time besides; logs in %s", since(t0), len(jobs), o.jobs, filepath.Join(o.outDir, "logs"))
+	lanes := max(1, o.nodeLanes)
+	say("built in %s; running %d jobs: %d node lanes and %d at a time besides; logs in %s", since(t0), len(jobs), lanes, o.jobs, filepath.Join(o.outDir, "logs"))
 
 	last := readDurations(o.durations)
 	var node, pool []*job
@@ -150,15 +153,10 @@ func run(ctx context.Context, o options) int {
 			pool = append(pool, j)
 		}
 	}
-	// Longest first (unknown ones first of all: they may be long).
-	sort.SliceStable(pool, func(a, b int) bool {
-		da, oka := last[pool[a].key()]
-		db, okb := last[pool[b].key()]
-		if oka != okb {
-			return !oka
-		}
-		return da > db
-	})
+	// Longest first (unknown ones first of all: they may be long), in
+	// the node lanes as in the pool.
+	longestFirst(node, last)
+	longestFirst(pool, last)
 
 	var mu sync.Mutex
 	running := map[*job]time.Time{}
@@ -172,7 +170,7 @@ func run(ctx context.Context, o options) int {
 		mu.Lock()
 		delete(running, j)
 		finished[j] = true
-		n, left := len(finished), estimateLeft(node, pool, running, finished, last, o.jobs, time.Now())
+		n, left := len(finished), estimateLeft(node, pool, running, finished, last, lanes, o.jobs, time.Now())
 		mu.Unlock()
 		status := "ok  "
 		if j.err != nil {
@@ -180,13 +178,20 @@ func run(ctx context.Context, o options) int {
 		}
 		say("%s %-56s %6.0fs %5.0f CPU-s  [%d of %d jobs; %s in, about %s left]", status, j.name, j.end.Sub(j.start).Seconds(), j.cpu.Seconds(), n, len(jobs), since(t0), left)
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for _, j := range node {
-			do(j)
-		}
-	}()
+	nodeQueue := make(chan *job, len(node))
+	for _, j := range node {
+		nodeQueue <- j
+	}
+	close(nodeQueue)
+	for i := 0; i < lanes; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range nodeQueue {
+				do(j)
+			}
+		}()
+	}
 	queue := make(chan *job)
 	for i := 0; i < o.jobs; i++ {
 		wg.Add(1)
@@ -211,7 +216,7 @@ func run(ctx context.Context, o options) int {
 				for j, start := range running {
 					names = append(names, fmt.Sprintf("%s (%s)", j.name, since(start)))
 				}
-				n, left := len(finished), estimateLeft(node, pool, running, finished, last, o.jobs, time.Now())
+				n, left := len(finished), estimateLeft(node, pool, running, finished, last, lanes, o.jobs, time.Now())
 				mu.Unlock()
 				sort.Strings(names)
 				say("%d of %d jobs done, %s in, about %s left; running: %s", n, len(jobs), since(t0), left, strings.Join(names, ", "))
@@ -573,10 +578,12 @@ func since(t time.Time) string { return time.Since(t).Round(time.Second).String(
 const unknownDuration = 60.0
 
 // estimateLeft is how long the run has still to go, from the last run's
-// durations: the node lane's jobs left one after another, or the pool's
-// spread over its workers, whichever is longer. A running job counts what
-// it has left of its last duration (nothing once past it).
-func estimateLeft(node, pool []*job, running map[*job]time.Time, finished map[*job]bool, last map[string]float64, workers int, now time.Time) time.Duration {
+// durations: the node jobs left spread over the lanes (or the longest of
+// them, if longer), or the pool's spread over its workers, whichever is
+// longer. A running job counts what it has left of its last duration
+// (nothing once past it).
+func estimateLeft(node, pool []*job, running map[*job]time.Time, finished map[*job]bool, last map[string]float64, lanes, workers int, now time.Time) time.Duration {
+	var longest float64
 	left := func(js []*job) float64 {
 		var sum float64
 		for _, j := range js {
@@ -591,11 +598,26 @@ func estimateLeft(node, pool []*job, running map[*job]time.Time, finished map[*j
 				d = max(0, d-now.Sub(start).Seconds())
 			}
 			sum += d
+			longest = max(longest, d)
 		}
 		return sum
 	}
-	secs := max(left(node), left(pool)/float64(max(1, workers)))
+	nodeLeft := left(node)
+	secs := max(nodeLeft/float64(max(1, lanes)), longest, left(pool)/float64(max(1, workers)))
 	return (time.Duration(secs) * time.Second).Round(time.Second)
+}
+
+// longestFirst orders js by the last run's durations, the longest first
+// and the ones no run has timed before them all (they may be long).
+func longestFirst(js []*job, last map[string]float64) {
+	sort.SliceStable(js, func(a, b int) bool {
+		da, oka := last[js[a].key()]
+		db, okb := last[js[b].key()]
+		if oka != okb {
+			return !oka
+		}
+		return da > db
+	})
 }
 
 // measured are the durations of a run on a 2-core machine, for a cache

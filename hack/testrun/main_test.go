@@ -51,24 +51,35 @@ func TestEstimateLeft(t *testing.T) {
 	last := map[string]float64{"a": 100, "b": 200, "c": 300, "n1": 50, "n2": 100}
 	pool, node := []*job{a, b, c, d}, []*job{n1, n2}
 	cases := map[string]struct {
+		lanes    int
 		running  map[*job]time.Time
 		finished map[*job]bool
 		want     time.Duration
 	}{
 		// The pool: 100+200+300 and d unknown (60), over two workers.
-		"nothing started": {map[*job]time.Time{}, map[*job]bool{}, 330 * time.Second},
+		"nothing started": {1, map[*job]time.Time{}, map[*job]bool{}, 330 * time.Second},
 		// c ran 250 s of its 300, b is done; the pool's 100+50+60 over two
 		// workers is 105 s, the node lane's n2 100 s.
-		"under way": {map[*job]time.Time{c: now.Add(-250 * time.Second)}, map[*job]bool{b: true, n1: true}, 105 * time.Second},
+		"under way": {1, map[*job]time.Time{c: now.Add(-250 * time.Second)}, map[*job]bool{b: true, n1: true}, 105 * time.Second},
 		// A job past its last duration counts nothing: the node lane is the
 		// longer.
-		"over time": {map[*job]time.Time{n2: now.Add(-10 * time.Second)}, map[*job]bool{a: true, b: true, c: true, d: true, n1: true}, 90 * time.Second},
-		"all done":  {map[*job]time.Time{}, map[*job]bool{a: true, b: true, c: true, d: true, n1: true, n2: true}, 0},
+		"over time": {1, map[*job]time.Time{n2: now.Add(-10 * time.Second)}, map[*job]bool{a: true, b: true, c: true, d: true, n1: true}, 90 * time.Second},
+		// Two node lanes: the node's 150 s over two would be 75, but n2
+		// alone takes 100.
+		"two lanes": {2, map[*job]time.Time{}, map[*job]bool{a: true, b: true, c: true, d: true}, 100 * time.Second},
+		"all done":  {1, map[*job]time.Time{}, map[*job]bool{a: true, b: true, c: true, d: true, n1: true, n2: true}, 0},
 	}
 	for name, tc := range cases {
-		if got := estimateLeft(node, pool, tc.running, tc.finished, last, 2, now); got != tc.want {
+		if got := estimateLeft(node, pool, tc.running, tc.finished, last, tc.lanes, 2, now); got != tc.want {
 			t.Errorf("%s: estimateLeft = %s, want %s", name, got, tc.want)
 		}
+	}
+	// Two lanes share n1, n2 and n3's 50+100+130 s: 140 s, longer than
+	// n3 alone.
+	n3 := &job{name: "n3"}
+	last["n3"] = 130
+	if got, want := estimateLeft([]*job{n1, n2, n3}, nil, nil, nil, last, 2, 2, now), 140*time.Second; got != want {
+		t.Errorf("two lanes shared: estimateLeft = %s, want %s", got, want)
 	}
 }
 

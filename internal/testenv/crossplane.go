@@ -843,26 +843,35 @@ func lockFile(ctx context.Context, file string) (*os.File, error) {
 	if err := os.MkdirAll(filepath.Dir(file), 0o750); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(file, os.O_CREATE|os.O_RDWR, 0o600) //nolint:gosec // the component cache's lock file
-	if err != nil {
-		return nil, err
-	}
 	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return f, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			_ = f.Close()
-			return nil, err
+		f, ok, err := tryLock(file)
+		if err != nil || ok {
+			return f, err
 		}
 		select {
 		case <-ctx.Done():
-			_ = f.Close()
 			return nil, fmt.Errorf("waiting for %s (another environment is installing packages): %w", file, ctx.Err())
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// tryLock takes an exclusive lock on file if no one holds it (ok), held
+// until f is closed.
+func tryLock(file string) (f *os.File, ok bool, err error) {
+	f, err = os.OpenFile(file, os.O_CREATE|os.O_RDWR, 0o600) //nolint:gosec // the component cache's lock file
+	if err != nil {
+		return nil, false, err
+	}
+	err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	if err == nil {
+		return f, true, nil
+	}
+	_ = f.Close()
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		return nil, false, nil
+	}
+	return nil, false, err
 }
 
 // LogFile is core's log.

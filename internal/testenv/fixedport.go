@@ -27,8 +27,8 @@ import (
 // keep running, holding the port for as long as they live when it was
 // free).
 //
-// So environments on one machine share it by these rules, all under one
-// machine-wide lock (fixedPort):
+// So environments in one network namespace (the host's, or a node's) share
+// it by these rules, all under one lock (fixedPort):
 //   - an RBAC manager starts only when the port is free, and the harness
 //     waits until the manager itself is listening on it before it goes on;
 //   - a function starts only while the port is held (by the environment's
@@ -50,18 +50,24 @@ const FixedMetricsPort = 8080
 const functionSettle = time.Second
 
 // fixedPort is a port some components bind whatever they are told, and
-// the machine-wide lock under which environments share it.
+// the lock under which environments share it.
 type fixedPort struct {
 	port     int
 	lockFile string
 }
 
-// metricsPort is FixedMetricsPort and its lock in the component cache.
+// metricsPort is FixedMetricsPort and its lock in the component cache:
+// the host's, or in a node's network namespace (which has a port 8080 of
+// its own) that node slot's.
 func metricsPort() fixedPort {
-	return fixedPort{port: FixedMetricsPort, lockFile: filepath.Join(CacheDir(), "fixed-metrics-port.lock")}
+	name := "fixed-metrics-port.lock"
+	if InNodeNetns() {
+		name = "fixed-metrics-port-node-" + os.Getenv(nodeSlotEnv) + ".lock"
+	}
+	return fixedPort{port: FixedMetricsPort, lockFile: filepath.Join(CacheDir(), name)}
 }
 
-// lock takes the machine-wide lock on the port.
+// lock takes the lock on the port.
 func (f fixedPort) lock(ctx context.Context) (*os.File, error) { return lockFile(ctx, f.lockFile) }
 
 // hold binds the port as the components do (every interface), or returns

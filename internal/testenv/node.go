@@ -64,14 +64,36 @@ const (
 // namespace.
 var NodeResolvConf = fmt.Sprintf("nameserver %s\nsearch svc.%s %s\noptions ndots:5\n", NodeIP, ClusterDomain, ClusterDomain)
 
-// Paths the node's components write to outside any directory they are
-// given: containerd's shim sockets, fifos and runc state, the CNI plugins'
-// cache, the kubelet's container log links and device-plugin socket
-// directory. Removed when the node stops.
-var nodeFixedPaths = []string{
-	"/run/containerd/s", "/run/containerd/fifo", "/run/containerd/runc",
-	"/var/lib/cni", "/var/log/containers", "/var/lib/kubelet/device-plugins",
+// nodeFixedDirs hold the paths the node's components write to outside
+// any directory they are given: containerd's shim sockets, fifos and runc
+// state (/run/containerd), the CNI plugins' cache (/var/lib/cni), the
+// kubelet's container log links and device-plugin socket directory. The
+// test binary mounts a tmpfs of its own on each in its private mount
+// namespace: two nodes running at once never see each other's, and
+// nothing is left on the host's when the namespace goes.
+var nodeFixedDirs = []string{"/run/containerd", "/var/lib/cni", "/var/log/containers", "/var/lib/kubelet"}
+
+// nodeSlotsEnv sets how many nodes may run on this machine at once
+// (default defaultNodeSlots); each takes a slot: a lock in the component
+// cache, its number naming the node's cgroup root (nodeCgroupRoot).
+const (
+	nodeSlotsEnv     = "PPT_NODE_SLOTS"
+	nodeSlotEnv      = "PPT_NODE_SLOT"
+	defaultNodeSlots = 2
+)
+
+// nodeSlots is how many nodes may run at once.
+func nodeSlots() int {
+	if n, err := strconv.Atoi(os.Getenv(nodeSlotsEnv)); err == nil && n > 0 {
+		return n
+	}
+	return defaultNodeSlots
 }
+
+// nodeCgroupRoot is the kubelet's cgroupRoot of the node in slot: the
+// pods' cgroups of two nodes are apart, and each kubelet removes only its
+// own.
+func nodeCgroupRoot(slot string) string { return "/ppt-node-" + slot }
 
 // InNodeNetns reports whether this process runs inside the node's private
 // network namespace (the test binary NodeMain runs again there).
@@ -109,8 +131,10 @@ func privateNetns() error {
 // the PIDs it recorded), cleans the paths the components write outside
 // their directories and removes the namespace. Inside the namespace it is
 // Main: every component the Env starts, the node's included, runs there, so
-// nothing the node does reaches the host's network. Only one node runs on a
-// machine at a time (a lock in the component cache).
+// nothing the node does reaches the host's network, nor its fixed
+// directories (nodeFixedDirs) or cgroups another node's. Up to
+// $PPT_NODE_SLOTS nodes (2) run on a machine at once, each in a slot (a
+// lock in the component cache).
 func NodeMain(m *testing.M, o Options, env **Env, hooks ...func(*Env) (func(), error)) {
 	if short() {
 		Main(m, o, env, hooks...)
@@ -138,6 +162,9 @@ func NodeMain(m *testing.M, o Options, env **Env, hooks ...func(*Env) (func(), e
 func NodeRun(o Options, run func() int) (int, error) {
 	if InNodeNetns() {
 		if err := bindResolvConf(os.Getenv(nodeResolvConfEnv), hostResolvConf, os.Getenv(nodeHostMntnsEnv)); err != nil {
+			return 0, err
+		}
+		if err := mountFixedDirs(nodeFixedDirs, os.Getenv(nodeHostMntnsEnv)); err != nil {
 			return 0, err
 		}
 		return run(), nil
@@ -183,6 +210,52 @@ func bindResolvConf(src, target, hostMntns string) error {
 	return nil
 }
 
+// mountFixedDirs mounts a tmpfs on each of dirs, in this process's mount
+// namespace, which must not be hostMntns (as bindResolvConf).
+func mountFixedDirs(dirs []string, hostMntns string) error {
+	self, err := nsID("/proc/self/ns/mnt")
+	if err != nil {
+		return err
+	}
+	if hostMntns == "" || self == hostMntns {
+		return errors.New("refusing to mount the node's directories in the host's mount namespace: run the tests through testenv.NodeMain, which runs them in a private one")
+	}
+	for _, d := range dirs {
+		if err := os.MkdirAll(d, 0o755); err != nil { //nolint:gosec // a system directory the node's components expect
+			return err
+		}
+		if err := syscall.Mount("tmpfs", d, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, "mode=0755"); err != nil {
+			return fmt.Errorf("mounting a tmpfs on %s: %w", d, err)
+		}
+	}
+	return nil
+}
+
+// lockNodeSlot takes the first free of the machine's node slots (locks in
+// the component cache), waiting while every one is taken; the slot is
+// held until the file is closed.
+func lockNodeSlot(ctx context.Context) (string, *os.File, error) {
+	if err := os.MkdirAll(CacheDir(), 0o750); err != nil {
+		return "", nil, err
+	}
+	for {
+		for i := range nodeSlots() {
+			f, ok, err := tryLock(filepath.Join(CacheDir(), fmt.Sprintf("node-%d.lock", i)))
+			if err != nil {
+				return "", nil, err
+			}
+			if ok {
+				return strconv.Itoa(i), f, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return "", nil, fmt.Errorf("waiting for a node slot (%d nodes run on this machine already; $%s raises it): %w", nodeSlots(), nodeSlotsEnv, ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
+}
+
 // mountedAt reports whether something is mounted at path in this
 // process's mount namespace.
 func mountedAt(path string) (bool, error) {
@@ -206,7 +279,7 @@ func runInNodeNetns(o Options) (int, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	lock, err := lockFile(ctx, filepath.Join(CacheDir(), "node.lock"))
+	slot, lock, err := lockNodeSlot(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -269,7 +342,7 @@ func runInNodeNetns(o Options) (int, error) {
 		return 0, err
 	}
 	cmd := exec.Command("nsenter", append([]string{"--net=" + ns, "--", "unshare", "--mount", "--propagation=private", "--", self}, os.Args[1:]...)...) //nolint:gosec,noctx // this test binary, again, in the namespaces; it ends by itself
-	cmd.Env = append(os.Environ(), nodeNetnsEnv+"="+ns, nodeDirEnv+"="+innerNodeDir(dir), nodeResolvConfEnv+"="+resolv, nodeHostMntnsEnv+"="+hostMntns)
+	cmd.Env = append(os.Environ(), nodeNetnsEnv+"="+ns, nodeDirEnv+"="+innerNodeDir(dir), nodeResolvConfEnv+"="+resolv, nodeHostMntnsEnv+"="+hostMntns, nodeSlotEnv+"="+slot)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	if err := cmd.Start(); err != nil {
 		return 0, err
@@ -417,6 +490,10 @@ func startNode(ctx context.Context, root, binDir string, k *Kube, ca *CA) (*Node
 		ports[i] = p
 	}
 	kubeletPort, kubeletHealth, proxyHealth, proxyMetrics, kcmPort := ports[0], ports[1], ports[2], ports[3], ports[4]
+	cgroupRoot, err := makeCgroupRoot(dir, os.Getenv(nodeSlotEnv))
+	if err != nil {
+		return fail(err)
+	}
 	// A container that exits is started again after at most a second
 	// (crashLoopBackOff, on by default since Kubernetes 1.35), not after
 	// 10 s, 20 s, 40 s...: the tests kill the provider's container on
@@ -438,6 +515,7 @@ authentication:
   x509: {clientCAFile: %q}
 authorization: {mode: Webhook}
 cgroupDriver: cgroupfs
+cgroupRoot: %q
 failCgroupV1: false
 failSwapOn: false
 containerRuntimeEndpoint: unix://%s
@@ -455,8 +533,8 @@ crashLoopBackOff: {maxContainerRestartPeriod: 1s}
 syncFrequency: 2s
 clusterDNS: [%q]
 clusterDomain: %s
-`, NodeIP, kubeletPort, kubeletHealth, ca.CertFile, n.Containerd, n.Containerd, n.PodLogs, NodeIP, ClusterDomain)
-	if err := os.WriteFile(filepath.Join(dir, "kubelet.yaml"), []byte(kcfg), 0o600); err != nil {
+`, NodeIP, kubeletPort, kubeletHealth, ca.CertFile, cgroupRoot, n.Containerd, n.Containerd, n.PodLogs, NodeIP, ClusterDomain)
+	if err := os.WriteFile(filepath.Join(dir, "kubelet.yaml"), []byte(kcfg), 0o600); err != nil { //nolint:gosec // the node's own directory
 		return fail(err)
 	}
 	if err := n.start(ctx, "kubelet", exec.Command(filepath.Join(binDir, "kubelet"), "--config="+filepath.Join(dir, "kubelet.yaml"), //nolint:gosec,noctx // the pinned binary; runs until Stop
@@ -730,14 +808,9 @@ func cleanNode(dir string) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	unmountUnder(dir)
-	for _, c := range cgroupDirs() {
+	for _, c := range cgroupDirs(dir) {
 		removeCgroupTree(c)
 	}
-	for _, p := range nodeFixedPaths {
-		_ = os.RemoveAll(p)
-	}
-	_ = os.Remove("/var/lib/kubelet")
-	_ = os.Remove("/run/containerd")
 }
 
 // stopPidFile sends SIGTERM to the process whose PID the file records,
@@ -841,13 +914,76 @@ func unescapeMount(s string) string {
 	return r.Replace(s)
 }
 
-// cgroupDirs are the kubelet's pod cgroups (cgroupfs driver) in every
-// hierarchy.
-func cgroupDirs() []string {
+// cgroupRootFile records, in the node's directory, the cgroup root its
+// kubelet was given, for cleanNode.
+func cgroupRootFile(dir string) string { return filepath.Join(dir, "run", "cgroup-root") }
+
+// makeCgroupRoot makes the cgroup root of the node in slot in every
+// cgroup hierarchy (cgroupfs; a cpuset gets its parent's CPUs and memory
+// nodes, which a new one lacks), records it in dir and returns it.
+func makeCgroupRoot(dir, slot string) (string, error) {
+	if slot == "" {
+		slot = "0"
+	}
+	root := nodeCgroupRoot(slot)
+	if err := os.WriteFile(cgroupRootFile(dir), []byte(root), 0o600); err != nil { //nolint:gosec // the node's own directory
+		return "", err
+	}
+	hs, err := cgroupHierarchies()
+	if err != nil {
+		return "", err
+	}
+	for _, h := range hs {
+		d := filepath.Join(h, root)
+		if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) { //nolint:gosec // a cgroup directory
+			return "", fmt.Errorf("making the node's cgroup root: %w", err)
+		}
+		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+			b, err := os.ReadFile(filepath.Join(h, f)) //nolint:gosec // the cgroup hierarchy's own file
+			if err != nil {
+				continue // not a cpuset hierarchy
+			}
+			if err := os.WriteFile(filepath.Join(d, f), b, 0o644); err != nil { //nolint:gosec // a cgroup file
+				return "", fmt.Errorf("setting %s of the node's cgroup root: %w", f, err)
+			}
+		}
+	}
+	return root, nil
+}
+
+// cgroupHierarchies are the cgroup file systems mounted on this machine
+// (one per cgroup v1 controller, or the v2 one).
+func cgroupHierarchies() ([]string, error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
 	var out []string
-	for _, pat := range []string{"/sys/fs/cgroup/*/kubepods", "/sys/fs/cgroup/kubepods"} {
-		m, _ := filepath.Glob(pat)
-		out = append(out, m...)
+	for _, l := range strings.Split(string(b), "\n") {
+		fs := strings.Fields(l)
+		for i, f := range fs {
+			if f == "-" && i+1 < len(fs) && (fs[i+1] == "cgroup" || fs[i+1] == "cgroup2") {
+				out = append(out, unescapeMount(fs[4]))
+			}
+		}
+	}
+	return out, nil
+}
+
+// cgroupDirs are the node's cgroups (its kubelet's root, the pods' under
+// it) in every hierarchy.
+func cgroupDirs(dir string) []string {
+	b, err := os.ReadFile(cgroupRootFile(dir))
+	root := strings.TrimSpace(string(b))
+	if err != nil || !strings.HasPrefix(root, "/ppt-node-") {
+		return nil
+	}
+	hs, _ := cgroupHierarchies()
+	var out []string
+	for _, h := range hs {
+		if _, err := os.Stat(filepath.Join(h, root)); err == nil { //nolint:gosec // a cgroup path the node made
+			out = append(out, filepath.Join(h, root))
+		}
 	}
 	return out
 }

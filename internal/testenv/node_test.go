@@ -121,3 +121,144 @@ func resolvConfHelper() int {
 	fmt.Printf("resolv.conf: %s\n", strings.ReplaceAll(string(b), "\n", `\n`))
 	return 0
 }
+
+// The directories where the node's components write outside the node's
+// own (/run/containerd, /var/lib/kubelet...) get a tmpfs of the test
+// binary's private mount namespace: refused in the host's (here on
+// directories of the test's, so that a missing refusal harms nothing);
+// in a private one, what a node writes there is seen there and never in
+// the host's directory, so that two nodes at once never share it.
+func TestNodeFixedDirsStayInItsMountNamespace(t *testing.T) {
+	MajorIndependent(t)
+	host, err := nsID("/proc/self/ns/mnt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = "refusing to mount the node's directories in the host's mount namespace"
+	for name, hostMntns := range map[string]string{"HostNamespace": host, "NoneNamed": ""} {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "run-containerd")
+			err := mountFixedDirs([]string{dir}, hostMntns)
+			if m, _ := mountedAt(dir); m {
+				_ = syscall.Unmount(dir, syscall.MNT_DETACH)
+				t.Errorf("mountFixedDirs mounted on %s in the host's mount namespace", dir)
+			}
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("mountFixedDirs: %v, want %q", err, want)
+			}
+		})
+	}
+
+	t.Run("PrivateNamespace", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "run-containerd")
+		self, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("unshare", "--mount", "--propagation=private", "--", self) //nolint:noctx // this test binary, again
+		cmd.Env = append(os.Environ(), fixedDirsHelperEnv+"="+dir, nodeHostMntnsEnv+"="+host)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("the helper in a private mount namespace: %v\n%s", err, out)
+		}
+		if !strings.Contains(string(out), "wrote "+filepath.Join(dir, "s")) {
+			t.Errorf("the helper did not write in its tmpfs:\n%s", out)
+		}
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ents) != 0 {
+			t.Errorf("the host's %s has what the helper wrote in its own namespace: %v", dir, ents)
+		}
+	})
+}
+
+const fixedDirsHelperEnv = "PPT_TEST_FIXED_DIRS_HELPER"
+
+// fixedDirsHelper is the helper process of
+// TestNodeFixedDirsStayInItsMountNamespace, in a private mount namespace:
+// it mounts the node's tmpfs on the directory named as NodeMain's child
+// does and writes a file there.
+func fixedDirsHelper() int {
+	dir := os.Getenv(fixedDirsHelperEnv)
+	if err := mountFixedDirs([]string{dir}, os.Getenv(nodeHostMntnsEnv)); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if m, _ := mountedAt(dir); !m {
+		fmt.Fprintln(os.Stderr, "nothing mounted on", dir)
+		return 1
+	}
+	f := filepath.Join(dir, "s")
+	if err := os.WriteFile(f, []byte("shim"), 0o600); err != nil { //nolint:gosec // the test's own directory
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Printf("wrote %s\n", f)
+	return 0
+}
+
+// A node's cleanup removes the cgroups under its own root, in every
+// hierarchy, and nothing else: not a root it did not record, not one that
+// is not a node's (the pods of another node, or of something else on the
+// machine, live there).
+func TestNodeCleanupRemovesOnlyItsOwnCgroups(t *testing.T) {
+	MajorIndependent(t)
+	hs, err := cgroupHierarchies()
+	if err != nil || len(hs) == 0 {
+		t.Fatalf("cgroup hierarchies: %v %v", hs, err)
+	}
+	// A cgroup that is not a node's, in every hierarchy.
+	other := fmt.Sprintf("/ppt-other-%d", os.Getpid())
+	for _, h := range hs {
+		if err := os.Mkdir(filepath.Join(h, other), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = syscall.Rmdir(filepath.Join(h, other)) })
+	}
+	for name, root := range map[string]string{"NoneRecorded": "", "NotANodes": other} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.MkdirAll(filepath.Join(dir, "run"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if root != "" {
+				if err := os.WriteFile(cgroupRootFile(dir), []byte(root), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := cgroupDirs(dir); len(got) != 0 {
+				t.Errorf("cgroupDirs = %v, want none", got)
+			}
+		})
+	}
+	t.Run("Recorded", func(t *testing.T) {
+		dir := t.TempDir()
+		if err := os.MkdirAll(filepath.Join(dir, "run"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		root, err := makeCgroupRoot(dir, fmt.Sprintf("test-%d", os.Getpid()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A pod's cgroup under the root, as the kubelet makes it.
+		pod := filepath.Join(hs[0], root, "kubepods", "pod1")
+		if err := os.MkdirAll(pod, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		got := cgroupDirs(dir)
+		if len(got) != len(hs) {
+			t.Errorf("cgroupDirs = %v, want %s in each of %v", got, root, hs)
+		}
+		for _, c := range got {
+			removeCgroupTree(c)
+		}
+		for _, h := range hs {
+			if _, err := os.Stat(filepath.Join(h, root)); err == nil {
+				t.Errorf("%s left in %s", root, h)
+				_ = syscall.Rmdir(filepath.Join(h, root))
+			}
+		}
+	})
+}

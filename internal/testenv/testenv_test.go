@@ -18,6 +18,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(resolvHelperEnv) != "" {
 		os.Exit(resolvConfHelper())
 	}
+	if os.Getenv(fixedDirsHelperEnv) != "" {
+		os.Exit(fixedDirsHelper())
+	}
 	// The matrix runs only the tests of the PostgreSQL server (the others
 	// are MajorIndependent): it starts nothing else.
 	o := All
