@@ -32,6 +32,10 @@ var env *testenv.Env
 func TestMain(m *testing.M) {
 	// The examples include ESO objects, Crossplane's (XRDs, Compositions,
 	// Functions) and Tenants: serve all their kinds.
+	if testenv.Short() {
+		// No environment, whose stop would remove the directory.
+		os.Exit(m.Run())
+	}
 	xrds, err := os.MkdirTemp("", "ppt-xrds-")
 	if err == nil {
 		err = testenv.ConvertXRDs(xrds)

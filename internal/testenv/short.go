@@ -15,6 +15,11 @@ func short() bool {
 	return testing.Short()
 }
 
+// Short reports whether the tests run with -short (Main starts no
+// component then), for a TestMain that prepares something only the
+// components use.
+func Short() bool { return short() }
+
 // Need marks a test that needs the real components Main starts: with -short
 // (where Main starts none) it skips the test and says so; otherwise it does
 // nothing, so a full run never skips a test.

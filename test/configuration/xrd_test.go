@@ -24,6 +24,10 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
+	if testenv.Short() {
+		// No environment, whose stop would remove the directory.
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "ppt-xrd-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL:", err)
