@@ -39,6 +39,24 @@ func (r *Report) violation(format string, args ...any) {
 
 func (r *Report) injected(kind string) { r.Injected[kind]++ }
 
+// uncovered names the kinds of change the run has not made yet, and
+// "fault" while it has injected none.
+func (r *Report) uncovered() []string {
+	var out []string
+	for _, o := range []struct {
+		name string
+		n    int
+	}{{"created", r.Ops.Created}, {"deleted", r.Ops.Deleted}, {"rotated", r.Ops.Rotated}, {"released", r.Ops.Released}, {"rebound", r.Ops.Rebound}} {
+		if o.n == 0 {
+			out = append(out, o.name)
+		}
+	}
+	if len(r.Injected) == 0 {
+		out = append(out, "fault")
+	}
+	return out
+}
+
 func (r *Report) converged(kinds []string, took time.Duration) {
 	k := strings.Join(kinds, "+")
 	if len(kinds) > 1 {

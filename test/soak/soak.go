@@ -33,6 +33,14 @@ type config struct {
 	Kinds []string
 	// Namespaces is how many app namespaces the Tenants spread over.
 	Namespaces int
+	// MinCycles cycles start whatever the time; then, with Cover, cycles
+	// go on after Duration until the run has made every kind of change
+	// (Tenants created, deleted, rotated, released and rebound) and
+	// injected a fault, for at most MaxCycles cycles (0: no bound). So a
+	// short run with a fixed seed proves on a loaded machine what it does
+	// on an idle one, only later.
+	MinCycles, MaxCycles int
+	Cover                bool
 }
 
 func defaultConfig() config {
@@ -147,7 +155,7 @@ func (s *soak) Run(ctx context.Context) (*Report, error) {
 	if _, err := s.converge(ctx, "start"); err != nil {
 		return nil, err
 	}
-	for cycle := 1; time.Since(t0) < s.c.Duration && ctx.Err() == nil; cycle++ {
+	for cycle := 1; s.more(cycle, t0) && ctx.Err() == nil; cycle++ {
 		if err := s.cycle(ctx, cycle); err != nil {
 			return nil, err
 		}
@@ -160,6 +168,18 @@ func (s *soak) Run(ctx context.Context) (*Report, error) {
 		return nil, err
 	}
 	return s.report, nil
+}
+
+// more reports whether cycle is to start: while Duration lasts, then
+// until the run has covered what Cover asks, within MaxCycles.
+func (s *soak) more(cycle int, t0 time.Time) bool {
+	if s.c.MaxCycles > 0 && cycle > s.c.MaxCycles {
+		return false
+	}
+	if cycle <= s.c.MinCycles || time.Since(t0) < s.c.Duration {
+		return true
+	}
+	return s.c.Cover && len(s.report.uncovered()) > 0
 }
 
 // cycle changes the workload, then injects one fault (or two at once, one
