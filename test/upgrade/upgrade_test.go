@@ -167,10 +167,10 @@ func TestUpgradeAndRollback(t *testing.T) {
 				return synced(ctx, s.ns, s.name)
 			})
 		}
-		longest, who := w.stop()
+		longest, who, why := w.stop()
 		t.Logf("%s: the provider Pod %s replaced by %s; the longest a Tenant was not Ready: %s (%s)", what, oldPod, newPod, longest.Round(time.Millisecond), who)
 		if longest > notReadyBound {
-			t.Errorf("%s: Tenant %s was not Ready for %s, want at most %s", what, who, longest.Round(time.Millisecond), notReadyBound)
+			t.Errorf("%s: Tenant %s was not Ready for %s, want at most %s; it showed:\n%s", what, who, longest.Round(time.Millisecond), notReadyBound, strings.Join(why, "\n"))
 		}
 		for _, b := range before {
 			a := state(ctx, t, b.ns, b.name, b.secret)
@@ -552,13 +552,15 @@ func unchanged(t *testing.T, what string, b, a tenantState) {
 	}
 }
 
-// readyWatch records, per Tenant, the longest time it was not Ready.
+// readyWatch records, per Tenant, the longest time it was not Ready, and
+// the Ready conditions that Tenant showed meanwhile (what a failure says).
 type readyWatch struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 	mu      sync.Mutex
 	longest time.Duration
 	who     string
+	why     []string
 }
 
 // watchReady polls the Tenants' Ready condition every 100 ms until stop.
@@ -568,6 +570,7 @@ func watchReady(ctx context.Context, ts []tenantState) *readyWatch {
 	go func() {
 		defer close(w.done)
 		since := map[string]time.Time{}
+		why := map[string][]string{}
 		for ctx.Err() == nil {
 			now := time.Now()
 			for _, s := range ts {
@@ -575,6 +578,7 @@ func watchReady(ctx context.Context, ts []tenantState) *readyWatch {
 				u, err := tenantkit.Get(ctx, env.Kube.Client, tenantkit.TenantAPI, "Tenant", s.ns, s.name)
 				if err == nil && tenantkit.Ready(u) == "True" {
 					delete(since, key)
+					delete(why, key)
 					continue
 				}
 				if err != nil && ctx.Err() != nil {
@@ -583,10 +587,18 @@ func watchReady(ctx context.Context, ts []tenantState) *readyWatch {
 				if _, ok := since[key]; !ok {
 					since[key] = now
 				}
+				seen := fmt.Sprintf("%s: %v", now.Format("15:04:05.0"), err)
+				if err == nil {
+					st, reason, msg := tenantkit.Condition(u, "Ready")
+					seen = fmt.Sprintf("%s: Ready=%q %s: %s", now.Format("15:04:05.0"), st, reason, msg)
+				}
+				if n := len(why[key]); n == 0 || why[key][n-1][len("15:04:05.0"):] != seen[len("15:04:05.0"):] {
+					why[key] = append(why[key], seen)
+				}
 				d := now.Sub(since[key])
 				w.mu.Lock()
 				if d > w.longest {
-					w.longest, w.who = d, key
+					w.longest, w.who, w.why = d, key, why[key]
 				}
 				w.mu.Unlock()
 			}
@@ -596,12 +608,12 @@ func watchReady(ctx context.Context, ts []tenantState) *readyWatch {
 	return w
 }
 
-func (w *readyWatch) stop() (time.Duration, string) {
+func (w *readyWatch) stop() (time.Duration, string, []string) {
 	w.cancel()
 	<-w.done
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.longest, w.who
+	return w.longest, w.who, w.why
 }
 
 func waitFor(ctx context.Context, t *testing.T, what string, timeout time.Duration, check func() error) {
