@@ -5,9 +5,10 @@
 // what failed.
 //
 // The work is a list of jobs, one per package and major. The packages on
-// the test node run in node lanes (-node-lanes, each its own node; the
-// matrix's test/e2e runs among them); every other job goes to a pool of
-// -jobs workers; both take the longest jobs first (the durations of the
+// the test node run in node lanes (-node-lanes, each its own node, the
+// second starting once the pool's jobs have all started; the matrix's
+// test/e2e runs among them); every other job goes to a pool of -jobs
+// workers; both take the longest jobs first (the durations of the
 // last run, kept in the component cache's logs). Each job's output goes
 // to a file of its own; the terminal gets a line as each job ends, the
 // running jobs every minute, and at the end a table of every job and,
@@ -183,10 +184,18 @@ func run(ctx context.Context, o options) int {
 		nodeQueue <- j
 	}
 	close(nodeQueue)
+	// The first node lane starts at once; the others once every pool job
+	// has started: the machine's CPU is what bounds the run, and the pool
+	// beside one node takes all of it (a second node then only slows
+	// every job down), while the pool's last jobs leave it idle.
+	poolStarted := make(chan struct{})
 	for i := 0; i < lanes; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if i > 0 {
+				<-poolStarted
+			}
 			for j := range nodeQueue {
 				do(j)
 			}
@@ -227,6 +236,7 @@ func run(ctx context.Context, o options) int {
 		queue <- j
 	}
 	close(queue)
+	close(poolStarted)
 	wg.Wait()
 	close(done)
 

@@ -360,6 +360,7 @@ func TestProvisionToReady(t *testing.T) {
 }
 
 func TestFaultAfterEachStepConvergesToOnePassword(t *testing.T) {
+	testenv.MajorIndependent(t)
 	testenv.Need(t)
 	for i, step := range []string{database.StepOwnerMetadata, database.StepCredential, database.StepRole, database.StepDatabase, database.StepRecordOID, database.StepConnect, database.StepExtensions, database.StepCreated} {
 		t.Run(step, func(t *testing.T) {

@@ -45,6 +45,7 @@ func logsIn(t *testing.T, role, password string) bool {
 // check the role gets the record's password back, without a new version,
 // and the holder's own password no longer logs in.
 func TestHolderChangedPasswordIsSetBackFromTheRecord(t *testing.T) {
+	testenv.MajorIndependent(t)
 	testenv.Need(t)
 	ctx := context.Background()
 	name := "holderpw"

@@ -29,6 +29,7 @@ const idlePolls = 8
 // Database and its binding (a status update the API server would take as a
 // no-op is a request all the same) over idlePolls polls of each.
 func TestIdleDatabasesWriteNothing(t *testing.T) {
+	testenv.MajorIndependent(t)
 	testenv.Need(t)
 	ctx := context.Background()
 	owner := newDB("idleowner")

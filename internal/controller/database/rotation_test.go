@@ -106,6 +106,7 @@ func TestRotationEndsOldSessionsWhenAsked(t *testing.T) {
 }
 
 func TestRotationInterruptedAfterTheKVWriteFinishesWithTheNewPassword(t *testing.T) {
+	testenv.MajorIndependent(t)
 	testenv.Need(t)
 	for i, step := range []string{database.StepRotateRole, database.StepRotateSessions, database.StepRotateRecord} {
 		t.Run(step, func(t *testing.T) {
