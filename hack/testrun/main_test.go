@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -113,5 +115,39 @@ func TestPlanRunsTheSQLPackagesOnEveryMajorAndTheRestOnBranchMajors(t *testing.T
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("the matrix's jobs (-want +got):\n%s", diff)
+	}
+}
+
+// A run's TMPDIR is a directory of its own under the base; making one
+// removes those of runs that no longer run, never one that still does.
+func TestMakeTmpDirRemovesOnlyStoppedRuns(t *testing.T) {
+	base := t.TempDir()
+	// A run that ended: its PID is a process that has exited.
+	done := exec.Command("true")
+	if err := done.Run(); err != nil {
+		t.Fatal(err)
+	}
+	stopped, running := filepath.Join(base, tmpPrefix+"stopped"), filepath.Join(base, tmpPrefix+"running")
+	for d, pid := range map[string]int{stopped: done.Process.Pid, running: os.Getpid()} {
+		if err := os.MkdirAll(filepath.Join(d, "ppt-env-1"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "pid"), []byte(strconv.Itoa(pid)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := makeTmpDir(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stopped); !os.IsNotExist(err) {
+		t.Errorf("the stopped run's directory is still there: %v", err)
+	}
+	if _, err := os.Stat(running); err != nil {
+		t.Errorf("the running run's directory was removed: %v", err)
+	}
+	b, err := os.ReadFile(filepath.Join(d, "pid"))
+	if err != nil || string(b) != strconv.Itoa(os.Getpid()) {
+		t.Errorf("the new directory records PID %q (%v), want %d", b, err, os.Getpid())
 	}
 }
