@@ -123,7 +123,7 @@ func TestPlanRunsTheSQLPackagesOnEveryMajorAndTheRestOnBranchMajors(t *testing.T
 func TestMakeTmpDirRemovesOnlyStoppedRuns(t *testing.T) {
 	base := t.TempDir()
 	// A run that ended: its PID is a process that has exited.
-	done := exec.Command("true")
+	done := exec.CommandContext(context.Background(), "true")
 	if err := done.Run(); err != nil {
 		t.Fatal(err)
 	}
