@@ -637,9 +637,8 @@ func since(t time.Time) string { return time.Since(t).Round(time.Second).String(
 const unknownDuration = 60.0
 
 // estimateLeft is how long the run has still to go, from the last run's
-// durations: the node jobs left spread over the lanes (or the longest of
-// them, if longer), or the pool's spread over its workers, whichever is
-// longer. A running job counts what it has left of its last duration
+// durations: the node jobs left spread over the lanes, the pool's spread
+// over its workers, or the longest job left, whichever is longest. A running job counts what it has left of its last duration
 // (nothing once past it).
 func estimateLeft(node, pool []*job, running map[*job]time.Time, finished map[*job]bool, last map[string]float64, lanes, workers int, now time.Time) time.Duration {
 	var longest float64

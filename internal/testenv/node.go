@@ -193,13 +193,8 @@ func nsID(file string) (string, error) {
 // private propagation): the host's resolv.conf stays as it is, and the
 // mount goes away with the namespace.
 func bindResolvConf(src, target, hostMntns string) error {
-	refuse := errors.New("refusing to mount the node's resolv.conf in the host's mount namespace: run the tests through testenv.NodeMain, which runs them in a private one")
-	self, err := nsID("/proc/self/ns/mnt")
-	if err != nil {
+	if err := privateMountNamespace("the node's resolv.conf", hostMntns); err != nil {
 		return err
-	}
-	if hostMntns == "" || self == hostMntns {
-		return refuse
 	}
 	if src == "" {
 		return errors.New("no resolv.conf for the node's namespace ($" + nodeResolvConfEnv + ")")
@@ -210,15 +205,25 @@ func bindResolvConf(src, target, hostMntns string) error {
 	return nil
 }
 
-// mountFixedDirs mounts a tmpfs on each of dirs, in this process's mount
-// namespace, which must not be hostMntns (as bindResolvConf).
-func mountFixedDirs(dirs []string, hostMntns string) error {
+// privateMountNamespace refuses to mount what unless this process runs in
+// a mount namespace other than hostMntns (the host's, as NodeMain names
+// it).
+func privateMountNamespace(what, hostMntns string) error {
 	self, err := nsID("/proc/self/ns/mnt")
 	if err != nil {
 		return err
 	}
 	if hostMntns == "" || self == hostMntns {
-		return errors.New("refusing to mount the node's directories in the host's mount namespace: run the tests through testenv.NodeMain, which runs them in a private one")
+		return fmt.Errorf("refusing to mount %s in the host's mount namespace: run the tests through testenv.NodeMain, which runs them in a private one", what)
+	}
+	return nil
+}
+
+// mountFixedDirs mounts a tmpfs on each of dirs, in this process's mount
+// namespace, which must not be hostMntns (as bindResolvConf).
+func mountFixedDirs(dirs []string, hostMntns string) error {
+	if err := privateMountNamespace("the node's directories", hostMntns); err != nil {
+		return err
 	}
 	for _, d := range dirs {
 		if err := os.MkdirAll(d, 0o755); err != nil { //nolint:gosec // a system directory the node's components expect
