@@ -175,7 +175,7 @@ func startPostgres(ctx context.Context, root string, ca *CA, major string, node 
 		return nil, &ErrMissing{What: fmt.Sprintf("PostgreSQL %s (npm release %s)", major, version), Path: filepath.Join(bin, b),
 			Install: "hack/install-postgres.sh " + major, Override: "PG_BIN"}
 	}
-	port, err := FreePort()
+	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
@@ -263,7 +263,7 @@ log_line_prefix = '%%m [%%p] %%u@%%d '
 	if err := p.chown(p.dir); err != nil {
 		return nil, err
 	}
-	if err := p.Start(ctx); err != nil {
+	if err := p.startOnAFreePort(ctx); err != nil {
 		return nil, err
 	}
 	if err := p.bootstrap(ctx); err != nil {
@@ -275,6 +275,32 @@ log_line_prefix = '%%m [%%p] %%u@%%d '
 		return nil, fmt.Errorf("%s runs PostgreSQL %s, not %s", bin, p.Version, major)
 	}
 	return p, nil
+}
+
+// freePort picks the server's port (a variable: a test makes it pick a
+// taken one).
+var freePort = FreePort
+
+// startOnAFreePort starts the server the first time. The port was free
+// when picked, but another environment on the machine can bind it before
+// the server does: then the server is started again on another, up to
+// three times.
+func (p *Postgres) startOnAFreePort(ctx context.Context) error {
+	for attempt := 1; ; attempt++ {
+		err := p.Start(ctx)
+		if err == nil || attempt == 3 || !strings.Contains(Tail(p.logFile, 20), "Address already in use") {
+			return err
+		}
+		port, perr := freePort()
+		if perr != nil {
+			return errors.Join(err, perr)
+		}
+		// A later line of postgresql.conf wins over an earlier one.
+		if aerr := appendFile(filepath.Join(p.dataDir, "postgresql.conf"), fmt.Sprintf("port = %d\n", port)); aerr != nil {
+			return errors.Join(err, aerr)
+		}
+		p.Port = port
+	}
 }
 
 // Start starts the server (again) and waits until it accepts TLS logins.
@@ -291,7 +317,7 @@ func (p *Postgres) Start(ctx context.Context) error {
 	p.proc = proc
 	err = WaitFor(ctx, 60*time.Second, func(ctx context.Context) error {
 		if proc.exited() {
-			return errors.New("postgres exited")
+			return Permanent(errors.New("postgres exited"))
 		}
 		c, err := p.SuperConn(ctx, "postgres")
 		if err != nil {
