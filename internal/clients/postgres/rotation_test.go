@@ -59,6 +59,10 @@ func TestRotationStatements(t *testing.T) {
 	if !answers(app) {
 		t.Fatal("setting the password ended the old session")
 	}
+	// The role's sessions that ended a moment ago (provisioning's proof,
+	// the two refused logins) stay listed until their backends exit: wait
+	// until the two open ones are all, so that the count is theirs.
+	testenv.AwaitSessions(t, env.Postgres.SuperConnT(t, "postgres"), "", "rot_stmt", 2, 10*time.Second)
 	n, err := p.TerminateRoleSessions(ctx, "rot_stmt")
 	if err != nil || n != 2 {
 		t.Fatalf("TerminateRoleSessions = %d, %v; want the 2 sessions of the role", n, err)
@@ -170,6 +174,9 @@ func TestLimitAfterAuthentication(t *testing.T) {
 	}
 	newPW := testenv.RandomSecret("n-")
 	v, _ := scram.Verifier(newPW)
+	// The refused logins' backends stay listed until they exit: wait until
+	// the app's session is the role's only one, so that the count is its.
+	testenv.AwaitSessions(t, su, "", "rot_limit", 1, 10*time.Second)
 	n, err := p.SetRolePasswordEndingSessions(ctx, "rot_limit", v)
 	if err != nil {
 		t.Fatal(err)
