@@ -9,11 +9,11 @@
 // second starting once the pool's jobs have all started or the CPU is
 // partly idle; the matrix's test/e2e runs among them); every other job
 // goes to a pool of -jobs workers; both take the longest jobs first (the
-// durations of the last run, kept in the component cache's logs). Each job's output goes
-// to a file of its own; the terminal gets a line as each job ends, the
-// running jobs every minute, and at the end a table of every job and,
-// last, each failed job with its failed tests and the end of its log, so
-// that the last lines of a run name what failed.
+// durations of the last run, kept in the component cache's logs). Each
+// job's output goes to a file of its own; the terminal gets a line as
+// each job ends, the running jobs every minute, and at the end a table of
+// every job and, last, each failed job with its failed tests and the end
+// of its log, so that the last lines of a run name what failed.
 package main
 
 import (
@@ -650,8 +650,9 @@ const unknownDuration = 60.0
 
 // estimateLeft is how long the run has still to go, from the last run's
 // durations: the node jobs left spread over the lanes, the pool's spread
-// over its workers, or the longest job left, whichever is longest. A running job counts what it has left of its last duration
-// (nothing once past it).
+// over its workers, or the longest job left, whichever is longest. A
+// running job counts what it has left of its last duration (nothing once
+// past it).
 func estimateLeft(node, pool []*job, running map[*job]time.Time, finished map[*job]bool, last map[string]float64, lanes, workers int, now time.Time) time.Duration {
 	var longest float64
 	left := func(js []*job) float64 {
